@@ -1,0 +1,286 @@
+import type { JsonSchema, JsonValue } from './json.js';
+import type { ExtraSpecKey, InstanceRequest, RequestSpec } from './requests.js';
+import type { HostState } from './host.js';
+import type { InventoryInput, ResourceClass } from './resources.js';
+import type { Logger, ServiceContainer } from './services.js';
+import { PLUGIN_API_VERSION } from './version.js';
+
+/* ------------------------------------------------------------------------------------
+ * Plugin definitions
+ *
+ * A plugin package has two entry points named in its package.json manifest:
+ *   "ert": { "apiVersion": "^1.0.0", "compute": "./compute", "scheduler": "./scheduler",
+ *            "provides": ["resource", "consumer", "filter", "weigher"] }
+ * Each entry's default export is made by `definePlugin`. The compute entry supplies
+ * `resource`; the scheduler entry any of `consumer`, `filter`, `weigher`. A compute host
+ * never imports the scheduler entry and the reverse, so each side loads only its code.
+ * ---------------------------------------------------------------------------------- */
+
+export type PluginKind = 'resource' | 'consumer' | 'filter' | 'weigher';
+export const PLUGIN_KINDS: readonly PluginKind[] = ['resource', 'consumer', 'filter', 'weigher'];
+
+/** The schema and version of the stats a plugin writes. Bump the version on any change
+ *  a reader could notice; consumers list the versions they read. */
+export interface StatsSchema {
+  version: number;
+  schema: JsonSchema;
+}
+
+/** What every hook factory receives. */
+export interface PluginContext<Options> {
+  /** The name the plugin is configured under (its short name). */
+  readonly name: string;
+  /** `plugins.<name>` from the config, validated against `optionsSchema`, defaults applied. */
+  readonly options: Options;
+  /** A child logger bound to `{ plugin: name }`. */
+  readonly logger: Logger;
+  /** The plugin's own child container (see `CoreServices`). */
+  readonly services: ServiceContainer;
+}
+
+/** Context of the compute side. */
+export interface ResourceContext<Options> extends PluginContext<Options> {
+  /** The host's name; the root provider is named after it. */
+  readonly hostName: string;
+  /** Directory that stands for `/` when reading `/proc` and `/sys` (fixtures in tests). */
+  readonly root: string;
+  /** Whether the operator enabled enforcement (`enforce` hook) for this plugin. */
+  readonly enforce: boolean;
+}
+
+/* ----------------------------- compute side: resource ------------------------------ */
+
+/** Inventories and traits a plugin contributes to one provider. */
+export interface ProviderContribution {
+  inventories?: Record<ResourceClass, InventoryInput>;
+  traits?: string[];
+}
+
+/** A nested provider the plugin owns. The tracker names it `<host>_<key>` and derives a
+ *  uuid from that name, so it is the same across restarts. */
+export interface ChildProvider extends ProviderContribution {
+  /** Stable key, unique within the host, `[a-z0-9_]+` (e.g. `llc_0`). */
+  key: string;
+  /** Key of another child provider of this plugin; the host's root when omitted. */
+  parent?: string;
+}
+
+/** What `discover` reports. When `available` is false the plugin publishes no capacity
+ *  (no inventory, rather than zero) and `reason` says why; the other plugins go on. */
+export interface Discovery {
+  available: boolean;
+  reason?: string;
+  /** Contribution to the host's root provider. */
+  host?: ProviderContribution;
+  children?: ChildProvider[];
+}
+
+/** Where a plugin places an amount: the host root (no `provider`) or one of its children. */
+export interface AllocationRequest {
+  /** Child key from `Discovery.children`; the host's root when omitted. */
+  provider?: string;
+  resourceClass: ResourceClass;
+  amount: number;
+}
+
+/** The request a compute plugin tests. */
+export interface ClaimRequest {
+  instance: InstanceRequest;
+  spec: RequestSpec;
+  /** `claim` for a new instance, `resize` for a new flavor of a live one. */
+  kind: 'claim' | 'resize';
+}
+
+/**
+ * A plugin's yes to a claim. `allocations` place the classes the plugin decides itself
+ * (e.g. LLC ways on the cache domain with a contiguous run); the tracker places the
+ * other requested classes by Placement's rules. `assignment` is the plugin's own record
+ * of the decision (e.g. the way mask); it is stored with the instance, given back in
+ * `addInstance` and in events, and must be JSON.
+ */
+export interface ClaimGrant {
+  allocations?: AllocationRequest[];
+  assignment?: JsonValue;
+}
+
+/** Result of `test`: nothing (accept), a reason string (refuse), or a grant (accept). */
+export type TestResult = void | undefined | string | ClaimGrant;
+
+/** An instance as a compute plugin holds it in its view. */
+export interface ClaimedInstance {
+  uuid: string;
+  request: InstanceRequest;
+  spec: RequestSpec;
+  /** Allocations written for it, with child keys resolved to provider names. */
+  allocations: Array<{ providerName: string; resourceClass: ResourceClass; amount: number }>;
+  /** This plugin's `ClaimGrant.assignment`, if it gave one. */
+  assignment?: JsonValue;
+}
+
+export type InstanceEventType = 'claimed' | 'released' | 'resized' | 'updated';
+
+/** An instance event, for enforcement. `previous` is the instance before a resize. */
+export interface InstanceEvent {
+  type: InstanceEventType;
+  host: string;
+  instance: ClaimedInstance;
+  previous?: ClaimedInstance;
+}
+
+/**
+ * The compute-side hooks. The tracker calls them through its dispatcher (errors tagged
+ * with plugin and hook, per-call timeout) and never concurrently for one plugin.
+ */
+export interface ResourceHooks<Stats = unknown> {
+  /**
+   * Read the hardware and report inventories, traits and nested providers. Runs at start
+   * and at every periodic update. Must be idempotent and must not change the host. A
+   * missing or unreadable file is not an exception: return `{ available: false, reason }`.
+   */
+  discover(): Discovery | Promise<Discovery>;
+  /** Forget every instance. Called before the tracker re-adds the live ones (start, update). */
+  reset?(): void | Promise<void>;
+  /**
+   * Would `request` fit this plugin's current view? Return nothing to accept, a reason
+   * to refuse, or a `ClaimGrant`. Must not change the view (the tracker calls
+   * `addInstance` once the claim is written). Throwing, timing out or returning anything
+   * else refuses the claim (fail closed).
+   */
+  test?(request: ClaimRequest): TestResult | Promise<TestResult>;
+  /** Count an instance in the view. Idempotent for the same uuid. */
+  addInstance?(instance: ClaimedInstance): void | Promise<void>;
+  /** Stop counting an instance. Idempotent; unknown uuids are ignored. */
+  removeInstance?(uuid: string): void | Promise<void>;
+  /**
+   * The stats to record now (hardware facts and the view, e.g. free way bitmaps). Called
+   * after discovery and after every change of instances. Validated against the plugin's
+   * `stats` schema before anything is written; data that fails is refused at the writer.
+   */
+  stats?(): Stats | Promise<Stats>;
+  /**
+   * Act on an instance event (program cache ways, set a governor). Called only when the
+   * operator enabled enforcement for this plugin, after the store was written. A throw is
+   * reported; the tracker's `enforcementFailure` policy says whether the claim is undone.
+   */
+  enforce?(event: InstanceEvent): void | Promise<void>;
+  /** Release handles and timers. Called once at shutdown. */
+  close?(): void | Promise<void>;
+}
+
+/* ---------------------------- scheduler side ---------------------------------------- */
+
+const EXCLUDE = Symbol.for('ert.exclude');
+/** Returned by `consume` to exclude the host, with the reason shown in explanations. */
+export interface Exclusion {
+  readonly [EXCLUDE]: string;
+}
+export function exclude(reason: string): Exclusion {
+  return { [EXCLUDE]: reason };
+}
+export function exclusionReason(value: unknown): string | undefined {
+  return typeof value === 'object' && value !== null && EXCLUDE in value ? String((value as Exclusion)[EXCLUDE]) : undefined;
+}
+
+/** Allocations the scheduler just wrote for an instance on a host. */
+export interface Placement {
+  host: string;
+  instance: InstanceRequest;
+  spec: RequestSpec;
+  allocations: Array<{ providerUuid: string; resourceClass: ResourceClass; amount: number }>;
+}
+
+/**
+ * Turns a plugin's stats into its slot of the host state (`HostState.pluginData(name)`).
+ * HostData should be small: it is held for every host.
+ */
+export interface ConsumerHooks<Stats = unknown, HostData = unknown> {
+  /** Stats schema versions this consumer reads. A host whose stats have another version is
+   *  excluded with a reason, never a crash. */
+  readonly reads: readonly number[];
+  /**
+   * Build this plugin's data for one host from its stats (undefined when the host has
+   * none: the plugin is unavailable there). Called whenever the host is (re)loaded.
+   * Return `exclude(reason)` to keep the host out of every decision.
+   */
+  consume(stats: Stats | undefined, host: HostState): HostData | Exclusion;
+  /**
+   * The scheduler placed an instance on this host: return the updated data so the next
+   * decision in the batch sees it. Must not throw for a placement it cannot interpret.
+   */
+  placed?(data: HostData, placement: Placement, host: HostState): HostData;
+}
+
+/**
+ * Removes hosts that cannot take the request. Called for many hosts per decision: keep it
+ * pure (no I/O, no mutation) and cheap. Return nothing to pass, or the reason.
+ */
+export interface FilterHooks {
+  /** Skip this filter for requests it has nothing to say about (a cheap pre-check). */
+  appliesTo?(spec: RequestSpec): boolean;
+  filter(host: HostState, spec: RequestSpec): string | undefined | void;
+}
+
+/**
+ * Scores hosts that passed the filters. Raw scores are min-max normalised over the
+ * candidates, multiplied by the configured multiplier and summed; higher wins.
+ */
+export interface WeigherHooks {
+  appliesTo?(spec: RequestSpec): boolean;
+  weigh(host: HostState, spec: RequestSpec): number;
+}
+
+/* ----------------------------------- the plugin ------------------------------------- */
+
+export interface PluginDefinition<Options = unknown, Stats = unknown, HostData = unknown> {
+  /** Short name (`vcpu`); what configs call it unless they give another. */
+  name: string;
+  /** JSON Schema of `plugins.<name>` options; defaults are applied from it. */
+  optionsSchema?: JsonSchema;
+  /** Schema and version of the stats `stats()` returns and consumers read. */
+  stats?: StatsSchema;
+  /** Extra-spec keys this plugin owns (shared by both entries). */
+  extraSpecs?: readonly ExtraSpecKey<any>[];
+  /** Compute side. */
+  resource?(ctx: ResourceContext<Options>): ResourceHooks<Stats> | Promise<ResourceHooks<Stats>>;
+  /** Scheduler side. */
+  consumer?(ctx: PluginContext<Options>): ConsumerHooks<Stats, HostData> | Promise<ConsumerHooks<Stats, HostData>>;
+  filter?(ctx: PluginContext<Options>): FilterHooks | Promise<FilterHooks>;
+  weigher?(ctx: PluginContext<Options>): WeigherHooks | Promise<WeigherHooks>;
+}
+
+const PLUGIN_BRAND = Symbol.for('ert.plugin');
+
+/** A branded plugin definition, as `definePlugin` returns it. */
+export type Plugin<Options = unknown, Stats = unknown, HostData = unknown> = PluginDefinition<Options, Stats, HostData> & {
+  readonly [PLUGIN_BRAND]: true;
+  /** The PLUGIN_API_VERSION the plugin was built against. */
+  readonly apiVersion: string;
+};
+
+/** Make a plugin. Plain objects and closures; no classes or decorators needed. */
+export function definePlugin<Options = unknown, Stats = unknown, HostData = unknown>(
+  definition: PluginDefinition<Options, Stats, HostData>,
+): Plugin<Options, Stats, HostData> {
+  return Object.freeze({ ...definition, [PLUGIN_BRAND]: true as const, apiVersion: PLUGIN_API_VERSION });
+}
+
+/** True for objects made by `definePlugin` (by any copy of this package). */
+export function isPlugin(value: unknown): value is Plugin {
+  return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[PLUGIN_BRAND] === true;
+}
+
+/** The kinds a plugin object provides. */
+export function kindsOf(plugin: PluginDefinition): PluginKind[] {
+  return PLUGIN_KINDS.filter((k) => typeof plugin[k] === 'function');
+}
+
+/** The `ert` block of a plugin package's package.json. */
+export interface PluginManifest {
+  /** Semver range of the plugin API the package targets, e.g. `^1.0.0`. */
+  apiVersion: string;
+  /** Export subpath (`./compute`) of the compute entry. */
+  compute?: string;
+  /** Export subpath of the scheduler entry. */
+  scheduler?: string;
+  provides: PluginKind[];
+}

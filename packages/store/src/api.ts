@@ -1,0 +1,213 @@
+import type { Flavor, HostStatus, Inventory, JsonValue, ResourceClass } from '@ert/plugin-api';
+
+/**
+ * The store API. Both sides meet only here. Semantics follow OpenStack Placement so a
+ * Placement-compatible HTTP API can sit on it later:
+ * - every change to a provider (inventory, traits, aggregates, allocations against it)
+ *   increments its `generation`; callers pass the generation they read and a stale one
+ *   is a `StoreConflictError` (code ERT_STORE_PROVIDER_GENERATION_CONFLICT);
+ * - every write that changes capacity or usage is one transaction;
+ * - concurrent writers never push usage past capacity; a lost race is a conflict error.
+ * Error codes live in `errors.ts`.
+ */
+
+export type StoreClient = 'sqlite3' | 'pg';
+
+export interface StoreOptions {
+  /** `sqlite3` (default) or `pg`. */
+  client: StoreClient;
+  /** SQLite: a file path (`:memory:` for tests only). PostgreSQL: a `postgres://` URL. */
+  connection: string;
+  /** Connection pool size (PostgreSQL). SQLite always uses one connection per process. */
+  pool?: { min?: number; max?: number };
+  /** PostgreSQL schema to use (created if missing); lets tests run isolated. Default `public`. */
+  schema?: string;
+}
+
+export interface ProviderRecord {
+  uuid: string;
+  name: string;
+  /** Undefined for a root provider. */
+  parentUuid?: string;
+  rootUuid: string;
+  generation: number;
+}
+
+export interface NewProvider {
+  uuid: string;
+  name: string;
+  parentUuid?: string;
+}
+
+/** One allocation: `amount` of `resourceClass` held on provider `providerUuid`. */
+export interface Allocation {
+  providerUuid: string;
+  resourceClass: ResourceClass;
+  amount: number;
+}
+
+export interface ConsumerRef {
+  uuid: string;
+  projectId: string;
+  userId: string;
+  /**
+   * The consumer generation the caller last read: `null` for a consumer the caller
+   * believes is new. A mismatch is ERT_STORE_CONSUMER_GENERATION_CONFLICT. `undefined`
+   * skips the check (trusted internal callers only, e.g. the tracker re-adopting).
+   */
+  generation?: number | null;
+}
+
+export type InstanceState = 'scheduled' | 'active' | 'resizing' | 'error';
+
+/** An instance as recorded in the store: its flavor (with extra specs) and what plugins decided. */
+export interface InstanceRecord {
+  uuid: string;
+  host: string;
+  projectId: string;
+  userId: string;
+  flavor: Flavor;
+  state: InstanceState;
+  /** During a resize: the flavor being left (its allocations are held by `migrationUuid`). */
+  previousFlavor?: Flavor;
+  migrationUuid?: string;
+  /** Per-plugin assignments (`ClaimGrant.assignment`), by plugin name. */
+  assignments: Record<string, JsonValue>;
+  createdAt?: number;
+  updatedAt?: number;
+}
+
+/**
+ * Replace every allocation of one consumer (Placement's PUT /allocations/{consumer}).
+ * An empty `allocations` removes the consumer's allocations.
+ */
+export interface AllocationWrite {
+  consumer: ConsumerRef;
+  allocations: Allocation[];
+  /** Written in the same transaction (e.g. the scheduler's claim records the instance). */
+  instance?: InstanceRecord;
+}
+
+export interface HostRecord {
+  name: string;
+  rootProviderUuid: string;
+  status: HostStatus;
+  /** Epoch ms of the tracker's last successful update. */
+  lastUpdate: number;
+  /** Changes whenever anything the scheduler reads about this host changes. */
+  generation: number;
+}
+
+export interface StatsRecord {
+  plugin: string;
+  schemaVersion: number;
+  data: JsonValue;
+  updatedAt: number;
+}
+
+export interface AggregateRecord {
+  uuid: string;
+  name?: string;
+  /** Nova-style aggregate metadata (aggregate_instance_extra_specs, weigher multipliers). */
+  metadata: Record<string, string>;
+}
+
+/** A provider with everything the scheduler needs about it. */
+export interface ProviderSnapshot extends ProviderRecord {
+  inventories: Record<ResourceClass, Inventory>;
+  usages: Record<ResourceClass, number>;
+  traits: string[];
+  aggregates: string[];
+}
+
+/** Everything the scheduler reads about one host, in one consistent read. */
+export interface HostSnapshot {
+  host: HostRecord;
+  /** The host's tree, root first, parents before children. */
+  providers: ProviderSnapshot[];
+  /** Sharing providers (trait MISC_SHARES_VIA_AGGREGATE) in an aggregate of the tree. */
+  sharingProviders: ProviderSnapshot[];
+  /** Metadata of the aggregates the root provider is in, merged. */
+  aggregateMetadata: Record<string, string>;
+  stats: Record<string, StatsRecord>;
+  /** Uuids of instances recorded on the host. */
+  instances: string[];
+}
+
+export interface Store {
+  readonly client: StoreClient;
+
+  /** Apply pending migrations (idempotent; safe when several processes race). */
+  migrate(): Promise<void>;
+  /** Close the pool. Further calls fail. */
+  close(): Promise<void>;
+
+  /* resource classes and traits */
+  listResourceClasses(): Promise<string[]>;
+  /** Create missing custom classes; a name that is neither standard nor CUSTOM_ is ERT_STORE_INVALID. */
+  ensureResourceClasses(names: string[]): Promise<void>;
+
+  /* providers */
+  createProvider(provider: NewProvider): Promise<ProviderRecord>;
+  getProvider(uuid: string): Promise<ProviderRecord | undefined>;
+  getProviderByName(name: string): Promise<ProviderRecord | undefined>;
+  /** All providers, or the tree of one root. */
+  listProviders(filter?: { rootUuid?: string }): Promise<ProviderRecord[]>;
+  /** Refused (ERT_STORE_PROVIDER_IN_USE) while it has allocations or children. */
+  deleteProvider(uuid: string): Promise<void>;
+
+  getInventories(uuid: string): Promise<{ generation: number; inventories: Record<ResourceClass, Inventory> }>;
+  /**
+   * Replace the provider's inventory set (Placement's PUT inventories). Every inventory is
+   * validated. Removing a class that has allocations, or shrinking capacity below current
+   * usage, is refused (ERT_STORE_INVENTORY_IN_USE) and nothing is written.
+   * Pass the generation read, or undefined to skip the check. Returns the new record.
+   */
+  setInventories(uuid: string, generation: number | undefined, inventories: Record<ResourceClass, Inventory>): Promise<ProviderRecord>;
+  getUsages(uuid: string): Promise<Record<ResourceClass, number>>;
+
+  getTraits(uuid: string): Promise<string[]>;
+  /** Replace the provider's traits (unknown valid names are created). */
+  setTraits(uuid: string, generation: number | undefined, traits: string[]): Promise<ProviderRecord>;
+  getAggregates(uuid: string): Promise<string[]>;
+  setAggregates(uuid: string, generation: number | undefined, aggregates: string[]): Promise<ProviderRecord>;
+  upsertAggregate(aggregate: AggregateRecord): Promise<void>;
+
+  /* allocations */
+  /**
+   * Replace each consumer's allocations, all writes in one transaction: every amount is
+   * checked against capacity, min_unit, max_unit and step_size with the usage seen inside
+   * the transaction; provider and consumer generations are bumped. Too little capacity is
+   * ERT_STORE_CAPACITY_EXCEEDED naming provider, class, requested and free; a stale
+   * consumer generation or a lost race is a conflict. On any error nothing is written.
+   */
+  writeAllocations(writes: AllocationWrite[]): Promise<void>;
+  getAllocations(consumerUuid: string): Promise<{ generation: number | null; allocations: Allocation[] }>;
+  /** Remove a consumer's allocations (and the consumer). Unknown consumers are a no-op. */
+  deleteAllocations(consumerUuid: string): Promise<void>;
+
+  /* hosts */
+  /** Create or update a host row (the compute host's record, keyed by name). */
+  upsertHost(host: { name: string; rootProviderUuid: string; status?: HostStatus; lastUpdate?: number }): Promise<HostRecord>;
+  getHost(name: string): Promise<HostRecord | undefined>;
+  listHosts(): Promise<HostRecord[]>;
+  setHostStatus(name: string, status: HostStatus): Promise<void>;
+  /** Mark `up` hosts whose lastUpdate is older than `before` (epoch ms) as stale; returns their names. */
+  markStaleHosts(before: number): Promise<string[]>;
+
+  /* stats (validated by the writer's caller against the plugin's schema) */
+  writeStats(host: string, plugin: string, schemaVersion: number, data: JsonValue): Promise<void>;
+  readStats(host: string): Promise<Record<string, StatsRecord>>;
+
+  /* instances */
+  upsertInstance(instance: InstanceRecord): Promise<void>;
+  getInstance(uuid: string): Promise<InstanceRecord | undefined>;
+  listInstances(filter?: { host?: string }): Promise<InstanceRecord[]>;
+  deleteInstance(uuid: string): Promise<void>;
+
+  /* scheduler reads */
+  /** Name -> generation for every host: cheap, for incremental refresh. */
+  hostGenerations(): Promise<Map<string, number>>;
+  /** Full snapshots of the named hosts (all hosts when omitted). */
+  loadHosts(names?: string[]): Promise<HostSnapshot[]>;
+}

@@ -1,0 +1,16 @@
+import { defineConfig } from 'vitest/config';
+
+// Tests import workspace packages from their TypeScript sources (the `ert-source` export
+// condition); processes the tests spawn run the built `dist` output, so `npm test` builds first.
+const conditions = ['ert-source', 'node', 'import', 'default'];
+
+export default defineConfig({
+  resolve: { conditions },
+  ssr: { resolve: { conditions, externalConditions: ['ert-source'] } },
+  test: {
+    include: ['packages/*/test/**/*.test.ts', 'plugins/*/test/**/*.test.ts', 'test/**/*.test.ts'],
+    exclude: ['**/node_modules/**', '**/dist/**', 'test/fixtures/**'],
+    testTimeout: 30_000,
+    hookTimeout: 60_000,
+  },
+});

@@ -1,1 +1,5 @@
-export {};
+/**
+ * @ert/sysfs — hardware facts read from /proc and /sys below a configurable root.
+ * Plugins turn these facts into inventories; nothing here knows about ert's model.
+ */
+export * from './fs.js';

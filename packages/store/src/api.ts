@@ -134,6 +134,14 @@ export interface HostSnapshot {
   instances: string[];
 }
 
+/** A whole host to create at once (see `Store.importHosts`). */
+export interface HostImport {
+  host: { name: string; status?: HostStatus; lastUpdate?: number };
+  /** The host's tree, root first, parents before children. */
+  providers: Array<NewProvider & { inventories: Record<ResourceClass, Inventory>; traits: string[]; aggregates: string[] }>;
+  stats?: Record<string, { schemaVersion: number; data: JsonValue }>;
+}
+
 export interface Store {
   readonly client: StoreClient;
 
@@ -204,6 +212,13 @@ export interface Store {
   getInstance(uuid: string): Promise<InstanceRecord | undefined>;
   listInstances(filter?: { host?: string }): Promise<InstanceRecord[]>;
   deleteInstance(uuid: string): Promise<void>;
+
+  /**
+   * Create many hosts with their trees, inventories, traits, aggregates and stats in bulk
+   * (simulated fleets, benchmarks). Batched transactions; validation as for the single
+   * calls; a host or provider that already exists is ERT_STORE_CONFLICT.
+   */
+  importHosts(hosts: HostImport[]): Promise<void>;
 
   /* scheduler reads */
   /** Name -> generation for every host: cheap, for incremental refresh. */

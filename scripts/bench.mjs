@@ -9,8 +9,8 @@ import path from 'node:path';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const benchmarks = {
-  store: 'packages/store/dist/bench/store-bench.js',
-  scheduler: 'packages/scheduler/dist/bench/scheduler-bench.js',
+  store: 'packages/bench/dist/store-bench.js',
+  scheduler: 'packages/bench/dist/scheduler-bench.js',
 };
 
 const [name, ...args] = process.argv.slice(2);

@@ -3,3 +3,8 @@
  * Plugins turn these facts into inventories; nothing here knows about ert's model.
  */
 export * from './fs.js';
+export * from './reading.js';
+export * from './cpuinfo.js';
+export * from './meminfo.js';
+export * from './topology.js';
+export * from './numa.js';

@@ -1,1 +1,26 @@
-export {};
+/**
+ * @ert/placement — pure functions both sides share: flavor + extra specs -> RequestSpec
+ * (`parseFlavor`), fitting a request to a host's provider tree by Placement's
+ * allocation-candidate rules (`fitRequest`), and Nova's extra-spec operators
+ * (`matchCapability`, `matchAggregateExtraSpecs`). No I/O, no state.
+ */
+export * from './errors.js';
+export { BUILTIN_EXTRA_SPEC_PREFIXES, isBuiltinExtraSpecKey, parseFlavor, type ParseFlavorOptions } from './parse.js';
+export { convertPluginValue, extraSpecKeyProblem } from './plugin-values.js';
+export {
+  aggregateExtraSpecsProblem,
+  matchAggregateExtraSpecs,
+  matchCapability,
+  parseOpExpression,
+  toNumber,
+  type OpExpression,
+} from './ops.js';
+export {
+  fitRequest,
+  type FitAllocation,
+  type FitAllocation as Allocation,
+  type FitOptions,
+  type FitProvider,
+  type FitResult,
+  type FitTree,
+} from './fit.js';

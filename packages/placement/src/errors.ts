@@ -1,0 +1,48 @@
+import { ErtError } from '@ert/plugin-api';
+
+/**
+ * The error catalogue of @ert/placement. Codes are stable; `details` is always
+ * `{ key, value, expected }`: the extra-spec key at fault (or the flavor field, e.g.
+ * `vcpus`), the value as written (undefined when the key itself is the problem), and a
+ * short description of what would have been accepted.
+ *
+ * - ERT_SPEC_UNKNOWN_KEY        no built-in form and no loaded plugin owns the key, or the key
+ *                               has a built-in prefix but a malformed rest (bad resource class,
+ *                               trait name or group suffix)
+ * - ERT_SPEC_INVALID_VALUE      the key is known but its value is malformed or out of range
+ * - ERT_SPEC_CONFLICT           keys that are each valid but contradict each other (two or more
+ *                               numbered groups without `group_policy`, a numbered group with
+ *                               traits or member_of but no resources)
+ * - ERT_SPEC_SCHEMA_UNSUPPORTED a plugin's `ExtraSpecKey.schema` uses a type or keyword the
+ *                               parser does not implement (a plugin bug, not an operator's)
+ */
+export const PlacementErrorCodes = {
+  UNKNOWN_KEY: 'ERT_SPEC_UNKNOWN_KEY',
+  INVALID_VALUE: 'ERT_SPEC_INVALID_VALUE',
+  CONFLICT: 'ERT_SPEC_CONFLICT',
+  SCHEMA_UNSUPPORTED: 'ERT_SPEC_SCHEMA_UNSUPPORTED',
+} as const;
+
+export type PlacementErrorCode = (typeof PlacementErrorCodes)[keyof typeof PlacementErrorCodes];
+
+export interface RequestSpecErrorDetails {
+  key: string;
+  value: string | undefined;
+  expected: string;
+  [extra: string]: unknown;
+}
+
+/** A flavor's extra specs (or its amounts) cannot be turned into a `RequestSpec`. */
+export class RequestSpecError extends ErtError {
+  declare readonly code: PlacementErrorCode;
+  declare readonly details: Readonly<RequestSpecErrorDetails>;
+
+  constructor(code: PlacementErrorCode, message: string, details: RequestSpecErrorDetails) {
+    super(code, message, details);
+  }
+}
+
+/** `key=value` as it appears in messages (`key` alone when the value is unknown). */
+export function describeKey(key: string, value: string | undefined): string {
+  return value === undefined ? `"${key}"` : `"${key}=${value}"`;
+}

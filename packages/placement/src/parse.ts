@@ -1,0 +1,255 @@
+import {
+  isValidResourceClass,
+  isValidTraitName,
+  type CapabilityRequirement,
+  type ExtraSpecKey,
+  type Flavor,
+  type GroupPolicy,
+  type RequestGroup,
+  type RequestSpec,
+  type ResourceClass,
+  type SchedulingHints,
+} from '@ert/plugin-api';
+import { describeKey, PlacementErrorCodes, RequestSpecError, type PlacementErrorCode } from './errors.js';
+import { parseOpExpression } from './ops.js';
+import { convertPluginValue } from './plugin-values.js';
+
+/**
+ * Prefixes of the extra-spec keys ert itself interprets. A plugin must not declare a key
+ * starting with one of them (the host refuses such a plugin at load time):
+ * `resources[N]:CLASS`, `trait[N]:NAME`, `member_of[N]`, `group_policy`,
+ * `aggregate_instance_extra_specs:KEY`, `capabilities:KEY`, and the `ert:` namespace
+ * (of which `ert:policy` is defined).
+ */
+export const BUILTIN_EXTRA_SPEC_PREFIXES: readonly string[] = Object.freeze([
+  'resources',
+  'trait',
+  'member_of',
+  'group_policy',
+  'aggregate_instance_extra_specs:',
+  'capabilities:',
+  'ert:',
+]);
+
+/** True when `key` falls in ert's own namespace (see BUILTIN_EXTRA_SPEC_PREFIXES). */
+export function isBuiltinExtraSpecKey(key: string): boolean {
+  return BUILTIN_EXTRA_SPEC_PREFIXES.some((prefix) => key.startsWith(prefix));
+}
+
+// Group suffixes as Nova and Placement (>= 1.33) accept them: `1`, `_NET1`, `-gpu`.
+const SUFFIX = '([a-zA-Z0-9_-]{1,64})?';
+const RESOURCES_KEY = new RegExp(`^resources${SUFFIX}:(.*)$`);
+const TRAIT_KEY = new RegExp(`^trait${SUFFIX}:(.*)$`);
+const MEMBER_OF_KEY = new RegExp(`^member_of${SUFFIX}$`);
+const AMOUNT_PATTERN = /^\d+$/;
+const AGGREGATE_PATTERN = /^[A-Za-z0-9_.:-]+$/;
+const AGGREGATE_SPECS_PREFIX = 'aggregate_instance_extra_specs:';
+const CAPABILITIES_PREFIX = 'capabilities:';
+const POLICY_KEY = 'ert:policy';
+const GROUP_POLICY_KEY = 'group_policy';
+
+const RESOURCE_CLASS_EXPECTED = 'a standard resource class or CUSTOM_[A-Z0-9_]+';
+
+/** Options of `parseFlavor`. */
+export interface ParseFlavorOptions {
+  /** Extra-spec keys of the loaded plugins (`PluginRuntime.extraSpecKeys`). */
+  keys: readonly ExtraSpecKey[];
+  hints?: SchedulingHints;
+}
+
+function specError(code: PlacementErrorCode, key: string, value: string | undefined, expected: string, why?: string): RequestSpecError {
+  const message = `extra spec ${describeKey(key, value)}: ${why ?? `expected ${expected}`}`;
+  return new RequestSpecError(code, message, { key, value, expected });
+}
+
+interface GroupDraft {
+  resources: Record<ResourceClass, number>;
+  requiredTraits: string[];
+  forbiddenTraits: string[];
+  memberOf: string[][];
+}
+
+function newDraft(): GroupDraft {
+  return { resources: {}, requiredTraits: [], forbiddenTraits: [], memberOf: [] };
+}
+
+/**
+ * Turn a flavor (and the request's scheduling hints) into a `RequestSpec`, the way Nova's
+ * ResourceRequest does, but refusing what Nova only logged:
+ *
+ * - the unnumbered group gets VCPU=vcpus, MEMORY_MB=memoryMb, DISK_GB=diskGb (zero
+ *   amounts omitted); `resources:CLASS=N` overrides a flavor-derived amount, 0 removes it;
+ * - `resources<S>:CLASS=N`, `trait<S>:NAME=required|forbidden`, `member_of<S>=in:a,b`
+ *   build numbered groups (suffix `S` is 1-64 of `[a-zA-Z0-9_-]`, as in Placement 1.33);
+ *   `group_policy=none|isolate` (required with two or more numbered groups);
+ * - `aggregate_instance_extra_specs:KEY=VALUE`, `capabilities:KEY=<op> VALUE`, `ert:policy`;
+ * - keys owned by loaded plugins are converted by their schema into `pluginSpecs`, then
+ *   each plugin's `applyResources` adjusts the unnumbered group, in `keys` order.
+ *
+ * Throws RequestSpecError (ERT_SPEC_UNKNOWN_KEY, ERT_SPEC_INVALID_VALUE, ERT_SPEC_CONFLICT,
+ * ERT_SPEC_SCHEMA_UNSUPPORTED) naming the key and value at fault. Pure: the flavor is
+ * not modified and the same input always gives an equal spec. Groups come out in the
+ * order unnumbered, then numbered by suffix (numeric suffixes in numeric order first).
+ */
+export function parseFlavor(flavor: Flavor, opts: ParseFlavorOptions): RequestSpec {
+  const unnumbered = newDraft();
+  for (const [field, resourceClass] of [
+    ['vcpus', 'VCPU'],
+    ['memoryMb', 'MEMORY_MB'],
+    ['diskGb', 'DISK_GB'],
+  ] as const) {
+    const amount = flavor[field];
+    if (!Number.isSafeInteger(amount) || amount < 0) {
+      throw specError(PlacementErrorCodes.INVALID_VALUE, field, String(amount), 'a non-negative integer', `flavor "${flavor.name}" field ${field}=${String(amount)}: expected a non-negative integer`);
+    }
+    if (amount > 0) unnumbered.resources[resourceClass] = amount;
+  }
+
+  const numbered = new Map<string, GroupDraft>();
+  const group = (suffix: string): GroupDraft => {
+    if (suffix === '') return unnumbered;
+    let draft = numbered.get(suffix);
+    if (draft === undefined) {
+      draft = newDraft();
+      numbered.set(suffix, draft);
+    }
+    return draft;
+  };
+
+  const pluginKeys = new Map<string, ExtraSpecKey>();
+  for (const k of opts.keys) pluginKeys.set(k.key, k);
+  const pluginRaw = new Map<string, string>();
+  let groupPolicy: GroupPolicy | undefined;
+  let policy: string | undefined;
+  const aggregateExtraSpecs: Record<string, string> = {};
+  const capabilities: CapabilityRequirement[] = [];
+
+  for (const key of Object.keys(flavor.extraSpecs).sort()) {
+    const raw = flavor.extraSpecs[key];
+    if (typeof raw !== 'string') {
+      throw specError(PlacementErrorCodes.INVALID_VALUE, key, String(raw), 'a string value');
+    }
+    const value = raw.trim();
+    let m: RegExpExecArray | null;
+
+    if (key === GROUP_POLICY_KEY) {
+      if (value !== 'none' && value !== 'isolate') throw specError(PlacementErrorCodes.INVALID_VALUE, key, raw, 'none or isolate');
+      groupPolicy = value;
+    } else if ((m = RESOURCES_KEY.exec(key)) !== null) {
+      const resourceClass = m[2]!;
+      if (!isValidResourceClass(resourceClass)) {
+        throw specError(PlacementErrorCodes.UNKNOWN_KEY, key, raw, RESOURCE_CLASS_EXPECTED, `"${resourceClass}" is not ${RESOURCE_CLASS_EXPECTED}`);
+      }
+      const amount = Number(value);
+      if (!AMOUNT_PATTERN.test(value) || !Number.isSafeInteger(amount)) throw specError(PlacementErrorCodes.INVALID_VALUE, key, raw, 'a non-negative integer amount');
+      // 0 removes the class (Nova: `resources:VCPU=0` drops the flavor-derived VCPU).
+      const target = group(m[1] ?? '');
+      if (amount === 0) delete target.resources[resourceClass];
+      else target.resources[resourceClass] = amount;
+    } else if ((m = TRAIT_KEY.exec(key)) !== null) {
+      const trait = m[2]!;
+      if (!isValidTraitName(trait)) {
+        throw specError(PlacementErrorCodes.UNKNOWN_KEY, key, raw, 'a trait name [A-Z][A-Z0-9_]*', `"${trait}" is not a valid trait name`);
+      }
+      if (value !== 'required' && value !== 'forbidden') throw specError(PlacementErrorCodes.INVALID_VALUE, key, raw, 'required or forbidden');
+      const target = group(m[1] ?? '');
+      (value === 'required' ? target.requiredTraits : target.forbiddenTraits).push(trait);
+    } else if ((m = MEMBER_OF_KEY.exec(key)) !== null) {
+      group(m[1] ?? '').memberOf.push(parseMemberOf(key, raw));
+    } else if (key.startsWith(AGGREGATE_SPECS_PREFIX)) {
+      const name = key.slice(AGGREGATE_SPECS_PREFIX.length);
+      if (name.length === 0) throw specError(PlacementErrorCodes.UNKNOWN_KEY, key, raw, `${AGGREGATE_SPECS_PREFIX}<metadata key>`, 'the metadata key is empty');
+      const problem = parseOpExpression(raw);
+      if (typeof problem === 'string') throw specError(PlacementErrorCodes.INVALID_VALUE, key, raw, 'a value or an operator expression', problem);
+      aggregateExtraSpecs[name] = value;
+    } else if (key.startsWith(CAPABILITIES_PREFIX)) {
+      const name = key.slice(CAPABILITIES_PREFIX.length);
+      if (name.length === 0) throw specError(PlacementErrorCodes.UNKNOWN_KEY, key, raw, `${CAPABILITIES_PREFIX}<capability>`, 'the capability name is empty');
+      const expression = parseOpExpression(raw);
+      if (typeof expression === 'string') throw specError(PlacementErrorCodes.INVALID_VALUE, key, raw, 'a value or an operator expression', expression);
+      capabilities.push({ key: name, ...expression });
+    } else if (key === POLICY_KEY) {
+      policy = raw;
+    } else if (pluginKeys.has(key) && !isBuiltinExtraSpecKey(key)) {
+      pluginRaw.set(key, raw);
+    } else {
+      throw specError(PlacementErrorCodes.UNKNOWN_KEY, key, raw, 'a built-in key or one owned by a loaded plugin', 'no built-in form and no loaded plugin owns this key');
+    }
+  }
+
+  // Plugin keys in the order the plugins were loaded, so resource adjustments compose predictably.
+  const pluginSpecs: Record<string, unknown> = {};
+  for (const spec of opts.keys) {
+    const raw = pluginRaw.get(spec.key);
+    if (raw === undefined) continue;
+    const value = convertPluginValue(spec, raw);
+    pluginSpecs[spec.key] = value;
+    if (spec.applyResources !== undefined) {
+      spec.applyResources(value, unnumbered.resources);
+      checkAdjustedResources(spec.key, raw, unnumbered.resources);
+    }
+  }
+
+  const groups: RequestGroup[] = [{ suffix: '', ...unnumbered }];
+  for (const suffix of [...numbered.keys()].sort(compareSuffixes)) {
+    const draft = numbered.get(suffix)!;
+    const hasResources = Object.keys(draft.resources).length > 0;
+    if (!hasResources) {
+      if (draft.requiredTraits.length === 0 && draft.forbiddenTraits.length === 0 && draft.memberOf.length === 0) continue;
+      // Placement refuses a resourceless numbered group outside same_subtree (which ert does not offer).
+      const key = draft.requiredTraits.length + draft.forbiddenTraits.length > 0 ? `trait${suffix}:*` : `member_of${suffix}`;
+      throw specError(PlacementErrorCodes.CONFLICT, key, undefined, `resources${suffix}:<CLASS> for group ${suffix}`, `numbered group "${suffix}" has traits or member_of but no resources${suffix}: amounts`);
+    }
+    groups.push({ suffix, ...draft });
+  }
+  const numberedCount = groups.length - 1;
+  if (numberedCount >= 2 && groupPolicy === undefined) {
+    throw specError(PlacementErrorCodes.CONFLICT, GROUP_POLICY_KEY, undefined, 'none or isolate', `${numberedCount} numbered groups (${groups.slice(1).map((g) => g.suffix).join(', ')}) need group_policy=none or group_policy=isolate`);
+  }
+
+  const spec: RequestSpec = {
+    flavor,
+    groups,
+    groupPolicy: groupPolicy ?? 'none',
+    aggregateExtraSpecs,
+    capabilities,
+    pluginSpecs,
+    hints: opts.hints ?? {},
+  };
+  if (policy !== undefined) spec.policy = policy;
+  return spec;
+}
+
+/** `member_of[S]=in:agg1,agg2` or `member_of[S]=agg1`: the providers must be in one of these. */
+function parseMemberOf(key: string, raw: string): string[] {
+  const value = raw.trim();
+  const expected = 'in:<aggregate>[,<aggregate>...] or one aggregate';
+  if (value.startsWith('!')) throw specError(PlacementErrorCodes.INVALID_VALUE, key, raw, expected, 'forbidden aggregates (!in:) are not supported');
+  const list = value.startsWith('in:') ? value.slice(3) : value;
+  const aggregates = list.split(',').map((a) => a.trim());
+  if (aggregates.some((a) => !AGGREGATE_PATTERN.test(a))) throw specError(PlacementErrorCodes.INVALID_VALUE, key, raw, expected);
+  if (!value.startsWith('in:') && aggregates.length > 1) throw specError(PlacementErrorCodes.INVALID_VALUE, key, raw, expected, 'several aggregates need the "in:" prefix');
+  return [...new Set(aggregates)];
+}
+
+/** A plugin's applyResources must leave valid classes and whole positive amounts; zeros are dropped. */
+function checkAdjustedResources(key: string, raw: string, resources: Record<ResourceClass, number>): void {
+  for (const [resourceClass, amount] of Object.entries(resources)) {
+    if (!isValidResourceClass(resourceClass)) {
+      throw specError(PlacementErrorCodes.INVALID_VALUE, key, raw, RESOURCE_CLASS_EXPECTED, `the owning plugin's applyResources produced class "${resourceClass}"`);
+    }
+    if (!Number.isSafeInteger(amount) || amount < 0) {
+      throw specError(PlacementErrorCodes.INVALID_VALUE, key, raw, 'a non-negative integer amount', `the owning plugin's applyResources produced ${resourceClass}=${String(amount)}`);
+    }
+    if (amount === 0) delete resources[resourceClass];
+  }
+}
+
+/** Numeric suffixes first in numeric order, then the others in code-point order. */
+function compareSuffixes(a: string, b: string): number {
+  const an = /^\d+$/.test(a);
+  const bn = /^\d+$/.test(b);
+  if (an && bn) return Number(a) - Number(b) || (a < b ? -1 : a > b ? 1 : 0);
+  if (an !== bn) return an ? -1 : 1;
+  return a < b ? -1 : a > b ? 1 : 0;
+}

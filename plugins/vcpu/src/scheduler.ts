@@ -1,1 +1,82 @@
-export {};
+/**
+ * vcpu, scheduler side: free VCPU/PCPU per host (kept current within a batch), a filter
+ * that adds a NUMA sanity check for dedicated CPUs, and a weigher on free CPUs.
+ */
+import { definePlugin, type HostState, type Placement, type RequestSpec } from '@ert/plugin-api';
+import { PLUGIN_NAME, extraSpecs, optionsSchema, requestedAmount, statsSchema, type VcpuOptions, type VcpuStatsV1 } from './shared.js';
+
+/** This plugin's slot of a host state. */
+export interface VcpuHostData {
+  freeVcpu: number;
+  freePcpu: number;
+  /** Most dedicated CPUs on one NUMA node; null when the host reported no NUMA nodes or no stats. */
+  largestDedicatedNode: number | null;
+}
+
+function asksForCpus(spec: RequestSpec): boolean {
+  return requestedAmount(spec, 'VCPU') > 0 || requestedAmount(spec, 'PCPU') > 0;
+}
+
+/** This plugin's data for a host; recomputed from the host's free counts when missing. */
+function dataOf(host: HostState): VcpuHostData {
+  return host.pluginData<VcpuHostData>(PLUGIN_NAME) ?? { freeVcpu: host.free('VCPU'), freePcpu: host.free('PCPU'), largestDedicatedNode: null };
+}
+
+export default definePlugin<VcpuOptions, VcpuStatsV1, VcpuHostData>({
+  name: PLUGIN_NAME,
+  optionsSchema,
+  stats: statsSchema,
+  extraSpecs,
+
+  consumer() {
+    return {
+      reads: [1],
+      consume(stats, host) {
+        const nodes = stats?.numaNodes ?? [];
+        return {
+          freeVcpu: host.free('VCPU'),
+          freePcpu: host.free('PCPU'),
+          largestDedicatedNode: nodes.length > 0 ? Math.max(...nodes.map((n) => n.dedicatedCpus)) : null,
+        };
+      },
+      placed(data, placement: Placement) {
+        let vcpu = 0;
+        let pcpu = 0;
+        for (const a of placement.allocations) {
+          if (a.resourceClass === 'VCPU') vcpu += a.amount;
+          else if (a.resourceClass === 'PCPU') pcpu += a.amount;
+        }
+        return { ...data, freeVcpu: data.freeVcpu - vcpu, freePcpu: data.freePcpu - pcpu };
+      },
+    };
+  },
+
+  filter() {
+    return {
+      appliesTo: asksForCpus,
+      filter(host, spec) {
+        const data = dataOf(host);
+        const vcpu = requestedAmount(spec, 'VCPU');
+        const pcpu = requestedAmount(spec, 'PCPU');
+        if (vcpu > data.freeVcpu) return `needs ${vcpu} VCPU, ${Math.max(data.freeVcpu, 0)} free`;
+        if (pcpu > data.freePcpu) return `needs ${pcpu} PCPU, ${Math.max(data.freePcpu, 0)} free`;
+        // A dedicated instance without a NUMA topology of its own lives on one node.
+        if (pcpu > 0 && data.largestDedicatedNode !== null && pcpu > data.largestDedicatedNode) {
+          return `needs ${pcpu} dedicated CPUs on one NUMA node, the largest node has ${data.largestDedicatedNode}`;
+        }
+        return undefined;
+      },
+    };
+  },
+
+  weigher() {
+    return {
+      appliesTo: asksForCpus,
+      /** Free PCPU for dedicated requests, free VCPU otherwise: multiplier > 0 spreads, < 0 packs. */
+      weigh(host, spec) {
+        const data = dataOf(host);
+        return requestedAmount(spec, 'PCPU') > 0 ? data.freePcpu : data.freeVcpu;
+      },
+    };
+  },
+});

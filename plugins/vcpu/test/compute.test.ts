@@ -1,0 +1,223 @@
+import { rm, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import type { ClaimedInstance, Discovery, ResourceHooks } from '@ert/plugin-api';
+import vcpu from '../src/compute.js';
+import { VcpuErrorCodes } from '../src/errors.js';
+import type { VcpuOptions, VcpuStatsV1 } from '../src/shared.js';
+import { instanceOf, profileCopy, profileRoot, resourceContext, specOf, type Profile } from './support.js';
+
+async function hooksFor(root: string, options: Partial<VcpuOptions> = {}): Promise<ResourceHooks<VcpuStatsV1>> {
+  return vcpu.resource!(resourceContext(vcpu, root, options));
+}
+
+const INTEL_AVX512 = [
+  'HW_CPU_X86_AESNI', 'HW_CPU_X86_AVX', 'HW_CPU_X86_AVX2', 'HW_CPU_X86_AVX512BW', 'HW_CPU_X86_AVX512CD',
+  'HW_CPU_X86_AVX512DQ', 'HW_CPU_X86_AVX512F', 'HW_CPU_X86_AVX512VL', 'HW_CPU_X86_BMI', 'HW_CPU_X86_BMI2',
+  'HW_CPU_X86_CLMUL', 'HW_CPU_X86_F16C', 'HW_CPU_X86_FMA3', 'HW_CPU_X86_MPX', 'HW_CPU_X86_SSE41',
+  'HW_CPU_X86_SSE42', 'HW_CPU_X86_SSSE3',
+];
+
+const expected: Record<Profile, { vcpu: number; traits: string[]; stats: VcpuStatsV1 }> = {
+  'xeon-2s-cat': {
+    vcpu: 80,
+    traits: [...INTEL_AVX512, 'HW_CPU_X86_AVX512VNNI', 'HW_CPU_X86_VMX', 'HW_CPU_HYPERTHREADING'].sort(),
+    stats: {
+      model: 'Intel(R) Xeon(R) Gold 6248 CPU @ 2.50GHz', vendor: 'GenuineIntel', family: 6, modelNumber: 85,
+      cpus: 80, sockets: 2, cores: 40, threadsPerCore: 2,
+      numaNodes: [{ id: 0, cpus: '0-19,40-59', dedicatedCpus: 0 }, { id: 1, cpus: '20-39,60-79', dedicatedCpus: 0 }],
+      sharedCpus: '0-79', dedicatedCpus: '', reservedCpus: '',
+    },
+  },
+  'epyc-1s': {
+    vcpu: 64,
+    traits: [
+      'HW_CPU_HYPERTHREADING', 'HW_CPU_X86_AESNI', 'HW_CPU_X86_AVX', 'HW_CPU_X86_AVX2', 'HW_CPU_X86_BMI', 'HW_CPU_X86_BMI2',
+      'HW_CPU_X86_CLMUL', 'HW_CPU_X86_F16C', 'HW_CPU_X86_FMA3', 'HW_CPU_X86_SHA', 'HW_CPU_X86_SSE41', 'HW_CPU_X86_SSE42',
+      'HW_CPU_X86_SSSE3', 'HW_CPU_X86_SVM',
+    ],
+    stats: {
+      model: 'AMD EPYC 7543P 32-Core Processor', vendor: 'AuthenticAMD', family: 25, modelNumber: 1,
+      cpus: 64, sockets: 1, cores: 32, threadsPerCore: 2,
+      numaNodes: [{ id: 0, cpus: '0-63', dedicatedCpus: 0 }],
+      sharedCpus: '0-63', dedicatedCpus: '', reservedCpus: '',
+    },
+  },
+  'cloud-vm': {
+    // A guest sees no vmx: no HW_CPU_X86_VMX.
+    vcpu: 4,
+    traits: [...INTEL_AVX512, 'HW_CPU_X86_AVX512VNNI', 'HW_CPU_HYPERTHREADING'].sort(),
+    stats: {
+      model: 'Intel(R) Xeon(R) Platinum 8259CL CPU @ 2.50GHz', vendor: 'GenuineIntel', family: 6, modelNumber: 85,
+      cpus: 4, sockets: 1, cores: 2, threadsPerCore: 2,
+      numaNodes: [{ id: 0, cpus: '0-3', dedicatedCpus: 0 }],
+      sharedCpus: '0-3', dedicatedCpus: '', reservedCpus: '',
+    },
+  },
+  'xeon-4s-numa': {
+    // Skylake-SP: AVX-512 without VNNI.
+    vcpu: 64,
+    traits: [...INTEL_AVX512, 'HW_CPU_X86_VMX', 'HW_CPU_HYPERTHREADING'].sort(),
+    stats: {
+      model: 'Intel(R) Xeon(R) Gold 6144 CPU @ 3.50GHz', vendor: 'GenuineIntel', family: 6, modelNumber: 85,
+      cpus: 64, sockets: 4, cores: 32, threadsPerCore: 2,
+      numaNodes: [
+        { id: 0, cpus: '0-7,32-39', dedicatedCpus: 0 },
+        { id: 1, cpus: '8-15,40-47', dedicatedCpus: 0 },
+        { id: 2, cpus: '16-23,48-55', dedicatedCpus: 0 },
+        { id: 3, cpus: '24-31,56-63', dedicatedCpus: 0 },
+      ],
+      sharedCpus: '0-63', dedicatedCpus: '', reservedCpus: '',
+    },
+  },
+};
+
+describe('vcpu discovery on the host profiles', () => {
+  it.each(Object.keys(expected) as Profile[])('%s', async (profile) => {
+    const want = expected[profile];
+    const hooks = await hooksFor(profileRoot(profile));
+    const discovery = await hooks.discover();
+    expect(discovery).toEqual({
+      available: true,
+      host: {
+        inventories: { VCPU: { total: want.vcpu, reserved: 0, minUnit: 1, maxUnit: want.vcpu, stepSize: 1, allocationRatio: 4 } },
+        traits: [...want.traits].sort(),
+      },
+    });
+    expect(await hooks.stats!()).toEqual(want.stats);
+  });
+
+  it('splits xeon-2s-cat into reserved, shared and dedicated CPUs', async () => {
+    const hooks = await hooksFor(profileRoot('xeon-2s-cat'), { reservedCpus: '0,40', dedicatedCpus: '10-19,50-59', allocationRatio: 2 });
+    const discovery = await hooks.discover();
+    expect(discovery.host?.inventories).toEqual({
+      VCPU: { total: 60, reserved: 2, minUnit: 1, maxUnit: 60, stepSize: 1, allocationRatio: 2 },
+      PCPU: { total: 20, reserved: 0, minUnit: 1, maxUnit: 20, stepSize: 1, allocationRatio: 1 },
+    });
+    const stats = await hooks.stats!();
+    expect(stats.numaNodes).toEqual([
+      { id: 0, cpus: '0-19,40-59', dedicatedCpus: 20 },
+      { id: 1, cpus: '20-39,60-79', dedicatedCpus: 0 },
+    ]);
+    expect(stats).toMatchObject({ sharedCpus: '0-9,20-49,60-79', dedicatedCpus: '10-19,50-59', reservedCpus: '0,40' });
+  });
+
+  it('does not count reserved CPUs that are dedicated', async () => {
+    const hooks = await hooksFor(profileRoot('cloud-vm'), { reservedCpus: '0-1', dedicatedCpus: '1,3' });
+    const discovery = await hooks.discover();
+    expect(discovery.host?.inventories?.VCPU).toMatchObject({ total: 2, reserved: 1 });
+    expect(discovery.host?.inventories?.PCPU).toMatchObject({ total: 2 });
+  });
+
+  it('publishes no VCPU when every CPU is dedicated', async () => {
+    const discovery = await (await hooksFor(profileRoot('cloud-vm'), { dedicatedCpus: '0-3' })).discover();
+    expect(Object.keys(discovery.host?.inventories ?? {})).toEqual(['PCPU']);
+  });
+
+  it('is unavailable when dedicatedCpus names CPUs that are not online', async () => {
+    const hooks = await hooksFor(profileRoot('cloud-vm'), { dedicatedCpus: '2-5' });
+    expect(await hooks.discover()).toEqual({ available: false, reason: 'option dedicatedCpus names CPUs 4-5 that are not online (online: 0-3)' });
+    await expect(async () => hooks.stats!()).rejects.toMatchObject({ code: VcpuErrorCodes.unavailable });
+  });
+
+  it('refuses a CPU list that runs backwards, naming the option', async () => {
+    await expect(hooksFor(profileRoot('cloud-vm'), { reservedCpus: '5-3' })).rejects.toMatchObject({
+      code: VcpuErrorCodes.invalidOption,
+      details: { plugin: 'vcpu', key: 'reservedCpus', value: '5-3' },
+    });
+  });
+});
+
+describe('vcpu on broken hosts', () => {
+  async function discoverBroken(breakIt: (root: string) => Promise<void>): Promise<Discovery> {
+    const copy = await profileCopy('cloud-vm');
+    try {
+      await breakIt(copy.root);
+      return await (await hooksFor(copy.root)).discover();
+    } finally {
+      await copy.cleanup();
+    }
+  }
+
+  it('is unavailable with a garbled cpuinfo, naming the file', async () => {
+    const discovery = await discoverBroken((root) => writeFile(path.join(root, 'proc/cpuinfo'), 'this is not\ncpuinfo at all\n'));
+    expect(discovery.available).toBe(false);
+    expect(discovery.reason).toMatch(/^\/proc\/cpuinfo: record 1: line "this is not"/);
+    expect(discovery.host).toBeUndefined();
+  });
+
+  it('is unavailable when a CPU topology directory is missing, naming the file', async () => {
+    const discovery = await discoverBroken((root) => rm(path.join(root, 'sys/devices/system/cpu/cpu3/topology'), { recursive: true }));
+    expect(discovery).toEqual({
+      available: false,
+      reason: '/sys/devices/system/cpu/cpu3/topology/physical_package_id: missing, unreadable or not an integer',
+    });
+  });
+
+  it('is unavailable on an empty root', async () => {
+    const copy = await profileCopy('cloud-vm');
+    await copy.cleanup();
+    const discovery = await (await hooksFor(copy.root)).discover();
+    expect(discovery).toEqual({ available: false, reason: '/sys/devices/system/cpu/online: missing, unreadable or not a CPU list' });
+  });
+});
+
+describe('vcpu claims', () => {
+  const claimed = (uuid: string, vcpus: number, pcpus = 0): ClaimedInstance => {
+    const spec = specOf({ VCPU: vcpus, ...(pcpus ? { PCPU: pcpus } : {}) });
+    return { uuid, request: instanceOf(uuid, spec), spec, allocations: [] };
+  };
+  const request = (uuid: string, resources: Record<string, number>, kind: 'claim' | 'resize' = 'claim') => {
+    const spec = specOf(resources);
+    return { instance: instanceOf(uuid, spec), spec, kind };
+  };
+
+  it('refuses before discovery and on an unavailable host', async () => {
+    const hooks = await hooksFor(profileRoot('cloud-vm'));
+    expect(await hooks.test!(request('a', { VCPU: 1 }))).toBe('vcpu is unavailable on this host: the host has not been discovered yet');
+  });
+
+  it('counts instances against capacity (cloud-vm: 4 CPUs x 4.0 = 16 VCPU)', async () => {
+    const hooks = await hooksFor(profileRoot('cloud-vm'));
+    await hooks.discover();
+    // One instance gets at most the host's CPU count (max_unit = total), overcommit spreads over instances.
+    expect(await hooks.test!(request('a', { VCPU: 4 }))).toBeUndefined();
+    expect(await hooks.test!(request('a', { VCPU: 5 }))).toBe('VCPU: amount 5 is above max_unit 4');
+    await hooks.addInstance!(claimed('a', 4));
+    await hooks.addInstance!(claimed('b', 4));
+    await hooks.addInstance!(claimed('c', 4));
+    await hooks.addInstance!(claimed('c', 4)); // idempotent
+    expect(await hooks.test!(request('d', { VCPU: 4 }))).toBeUndefined();
+    await hooks.addInstance!(claimed('d', 3));
+    expect(await hooks.test!(request('e', { VCPU: 2 }))).toBe('VCPU: needs 2, 1 free of capacity 16');
+    // A resize does not count the instance's own current size.
+    expect(await hooks.test!(request('d', { VCPU: 4 }, 'resize'))).toBeUndefined();
+    await hooks.removeInstance!('a');
+    await hooks.removeInstance!('unknown');
+    expect(await hooks.test!(request('e', { VCPU: 4 }))).toBeUndefined();
+    await hooks.reset!();
+    expect(await hooks.test!(request('e', { VCPU: 4 }))).toBeUndefined();
+    expect(await hooks.test!(request('e', { MEMORY_MB: 512 }))).toBeUndefined();
+  });
+
+  it('counts the allocations written rather than the spec when there are any', async () => {
+    const hooks = await hooksFor(profileRoot('cloud-vm'), { reservedCpus: '0', allocationRatio: 1 });
+    await hooks.discover();
+    const instance = claimed('a', 1);
+    instance.allocations = [{ providerName: 'compute-1', resourceClass: 'VCPU', amount: 2 }];
+    await hooks.addInstance!(instance);
+    expect(await hooks.test!(request('b', { VCPU: 2 }))).toBe('VCPU: needs 2, 1 free of capacity 3');
+  });
+
+  it('tests PCPU against the dedicated set', async () => {
+    const none = await hooksFor(profileRoot('xeon-4s-numa'));
+    await none.discover();
+    expect(await none.test!(request('a', { PCPU: 2 }))).toBe('PCPU: the host has no dedicated CPUs (dedicatedCpus is empty)');
+
+    const hooks = await hooksFor(profileRoot('xeon-4s-numa'), { dedicatedCpus: '0-7,32-39' });
+    await hooks.discover();
+    await hooks.addInstance!(claimed('a', 0, 10));
+    expect(await hooks.test!(request('b', { PCPU: 6 }))).toBeUndefined();
+    expect(await hooks.test!(request('b', { PCPU: 7, VCPU: 300 }))).toBe('VCPU: amount 300 is above max_unit 48; PCPU: needs 7, 6 free of capacity 16');
+  });
+});

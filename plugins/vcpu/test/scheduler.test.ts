@@ -1,0 +1,92 @@
+import { describe, expect, it } from 'vitest';
+import { exclusionReason, type ConsumerHooks, type FilterHooks, type WeigherHooks } from '@ert/plugin-api';
+import vcpu, { type VcpuHostData } from '../src/scheduler.js';
+import { cpuPolicyKey, type VcpuStatsV1 } from '../src/shared.js';
+import { hostState, instanceOf, mapContainer, recordingLogger, specOf, withDefaults } from './support.js';
+
+const ctx = () => ({ name: 'vcpu', options: withDefaults(vcpu, {}), logger: recordingLogger(), services: mapContainer() });
+const stats = (dedicatedPerNode: number[]): VcpuStatsV1 => ({
+  model: 'm', vendor: 'GenuineIntel', family: 6, modelNumber: 85, cpus: 16, sockets: 2, cores: 8, threadsPerCore: 2,
+  numaNodes: dedicatedPerNode.map((dedicatedCpus, id) => ({ id, cpus: id === 0 ? '0-7' : '8-15', dedicatedCpus })),
+  sharedCpus: '', dedicatedCpus: '', reservedCpus: '',
+});
+
+describe('hw:cpu_policy', () => {
+  it('moves the VCPU amount to PCPU when dedicated', () => {
+    const resources: Record<string, number> = { VCPU: 4, MEMORY_MB: 2048 };
+    cpuPolicyKey.applyResources!('dedicated', resources);
+    expect(resources).toEqual({ PCPU: 4, MEMORY_MB: 2048 });
+    const withPcpu: Record<string, number> = { VCPU: 2, PCPU: 1 };
+    cpuPolicyKey.applyResources!('dedicated', withPcpu);
+    expect(withPcpu).toEqual({ PCPU: 3 });
+  });
+
+  it('changes nothing when shared', () => {
+    const resources: Record<string, number> = { VCPU: 4 };
+    cpuPolicyKey.applyResources!('shared', resources);
+    expect(resources).toEqual({ VCPU: 4 });
+  });
+
+  it('is owned by both entries and allows only shared and dedicated', async () => {
+    const compute = (await import('../src/compute.js')).default;
+    expect(compute.extraSpecs?.map((k) => k.key)).toEqual(['hw:cpu_policy']);
+    expect(vcpu.extraSpecs?.map((k) => k.key)).toEqual(['hw:cpu_policy']);
+    expect(cpuPolicyKey.schema).toEqual({ type: 'string', enum: ['shared', 'dedicated'] });
+  });
+});
+
+describe('vcpu scheduler side', () => {
+  it('consumes free counts and the largest dedicated node, and follows placements', async () => {
+    const consumer = (await vcpu.consumer!(ctx())) as ConsumerHooks<VcpuStatsV1, VcpuHostData>;
+    expect(consumer.reads).toEqual([1]);
+    const host = hostState('h1', { VCPU: { total: 8, allocationRatio: 4 }, PCPU: { total: 8 } }, { VCPU: 10, PCPU: 2 });
+    const data = consumer.consume(stats([6, 2]), host) as VcpuHostData;
+    expect(exclusionReason(data)).toBeUndefined();
+    expect(data).toEqual({ freeVcpu: 22, freePcpu: 6, largestDedicatedNode: 6 });
+    const spec = specOf({ VCPU: 3 });
+    const after = consumer.placed!(data, {
+      host: 'h1',
+      instance: instanceOf('i1', spec),
+      spec,
+      allocations: [
+        { providerUuid: 'h1-uuid', resourceClass: 'VCPU', amount: 3 },
+        { providerUuid: 'h1-uuid', resourceClass: 'PCPU', amount: 2 },
+        { providerUuid: 'h1-uuid', resourceClass: 'MEMORY_MB', amount: 512 },
+      ],
+    }, host);
+    expect(after).toEqual({ freeVcpu: 19, freePcpu: 4, largestDedicatedNode: 6 });
+    expect(data.freeVcpu).toBe(22);
+    expect(consumer.consume(undefined, host)).toEqual({ freeVcpu: 22, freePcpu: 6, largestDedicatedNode: null });
+  });
+
+  it('filters on free VCPU and PCPU and on dedicated CPUs per NUMA node', async () => {
+    const filter = (await vcpu.filter!(ctx())) as FilterHooks;
+    const data: VcpuHostData = { freeVcpu: 10, freePcpu: 12, largestDedicatedNode: 8 };
+    const host = hostState('h1', {}, {}, { vcpu: data });
+    expect(filter.appliesTo!(specOf({ MEMORY_MB: 10 }))).toBe(false);
+    expect(filter.appliesTo!(specOf({ PCPU: 1 }))).toBe(true);
+    expect(filter.filter(host, specOf({ VCPU: 10 }))).toBeUndefined();
+    expect(filter.filter(host, specOf({ VCPU: 11 }))).toBe('needs 11 VCPU, 10 free');
+    expect(filter.filter(host, specOf({ PCPU: 8 }))).toBeUndefined();
+    expect(filter.filter(host, specOf({ PCPU: 9 }))).toBe('needs 9 dedicated CPUs on one NUMA node, the largest node has 8');
+    expect(filter.filter(host, specOf({ PCPU: 13 }))).toBe('needs 13 PCPU, 12 free');
+    // Groups are summed: the unnumbered group and a numbered one together.
+    expect(filter.filter(host, specOf({ VCPU: 6 }, { extraGroups: [{ VCPU: 5 }] }))).toBe('needs 11 VCPU, 10 free');
+    const noNuma = hostState('h2', {}, {}, { vcpu: { ...data, largestDedicatedNode: null } });
+    expect(filter.filter(noNuma, specOf({ PCPU: 12 }))).toBeUndefined();
+  });
+
+  it('falls back to the host free counts without consumer data', async () => {
+    const filter = (await vcpu.filter!(ctx())) as FilterHooks;
+    const host = hostState('h1', { VCPU: { total: 2, allocationRatio: 2 } }, { VCPU: 1 });
+    expect(filter.filter(host, specOf({ VCPU: 3 }))).toBeUndefined();
+    expect(filter.filter(host, specOf({ VCPU: 4 }))).toBe('needs 4 VCPU, 3 free');
+  });
+
+  it('weighs free VCPU, or free PCPU for dedicated requests', async () => {
+    const weigher = (await vcpu.weigher!(ctx())) as WeigherHooks;
+    const host = hostState('h1', {}, {}, { vcpu: { freeVcpu: 30, freePcpu: 5, largestDedicatedNode: 5 } });
+    expect(weigher.weigh(host, specOf({ VCPU: 2 }))).toBe(30);
+    expect(weigher.weigh(host, specOf({ PCPU: 2 }))).toBe(5);
+  });
+});

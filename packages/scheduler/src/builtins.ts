@@ -1,0 +1,153 @@
+import { definePlugin } from '@ert/plugin-api';
+import type { FilterHooks, HostState, Plugin, RequestSpec } from '@ert/plugin-api';
+import { aggregateExtraSpecsProblem, fitRequest, matchCapability } from '@ert/placement';
+
+/** What the server-group filters need to know beyond one host: where instances are. */
+export interface InstanceLocator {
+  /** Name of the host an instance is on (from the store or placed by this scheduler). */
+  hostOf(instanceUuid: string): string | undefined;
+}
+
+function filterPlugin(name: string, hooks: FilterHooks): Plugin {
+  return definePlugin({ name, filter: () => hooks });
+}
+
+/** The host's tree and sharing providers, as `fitRequest` takes them. */
+function treeOf(host: HostState) {
+  return { providers: host.providers, sharingProviders: host.sharingProviders };
+}
+
+/**
+ * `traits`: a cheap necessary condition checked before `resources` (which is exact):
+ * every required trait of every group is somewhere in the tree (or its sharing providers),
+ * every numbered group has one provider with all its required and none of its forbidden
+ * traits, and a forbidden trait of the unnumbered group is not on every provider of the tree.
+ */
+function traitsProblem(host: HostState, spec: RequestSpec): string | undefined {
+  for (const group of spec.groups) {
+    const label = group.suffix === '' ? 'the unnumbered group' : `group ${group.suffix}`;
+    for (const trait of group.requiredTraits) {
+      if (!host.providers.some((p) => p.traits.has(trait)) && !host.sharingProviders.some((p) => p.traits.has(trait))) {
+        return `no provider has trait ${trait} required by ${label}`;
+      }
+    }
+    if (group.suffix === '') {
+      for (const trait of group.forbiddenTraits) {
+        if (host.providers.every((p) => p.traits.has(trait))) return `every provider has trait ${trait} forbidden by ${label}`;
+      }
+    } else {
+      const fits = host.providers.some(
+        (p) => group.requiredTraits.every((t) => p.traits.has(t)) && !group.forbiddenTraits.some((t) => p.traits.has(t)),
+      );
+      if (!fits) return `no provider has the traits of ${label} (required ${group.requiredTraits.join(',') || '-'}, forbidden ${group.forbiddenTraits.join(',') || '-'})`;
+    }
+  }
+  return undefined;
+}
+
+function describeValue(value: string | number | undefined): string {
+  return value === undefined ? 'absent' : JSON.stringify(value);
+}
+
+/**
+ * The scheduler's built-in filters, made with `definePlugin` so they load, are named and are
+ * called exactly like third-party filters. Configure them by name in `scheduler.filters`.
+ * - `status`: the host is `up` (not stale, not disabled).
+ * - `traits`: required/forbidden traits of every group, a cheap pre-check (see traitsProblem).
+ * - `resources`: placement's `fitRequest` over the host's tree and sharing providers.
+ * - `aggregate-extra-specs`: `aggregate_instance_extra_specs:` against the aggregate metadata.
+ * - `capabilities`: `capabilities:` against `HostState.capabilities`.
+ * - `same-host` / `different-host`: hints naming instances whose hosts are (not) wanted.
+ * - `affinity` / `anti-affinity`: server groups (hints.serverGroup) by policy.
+ */
+export function builtinFilters(locator: InstanceLocator): Record<string, Plugin> {
+  const plugins: Plugin[] = [
+    filterPlugin('status', {
+      filter: (host) => (host.status === 'up' ? undefined : `host is ${host.status}`),
+    }),
+    filterPlugin('traits', {
+      appliesTo: (spec) => spec.groups.some((g) => g.requiredTraits.length > 0 || g.forbiddenTraits.length > 0 || g.suffix !== ''),
+      filter: traitsProblem,
+    }),
+    filterPlugin('resources', {
+      filter: (host, spec) => {
+        const fit = fitRequest(spec, treeOf(host));
+        return fit.ok ? undefined : fit.reason;
+      },
+    }),
+    filterPlugin('aggregate-extra-specs', {
+      appliesTo: (spec) => Object.keys(spec.aggregateExtraSpecs).length > 0,
+      filter: (host, spec) => aggregateExtraSpecsProblem(spec.aggregateExtraSpecs, host.aggregateMetadata),
+    }),
+    filterPlugin('capabilities', {
+      appliesTo: (spec) => spec.capabilities.length > 0,
+      filter: (host, spec) => {
+        for (const requirement of spec.capabilities) {
+          const actual = host.capabilities[requirement.key];
+          if (!matchCapability(requirement, actual)) {
+            return `capability ${requirement.key} is ${describeValue(actual)}, wanted ${requirement.op} ${requirement.values.join(' ')}`;
+          }
+        }
+        return undefined;
+      },
+    }),
+    filterPlugin('same-host', {
+      appliesTo: (spec) => (spec.hints.sameHost?.length ?? 0) > 0,
+      filter: (host, spec) =>
+        spec.hints.sameHost!.some((uuid) => host.instances.has(uuid)) ? undefined : `host has none of the instances ${spec.hints.sameHost!.join(', ')}`,
+    }),
+    filterPlugin('different-host', {
+      appliesTo: (spec) => (spec.hints.differentHost?.length ?? 0) > 0,
+      filter: (host, spec) => {
+        const present = spec.hints.differentHost!.find((uuid) => host.instances.has(uuid));
+        return present === undefined ? undefined : `host has instance ${present}`;
+      },
+    }),
+    filterPlugin('affinity', {
+      appliesTo: (spec) => spec.hints.serverGroup?.policy === 'affinity',
+      filter: (host, spec) => {
+        const group = spec.hints.serverGroup!;
+        const groupHosts = affinityHosts(spec, locator);
+        if (groupHosts.length === 0 || groupHosts.includes(host.name)) return undefined;
+        return `server group ${group.uuid} (affinity) is on ${groupHosts.join(', ')}`;
+      },
+    }),
+    filterPlugin('anti-affinity', {
+      appliesTo: (spec) => spec.hints.serverGroup?.policy === 'anti-affinity',
+      filter: (host, spec) => {
+        const group = spec.hints.serverGroup!;
+        const member = group.members.find((uuid) => host.instances.has(uuid));
+        return member === undefined ? undefined : `host has member ${member} of server group ${group.uuid} (anti-affinity)`;
+      },
+    }),
+  ];
+  return Object.fromEntries(plugins.map((p) => [p.name, p]));
+}
+
+/**
+ * The hosts of an affinity group's placed members, sorted. The `affinity` filter depends on
+ * these besides the host itself, so the scheduler folds them into its memo key.
+ */
+export function affinityHosts(spec: RequestSpec, locator: InstanceLocator): string[] {
+  const group = spec.hints.serverGroup;
+  if (!group || group.policy !== 'affinity') return [];
+  const hosts = new Set<string>();
+  for (const uuid of group.members) {
+    const host = locator.hostOf(uuid);
+    if (host !== undefined) hosts.add(host);
+  }
+  return [...hosts].sort();
+}
+
+/** Names of the built-in filters, in the order the docs list them. */
+export const BUILTIN_FILTERS = [
+  'status',
+  'traits',
+  'resources',
+  'aggregate-extra-specs',
+  'capabilities',
+  'same-host',
+  'different-host',
+  'affinity',
+  'anti-affinity',
+] as const;

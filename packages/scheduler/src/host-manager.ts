@@ -1,0 +1,290 @@
+import { exclusionReason } from '@ert/plugin-api';
+import type { Clock, ConsumerHooks, HostStatus, InstanceRequest, JsonValue, Logger, Placement, RequestSpec } from '@ert/plugin-api';
+import type { Allocation, HostSnapshot, ProviderSnapshot, Store } from '@ert/store';
+import { Host, Interner, Provider, instanceSet } from './host-state.js';
+import type { HostShape } from './host-state.js';
+
+/** A consumer plugin as the host manager calls it. */
+export interface ConsumerEntry {
+  name: string;
+  hooks: ConsumerHooks;
+}
+
+/**
+ * Calls a plugin hook synchronously: errors come back tagged with plugin and hook (core's
+ * `Dispatcher.callSync`), so every reason names both.
+ */
+export type HookCaller = <T>(plugin: string, hook: string, fn: () => T) => T;
+
+/** Hosts loaded per `loadHosts` call, so one refresh of a big fleet is not one huge query. */
+const LOAD_BATCH = 1000;
+
+/**
+ * Host states in memory. Loads every host from the store once, then refreshes incrementally:
+ * `hostGenerations()` names what changed, only those hosts are reloaded, removed hosts are
+ * dropped. Consumer plugins turn each host's stats into their data when it is (re)loaded and
+ * update it when the scheduler places an instance. A consumer that cannot read a host's stats
+ * (unknown schema version, a throw, `exclude(...)`) excludes that host with the reason; it never
+ * stops the scheduler.
+ */
+export class HostManager {
+  /** Hosts by slot; holes are reused. */
+  readonly slots: Array<Host | undefined> = [];
+  private readonly byName = new Map<string, Host>();
+  private readonly freeSlots: number[] = [];
+  /** Sharing providers are one object per uuid, shared by every host that reaches them. */
+  private readonly sharing = new Map<string, { provider: Provider; hosts: Set<Host> }>();
+  /** Where each known instance is (for affinity and same-host). */
+  private readonly instanceHost = new Map<string, Host>();
+  private readonly interner = new Interner();
+  private readonly shape: HostShape;
+  private stamp = 0;
+  private loaded = false;
+
+  constructor(
+    private readonly store: Store,
+    private readonly consumers: readonly ConsumerEntry[],
+    private readonly callHook: HookCaller,
+    private readonly clock: Clock,
+    private readonly staleAfterMs: number,
+    private readonly logger?: Logger,
+  ) {
+    this.shape = { consumerIndex: new Map(consumers.map((c, i) => [c.name, i])) };
+  }
+
+  /** Number of hosts held. */
+  get size(): number {
+    return this.byName.size;
+  }
+
+  host(name: string): Host | undefined {
+    return this.byName.get(name);
+  }
+
+  /** Every host, in slot order. */
+  *hosts(): IterableIterator<Host> {
+    for (const host of this.slots) if (host) yield host;
+  }
+
+  /** The host an instance is on, if the scheduler knows it. */
+  hostOfInstance(uuid: string): Host | undefined {
+    return this.instanceHost.get(uuid);
+  }
+
+  /** A new value for `Host.version`: unique across hosts and reloads. */
+  nextVersion(): number {
+    return ++this.stamp;
+  }
+
+  /**
+   * Bring the hosts up to date with the store: a full load the first time, then only hosts
+   * whose generation changed, plus dropping removed ones. Also re-derives staleness from the
+   * clock. Returns what changed. Safe to call at any time between decisions.
+   */
+  async refresh(): Promise<{ loaded: number; removed: number }> {
+    if (!this.loaded) {
+      const snapshots = await this.store.loadHosts();
+      for (const snapshot of snapshots) this.put(snapshot);
+      this.loaded = true;
+      this.updateStaleness();
+      return { loaded: snapshots.length, removed: 0 };
+    }
+    const generations = await this.store.hostGenerations();
+    const changed: string[] = [];
+    for (const [name, generation] of generations) {
+      const host = this.byName.get(name);
+      if (!host || host.generation !== generation) changed.push(name);
+    }
+    let removed = 0;
+    for (const host of [...this.byName.values()]) {
+      if (!generations.has(host.name)) {
+        this.remove(host);
+        removed++;
+      }
+    }
+    await this.reload(changed);
+    this.updateStaleness();
+    return { loaded: changed.length, removed };
+  }
+
+  /** Reload the named hosts from the store now (after a lost claim race, or a rollback). */
+  async reload(names: readonly string[]): Promise<void> {
+    for (let i = 0; i < names.length; i += LOAD_BATCH) {
+      const batch = names.slice(i, i + LOAD_BATCH);
+      const snapshots = await this.store.loadHosts(batch);
+      const seen = new Set<string>();
+      for (const snapshot of snapshots) {
+        seen.add(snapshot.host.name);
+        this.put(snapshot);
+      }
+      for (const name of batch) {
+        const gone = this.byName.get(name);
+        if (gone && !seen.has(name)) this.remove(gone);
+      }
+    }
+  }
+
+  /**
+   * The scheduler wrote allocations for an instance on `host`: count them in the providers'
+   * usages, record the instance, and let every consumer update its data, so the next decision
+   * sees the placement.
+   */
+  applyPlacement(host: Host, instance: InstanceRequest, spec: RequestSpec, allocations: readonly Allocation[]): void {
+    for (const allocation of allocations) {
+      const provider = host.provider(allocation.providerUuid);
+      if (!provider) continue;
+      provider.addUsage(allocation.resourceClass, allocation.amount);
+      const shared = this.sharing.get(provider.uuid);
+      if (shared) for (const other of shared.hosts) other.version = this.nextVersion();
+    }
+    host.addInstance(instance.uuid);
+    this.instanceHost.set(instance.uuid, host);
+    const placement: Placement = { host: host.name, instance, spec, allocations: allocations.map((a) => ({ ...a })) };
+    this.consumers.forEach((consumer, index) => {
+      const placed = consumer.hooks.placed;
+      if (!placed || host.exclusion !== undefined) return;
+      try {
+        host.data[index] = this.callHook(consumer.name, 'placed', () => placed.call(consumer.hooks, host.data[index], placement, host));
+      } catch (error) {
+        // A consumer that cannot follow a placement no longer knows the host: keep it out
+        // until the next reload rather than decide on wrong data.
+        host.exclusion = `consumer "${consumer.name}" hook placed failed: ${messageOf(error)}`;
+        this.logger?.warn({ host: host.name, plugin: consumer.name, err: error }, 'consumer placed hook failed; host excluded until reloaded');
+      }
+    });
+    host.version = this.nextVersion();
+  }
+
+  /** Hosts whose tracker stopped updating are `stale` (unless the store says disabled). */
+  updateStaleness(): void {
+    const now = this.clock.now();
+    for (const host of this.slots) {
+      if (!host) continue;
+      const status = effectiveStatus(host.storedStatus, host.lastUpdate, now, this.staleAfterMs);
+      if (status !== host.status) {
+        host.status = status;
+        host.version = this.nextVersion();
+      }
+    }
+  }
+
+  private put(snapshot: HostSnapshot): void {
+    const existing = this.byName.get(snapshot.host.name);
+    if (existing) this.forgetInstances(existing);
+    const slot = existing ? existing.slot : (this.freeSlots.pop() ?? this.slots.length);
+    const providers = snapshot.providers.map((p) => Provider.fromSnapshot(p, this.interner));
+    const host = new Host(this.shape, {
+      name: snapshot.host.name,
+      rootUuid: snapshot.host.rootProviderUuid,
+      storedStatus: snapshot.host.status,
+      status: effectiveStatus(snapshot.host.status, snapshot.host.lastUpdate, this.clock.now(), this.staleAfterMs),
+      generation: snapshot.host.generation,
+      lastUpdate: snapshot.host.lastUpdate,
+      providers,
+      sharingProviders: [],
+      aggregateMetadata: this.interner.record(snapshot.aggregateMetadata),
+      capabilities: this.capabilities(snapshot),
+      instances: instanceSet(snapshot.instances),
+      version: this.nextVersion(),
+      slot,
+    });
+    if (existing) this.detachSharing(existing);
+    host.sharingProviders = snapshot.sharingProviders.map((p) => this.attachSharing(p, host));
+    this.slots[slot] = host;
+    this.byName.set(host.name, host);
+    for (const uuid of snapshot.instances) this.instanceHost.set(uuid, host);
+    this.consume(host, snapshot);
+  }
+
+  private consume(host: Host, snapshot: HostSnapshot): void {
+    this.consumers.forEach((consumer, index) => {
+      if (host.exclusion !== undefined) return;
+      const stats = snapshot.stats[consumer.name];
+      if (stats && !consumer.hooks.reads.includes(stats.schemaVersion)) {
+        host.exclusion =
+          `stats of plugin "${consumer.name}" have schema version ${stats.schemaVersion}; ` +
+          `its consumer reads version(s) ${consumer.hooks.reads.join(', ') || '(none)'}`;
+        return;
+      }
+      try {
+        const data = this.callHook(consumer.name, 'consume', () => consumer.hooks.consume(stats?.data, host));
+        const reason = exclusionReason(data);
+        if (reason !== undefined) host.exclusion = `consumer "${consumer.name}" excluded the host: ${reason}`;
+        else host.data[index] = data;
+      } catch (error) {
+        host.exclusion = `consumer "${consumer.name}" hook consume failed: ${messageOf(error)}`;
+      }
+    });
+  }
+
+  private attachSharing(snapshot: ProviderSnapshot, host: Host): Provider {
+    const entry = this.sharing.get(snapshot.uuid);
+    if (!entry) {
+      const provider = Provider.fromSnapshot(snapshot, this.interner);
+      this.sharing.set(snapshot.uuid, { provider, hosts: new Set([host]) });
+      return provider;
+    }
+    if (snapshot.generation !== entry.provider.generation) {
+      entry.provider.update(snapshot, this.interner);
+      for (const other of entry.hosts) other.version = this.nextVersion();
+    }
+    entry.hosts.add(host);
+    return entry.provider;
+  }
+
+  private detachSharing(host: Host): void {
+    for (const provider of host.sharingProviders) {
+      const entry = this.sharing.get(provider.uuid);
+      if (!entry) continue;
+      entry.hosts.delete(host);
+      if (entry.hosts.size === 0) this.sharing.delete(provider.uuid);
+    }
+  }
+
+  private remove(host: Host): void {
+    this.forgetInstances(host);
+    this.detachSharing(host);
+    this.byName.delete(host.name);
+    this.slots[host.slot] = undefined;
+    this.freeSlots.push(host.slot);
+  }
+
+  private forgetInstances(host: Host): void {
+    for (const uuid of host.instances) if (this.instanceHost.get(uuid) === host) this.instanceHost.delete(uuid);
+  }
+
+  /**
+   * HostState.capabilities: `status` and `name` of the host, plus every plugin's stats scalar
+   * fields flattened as `<plugin>.<field>` (nested objects as `<plugin>.<a>.<b>`; booleans as
+   * the strings `true`/`false`; arrays are skipped).
+   */
+  private capabilities(snapshot: HostSnapshot): Readonly<Record<string, string | number>> {
+    const capabilities: Record<string, string | number> = { name: snapshot.host.name, status: snapshot.host.status };
+    for (const plugin of Object.keys(snapshot.stats).sort()) {
+      this.flatten(plugin, snapshot.stats[plugin]!.data, capabilities, 0);
+    }
+    return capabilities;
+  }
+
+  private flatten(prefix: string, value: JsonValue, into: Record<string, string | number>, depth: number): void {
+    if (value === null || Array.isArray(value)) return;
+    if (typeof value === 'object') {
+      if (depth >= 4) return;
+      for (const key of Object.keys(value)) this.flatten(`${prefix}.${key}`, value[key]!, into, depth + 1);
+      return;
+    }
+    const key = this.interner.string(prefix);
+    if (typeof value === 'number') into[key] = value;
+    else into[key] = this.interner.string(String(value));
+  }
+}
+
+/** `stale` when an `up` host's tracker has not updated within `staleAfterMs`. */
+export function effectiveStatus(stored: HostStatus, lastUpdate: number, now: number, staleAfterMs: number): HostStatus {
+  if (stored === 'up' && staleAfterMs > 0 && now - lastUpdate > staleAfterMs) return 'stale';
+  return stored;
+}
+
+export function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

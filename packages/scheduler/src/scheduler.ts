@@ -1,0 +1,339 @@
+import { isErtError } from '@ert/plugin-api';
+import type { Clock, Flavor, HostState, InstanceRequest, Logger, RequestSpec, SchedulingHints } from '@ert/plugin-api';
+import { createLogger, createPluginRuntime } from '@ert/core';
+import type { ErtConfig, HookTiming, PluginRuntime } from '@ert/core';
+import { fitRequest, parseFlavor } from '@ert/placement';
+import type { Allocation, Store } from '@ert/store';
+import { affinityHosts, builtinFilters } from './builtins.js';
+import { NoValidHostError, SchedulerError, SchedulerErrorCode } from './errors.js';
+import { buildExplanation, summarize } from './explain.js';
+import type { Explanation } from './explain.js';
+import { HostManager, messageOf } from './host-manager.js';
+import type { ConsumerEntry, HookCaller } from './host-manager.js';
+import type { Host } from './host-state.js';
+import { Memo, Ranker } from './ranking.js';
+import type { FilterEntry, Ranking, WeigherEntry } from './ranking.js';
+
+/** One instance of a scheduling request. */
+export interface InstanceToSchedule {
+  uuid: string;
+  projectId: string;
+  userId: string;
+}
+
+/** What `select` and `explain` take: one flavor for every instance of the batch. */
+export interface ScheduleRequest {
+  flavor: Flavor;
+  instances: InstanceToSchedule[];
+  hints?: SchedulingHints;
+}
+
+/** Where one instance went: the host claimed in the store, the allocations written, alternates. */
+export interface Selection {
+  instanceUuid: string;
+  host: string;
+  allocations: Allocation[];
+  /** Up to maxAttempts - 1 other hosts that passed every filter, best first. */
+  alternates: string[];
+}
+
+/**
+ * How a decision finds the best host. `indexed` (default) memoises every filter result and raw
+ * weigher score per (request, host version), so a decision re-evaluates only hosts that changed
+ * since the same request was last ranked; `full-scan` calls every filter and weigher for every
+ * host on every decision. Both return the same host (tested); `full-scan` exists to prove it.
+ */
+export type RankingStrategy = 'indexed' | 'full-scan';
+
+export interface SchedulerOptions {
+  config: ErtConfig;
+  store: Store;
+  logger?: Logger;
+  /** Source of randomness for `hostSubsetSize` (default Math.random). */
+  random?: () => number;
+  clock?: Clock;
+  strategy?: RankingStrategy;
+}
+
+/** The scheduler: see packages/scheduler/README.md. */
+export interface Scheduler {
+  /**
+   * Bring host states up to date with the store now (incremental after the first load).
+   * `select` and `explain` also refresh when `scheduler.refreshInterval` has passed.
+   */
+  refresh(): Promise<{ loaded: number; removed: number }>;
+  /**
+   * Place every instance of the request: for each, the best host is claimed in the store
+   * (allocations and the instance record, state `scheduled`, in one transaction), then counted
+   * in memory so the next instance of the batch sees it. A lost race (conflict or capacity
+   * exceeded) reloads that host and tries the next candidate, up to `maxAttempts` hosts. All or
+   * nothing: when an instance cannot be placed, what the batch claimed is released and a
+   * NoValidHostError is thrown. A malformed flavor (unknown key, bad value) throws the
+   * placement RequestSpecError before any host is looked at. Calls are serialised.
+   */
+  select(request: ScheduleRequest): Promise<Selection[]>;
+  /**
+   * Which filter removed each host and why, counts per filter, and the weights of the
+   * candidates, for the request's flavor (as for its first instance). Changes nothing.
+   */
+  explain(request: ScheduleRequest): Promise<Explanation>;
+  /** The host state of one host, as the scheduler holds it now. */
+  host(name: string): HostState | undefined;
+  /** Number of hosts held. */
+  readonly hostCount: number;
+  /** Per-plugin hook call counters from the dispatcher. */
+  timings(): HookTiming[];
+  /** Stop accepting calls (waits for the running one). The store is the caller's to close. */
+  close(): Promise<void>;
+}
+
+/** Memos kept (one per distinct request); the least recently used is dropped. */
+const MEMO_LIMIT = 16;
+
+const RETRY_ON_OTHER_HOST = new Set(['ERT_STORE_CAPACITY_EXCEEDED', 'ERT_STORE_PROVIDER_GENERATION_CONFLICT', 'ERT_STORE_CONFLICT']);
+
+/**
+ * Create a scheduler over `store`: loads the consumer, filter and weigher plugins named in
+ * `config.scheduler` (built-in filters by name too) through core's plugin runtime, then every
+ * host from the store. Embeddable: the CLI uses exactly this.
+ */
+export async function createScheduler(options: SchedulerOptions): Promise<Scheduler> {
+  const { config, store } = options;
+  const logger = options.logger ?? createLogger({ level: config.log.level });
+  const clock = options.clock ?? { now: () => Date.now() };
+  let manager: HostManager | undefined;
+  const builtins = builtinFilters({ hostOf: (uuid) => manager?.hostOfInstance(uuid)?.name });
+  const runtime = await createPluginRuntime({ config, logger, side: 'scheduler', builtins });
+  const callHook: HookCaller = (plugin, hook, fn) => runtime.dispatcher.callSync(plugin, hook, fn);
+  const consumers: ConsumerEntry[] = runtime.consumers.map((c) => ({ name: c.name, hooks: c.hooks }));
+  const filters: FilterEntry[] = runtime.filters.map((f) => ({ name: f.name, hooks: f.hooks }));
+  const weighers: WeigherEntry[] = runtime.weighers.map((w) => ({ name: w.name, hooks: w.hooks, multiplier: w.multiplier }));
+  manager = new HostManager(store, consumers, callHook, clock, config.tracker.staleAfter, logger);
+  const scheduler = new DefaultScheduler(config, store, runtime, manager, new Ranker(filters, weighers, callHook), {
+    logger,
+    clock,
+    random: options.random ?? Math.random,
+    strategy: options.strategy ?? 'indexed',
+  });
+  await scheduler.refresh();
+  return scheduler;
+}
+
+class DefaultScheduler implements Scheduler {
+  private readonly memos = new Map<string, Memo>();
+  private queue: Promise<unknown> = Promise.resolve();
+  private lastRefresh = -Infinity;
+  private closed = false;
+
+  constructor(
+    private readonly config: ErtConfig,
+    private readonly store: Store,
+    private readonly runtime: PluginRuntime,
+    private readonly manager: HostManager,
+    private readonly ranker: Ranker,
+    private readonly env: { logger: Logger; clock: Clock; random: () => number; strategy: RankingStrategy },
+  ) {}
+
+  get hostCount(): number {
+    return this.manager.size;
+  }
+
+  host(name: string): HostState | undefined {
+    return this.manager.host(name);
+  }
+
+  timings(): HookTiming[] {
+    return this.runtime.dispatcher.timings();
+  }
+
+  refresh(): Promise<{ loaded: number; removed: number }> {
+    return this.serial(() => this.refreshNow());
+  }
+
+  select(request: ScheduleRequest): Promise<Selection[]> {
+    return this.serial(() => this.selectNow(request));
+  }
+
+  explain(request: ScheduleRequest): Promise<Explanation> {
+    return this.serial(async () => {
+      const spec = this.parse(request);
+      await this.refreshIfDue();
+      const memo = this.memoFor(spec);
+      const ranking = this.rank(memo, this.manager.slots.length);
+      return buildExplanation(this.manager.slots, memo, ranking);
+    });
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.queue.catch(() => undefined);
+  }
+
+  private serial<T>(fn: () => Promise<T>): Promise<T> {
+    if (this.closed) return Promise.reject(new SchedulerError(SchedulerErrorCode.CLOSED, 'the scheduler is closed'));
+    const run = this.queue.then(fn, fn);
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  private async refreshNow(): Promise<{ loaded: number; removed: number }> {
+    const result = await this.manager.refresh();
+    this.lastRefresh = this.env.clock.now();
+    return result;
+  }
+
+  private async refreshIfDue(): Promise<void> {
+    if (this.env.clock.now() - this.lastRefresh >= this.config.scheduler.refreshInterval) await this.refreshNow();
+  }
+
+  /** Validate the request and parse its flavor; throws before anything is touched. */
+  private parse(request: ScheduleRequest): RequestSpec {
+    validateRequest(request);
+    const hints = withBatchMembers(request.hints, request.instances);
+    return parseFlavor(request.flavor, { keys: this.runtime.extraSpecKeys, hints });
+  }
+
+  private async selectNow(request: ScheduleRequest): Promise<Selection[]> {
+    const spec = this.parse(request);
+    await this.refreshIfDue();
+    const selections: Selection[] = [];
+    try {
+      for (const instance of request.instances) {
+        selections.push(await this.placeOne({ ...instance, flavor: request.flavor }, spec));
+      }
+    } catch (error) {
+      await this.release(selections);
+      throw error;
+    }
+    return selections;
+  }
+
+  /** Claim the best host for one instance, trying the next candidates on lost races. */
+  private async placeOne(instance: InstanceRequest, spec: RequestSpec): Promise<Selection> {
+    const { maxAttempts, hostSubsetSize } = this.config.scheduler;
+    const tried = new Set<Host>();
+    const attempts: Array<{ host: string; error: string }> = [];
+    while (attempts.length < maxAttempts) {
+      const memo = this.memoFor(spec);
+      const limit = Math.max(maxAttempts, hostSubsetSize) + tried.size;
+      const ranking = this.rank(memo, limit);
+      const candidates = ranking.candidates.filter((c) => !tried.has(c.host));
+      if (candidates.length === 0) {
+        throw new NoValidHostError(instance.uuid, spec.flavor.name, summarize(buildExplanation(this.manager.slots, memo, ranking)), attempts);
+      }
+      const pick = Math.min(Math.floor(this.env.random() * Math.min(hostSubsetSize, candidates.length)), candidates.length - 1);
+      const chosen = candidates[pick]!.host;
+      tried.add(chosen);
+      const fit = fitRequest(spec, { providers: chosen.providers, sharingProviders: chosen.sharingProviders });
+      if (!fit.ok) {
+        attempts.push({ host: chosen.name, error: fit.reason });
+        continue;
+      }
+      try {
+        await this.store.writeAllocations([
+          {
+            consumer: { uuid: instance.uuid, projectId: instance.projectId, userId: instance.userId, generation: null },
+            allocations: fit.allocations,
+            instance: {
+              uuid: instance.uuid,
+              host: chosen.name,
+              projectId: instance.projectId,
+              userId: instance.userId,
+              flavor: instance.flavor,
+              state: 'scheduled',
+              assignments: {},
+            },
+          },
+        ]);
+      } catch (error) {
+        if (!isErtError(error) || !RETRY_ON_OTHER_HOST.has(error.code)) {
+          if (isErtError(error) && error.code === 'ERT_STORE_CONSUMER_GENERATION_CONFLICT') {
+            throw new SchedulerError(SchedulerErrorCode.INSTANCE_EXISTS, `instance ${instance.uuid} already has allocations in the store`, { instanceUuid: instance.uuid }, { cause: error });
+          }
+          throw error;
+        }
+        // Another writer got there first: re-read that host and go on with the next candidate.
+        attempts.push({ host: chosen.name, error: `${error.code}: ${error.message}` });
+        this.env.logger.debug({ host: chosen.name, instance: instance.uuid, code: error.code }, 'claim lost a race; trying the next host');
+        await this.manager.reload([chosen.name]);
+        continue;
+      }
+      this.manager.applyPlacement(chosen, instance, spec, fit.allocations);
+      return {
+        instanceUuid: instance.uuid,
+        host: chosen.name,
+        allocations: fit.allocations.map((a) => ({ ...a })),
+        alternates: candidates
+          .filter((c) => c.host !== chosen)
+          .slice(0, maxAttempts - 1)
+          .map((c) => c.host.name),
+      };
+    }
+    const memo = this.memoFor(spec);
+    throw new NoValidHostError(instance.uuid, spec.flavor.name, summarize(buildExplanation(this.manager.slots, memo, this.rank(memo, 0))), attempts);
+  }
+
+  /** Undo the claims of a failed batch (store first, then the in-memory hosts by reloading them). */
+  private async release(selections: readonly Selection[]): Promise<void> {
+    for (const selection of selections) {
+      try {
+        await this.store.deleteAllocations(selection.instanceUuid);
+        await this.store.deleteInstance(selection.instanceUuid);
+      } catch (error) {
+        this.env.logger.error({ instance: selection.instanceUuid, host: selection.host, err: error }, `could not release the claim of a failed batch: ${messageOf(error)}`);
+      }
+    }
+    if (selections.length > 0) await this.manager.reload([...new Set(selections.map((s) => s.host))]);
+  }
+
+  private rank(memo: Memo, limit: number): Ranking {
+    return this.ranker.rank(this.manager.slots, memo, limit, this.env.strategy === 'full-scan');
+  }
+
+  /**
+   * The memo of this request. The key is the whole spec (flavor, extra specs, hints) plus the
+   * hosts of an affinity group's placed members, the only thing outside one host a built-in
+   * filter reads.
+   */
+  private memoFor(spec: RequestSpec): Memo {
+    const key = `${JSON.stringify(spec)}|${affinityHosts(spec, { hostOf: (uuid) => this.manager.hostOfInstance(uuid)?.name }).join(',')}`;
+    const capacity = this.manager.slots.length;
+    let memo = this.memos.get(key);
+    if (memo && memo.capacity >= capacity && this.env.strategy === 'indexed') {
+      this.memos.delete(key);
+      this.memos.set(key, memo);
+      return memo;
+    }
+    memo = new Memo(this.ranker.prepare(spec), Math.max(capacity, 16));
+    this.memos.set(key, memo);
+    if (this.memos.size > MEMO_LIMIT) this.memos.delete(this.memos.keys().next().value!);
+    return memo;
+  }
+}
+
+/** Refuse malformed requests with the field at fault named. */
+function validateRequest(request: ScheduleRequest): void {
+  const problem = (message: string, details: Record<string, unknown> = {}) =>
+    new SchedulerError(SchedulerErrorCode.INVALID_REQUEST, `invalid scheduling request: ${message}`, details);
+  if (!request || typeof request !== 'object') throw problem('not an object');
+  if (!request.flavor || typeof request.flavor !== 'object') throw problem('flavor is missing');
+  if (!Array.isArray(request.instances) || request.instances.length === 0) throw problem('instances must be a non-empty list');
+  const seen = new Set<string>();
+  request.instances.forEach((instance, i) => {
+    for (const field of ['uuid', 'projectId', 'userId'] as const) {
+      if (typeof instance?.[field] !== 'string' || instance[field].length === 0) {
+        throw problem(`instances[${i}].${field} must be a non-empty string`, { key: `instances[${i}].${field}`, value: instance?.[field] });
+      }
+    }
+    if (seen.has(instance.uuid)) throw problem(`instance ${instance.uuid} appears twice`, { key: `instances[${i}].uuid`, value: instance.uuid });
+    seen.add(instance.uuid);
+  });
+}
+
+/** A server group's members include the instances being scheduled with it (as in Nova). */
+function withBatchMembers(hints: SchedulingHints | undefined, instances: readonly InstanceToSchedule[]): SchedulingHints {
+  if (!hints?.serverGroup) return hints ?? {};
+  const members = new Set(hints.serverGroup.members);
+  for (const instance of instances) members.add(instance.uuid);
+  return { ...hints, serverGroup: { ...hints.serverGroup, members: [...members] } };
+}

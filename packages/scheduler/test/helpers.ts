@@ -1,0 +1,105 @@
+import { createHash, randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { configFromObject } from '@ert/core';
+import type { ErtConfig } from '@ert/core';
+import { normalizeInventory } from '@ert/plugin-api';
+import type { Flavor, HostStatus, Inventory, InventoryInput, JsonValue, Plugin } from '@ert/plugin-api';
+import { createStore } from '@ert/store';
+import type { HostImport, Store, StoreOptions } from '@ert/store';
+
+/** A temp directory removed by `cleanup`. */
+export function tempDir(prefix: string): { dir: string; cleanup: () => void } {
+  const dir = mkdtempSync(path.join(tmpdir(), prefix));
+  return { dir, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+let storeCounter = 0;
+
+/** Store backends the suites run against: SQLite always, PostgreSQL when ERT_TEST_PG_URL is set. */
+export const BACKENDS: Array<'sqlite3' | 'pg'> = process.env.ERT_TEST_PG_URL ? ['sqlite3', 'pg'] : ['sqlite3'];
+
+/** A migrated store in a fresh SQLite file or a fresh PostgreSQL schema. */
+export async function openStore(client: 'sqlite3' | 'pg', dir: string, label: string): Promise<{ store: Store; options: StoreOptions }> {
+  storeCounter++;
+  const options: StoreOptions =
+    client === 'pg'
+      ? { client: 'pg', connection: process.env.ERT_TEST_PG_URL!, schema: `sched_${label}_${process.pid}_${storeCounter}`.toLowerCase().replace(/[^a-z0-9_]/g, '_') }
+      : { client: 'sqlite3', connection: path.join(dir, `${label}-${storeCounter}.db`) };
+  const store = await createStore(options);
+  await store.migrate();
+  return { store, options };
+}
+
+export function inventories(input: Record<string, InventoryInput | number>): Record<string, Inventory> {
+  return Object.fromEntries(
+    Object.entries(input).map(([rc, v]) => [rc, normalizeInventory(typeof v === 'number' ? { total: v } : v)]),
+  );
+}
+
+export interface HostSpec {
+  name: string;
+  status?: HostStatus;
+  lastUpdate?: number;
+  inventories?: Record<string, InventoryInput | number>;
+  traits?: string[];
+  aggregates?: string[];
+  stats?: Record<string, { schemaVersion: number; data: JsonValue }>;
+  children?: Array<{ key: string; inventories?: Record<string, InventoryInput | number>; traits?: string[] }>;
+}
+
+/** A deterministic uuid (v5 layout) from a name. */
+export function uuidFor(name: string): string {
+  const h = createHash('sha1').update(`ert-test:${name}`).digest('hex');
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-5${h.slice(13, 16)}-${((parseInt(h[16]!, 16) & 0x3) | 0x8).toString(16)}${h.slice(17, 20)}-${h.slice(20, 32)}`;
+}
+
+export function hostImport(spec: HostSpec): HostImport {
+  const rootUuid = uuidFor(spec.name);
+  return {
+    host: { name: spec.name, status: spec.status ?? 'up', lastUpdate: spec.lastUpdate ?? Date.now() },
+    providers: [
+      { uuid: rootUuid, name: spec.name, inventories: inventories(spec.inventories ?? {}), traits: spec.traits ?? [], aggregates: spec.aggregates ?? [] },
+      ...(spec.children ?? []).map((child) => ({
+        uuid: uuidFor(`${spec.name}_${child.key}`),
+        name: `${spec.name}_${child.key}`,
+        parentUuid: rootUuid,
+        inventories: inventories(child.inventories ?? {}),
+        traits: child.traits ?? [],
+        aggregates: [],
+      })),
+    ],
+    stats: spec.stats,
+  };
+}
+
+export function flavor(name: string, vcpus: number, memoryMb: number, extraSpecs: Record<string, string> = {}, diskGb = 0): Flavor {
+  return { name, vcpus, memoryMb, diskGb, extraSpecs };
+}
+
+type PluginItem = string | Plugin | { name: string; multiplier?: number; plugin?: Plugin };
+
+/** A validated config for a scheduler with the given plugins and built-in filters. */
+export function schedulerConfig(
+  storeOptions: StoreOptions,
+  dir: string,
+  scheduler: { consumers?: PluginItem[]; filters?: PluginItem[]; weighers?: PluginItem[]; maxAttempts?: number; hostSubsetSize?: number; refreshInterval?: number | string },
+  extra: { plugins?: Record<string, unknown>; staleAfter?: string } = {},
+): ErtConfig {
+  return configFromObject(
+    {
+      store: storeOptions,
+      log: { level: 'silent' },
+      tracker: extra.staleAfter ? { staleAfter: extra.staleAfter } : {},
+      scheduler: { refreshInterval: 0, ...scheduler },
+      plugins: extra.plugins ?? {},
+    },
+    { configDir: dir },
+  );
+}
+
+/** `n` new instances (random uuids). */
+export function instances(n: number): Array<{ uuid: string; projectId: string; userId: string }> {
+  return Array.from({ length: n }, () => ({ uuid: randomUUID(), projectId: 'p1', userId: 'u1' }));
+}

@@ -1,0 +1,306 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Store, StoreOptions } from '@ert/store';
+import { createScheduler, NoValidHostError } from '../src/index.js';
+import type { Scheduler } from '../src/index.js';
+import { flaky, freeRam, freeVcpu, level } from './fixtures.js';
+import { BACKENDS, flavor, hostImport, instances, openStore, schedulerConfig, tempDir, uuidFor } from './helpers.js';
+import type { HostSpec } from './helpers.js';
+
+const ALL_FILTERS = ['status', 'traits', 'resources', 'aggregate-extra-specs', 'capabilities', 'same-host', 'different-host', 'affinity', 'anti-affinity'];
+
+const small = flavor('small', 2, 2048);
+
+describe.each(BACKENDS)('scheduler on %s', (client) => {
+  const tmp = tempDir('ert-sched-');
+  const opened: Store[] = [];
+  const schedulers: Scheduler[] = [];
+  afterAll(async () => {
+    for (const s of schedulers) await s.close();
+    for (const s of opened) await s.close();
+    tmp.cleanup();
+  });
+
+  async function fleet(label: string, hosts: HostSpec[]): Promise<{ store: Store; options: StoreOptions }> {
+    const result = await openStore(client, tmp.dir, label);
+    opened.push(result.store);
+    await result.store.importHosts(hosts.map(hostImport));
+    return result;
+  }
+
+  async function scheduler(
+    options: StoreOptions,
+    store: Store,
+    sched: Parameters<typeof schedulerConfig>[2],
+    extra: Parameters<typeof schedulerConfig>[3] = {},
+    more: { random?: () => number; clock?: { now(): number } } = {},
+  ): Promise<Scheduler> {
+    const s = await createScheduler({ config: schedulerConfig(options, tmp.dir, sched, extra), store, ...more });
+    schedulers.push(s);
+    return s;
+  }
+
+  it('claims the best host durably and returns alternates', async () => {
+    const { store, options } = await fleet('best', [
+      { name: 'h1', inventories: { VCPU: 8, MEMORY_MB: 8192 } },
+      { name: 'h2', inventories: { VCPU: 8, MEMORY_MB: 32768 } },
+      { name: 'h3', inventories: { VCPU: 8, MEMORY_MB: 16384 } },
+    ]);
+    const s = await scheduler(options, store, { filters: ['status', 'resources'], weighers: [{ name: 'free-ram', plugin: freeRam, multiplier: 1 }], maxAttempts: 3 });
+    const [inst] = instances(1);
+    const [selection] = await s.select({ flavor: small, instances: [inst!] });
+    expect(selection!.host).toBe('h2');
+    expect(selection!.alternates).toEqual(['h3', 'h1']);
+    expect(selection!.allocations.sort((a, b) => a.resourceClass.localeCompare(b.resourceClass))).toEqual([
+      { providerUuid: uuidFor('h2'), resourceClass: 'MEMORY_MB', amount: 2048 },
+      { providerUuid: uuidFor('h2'), resourceClass: 'VCPU', amount: 2 },
+    ]);
+    const stored = await store.getAllocations(inst!.uuid);
+    expect(stored.allocations).toHaveLength(2);
+    const record = await store.getInstance(inst!.uuid);
+    expect(record).toMatchObject({ host: 'h2', state: 'scheduled', projectId: 'p1', userId: 'u1' });
+    expect(s.host('h2')!.free('MEMORY_MB')).toBe(32768 - 2048);
+    expect(s.host('h2')!.instances.has(inst!.uuid)).toBe(true);
+  });
+
+  it('counts each placement of a batch before the next decision, packing with a negative multiplier', async () => {
+    const { store, options } = await fleet('batch', [
+      { name: 'a', inventories: { VCPU: 4, MEMORY_MB: 4096 } },
+      { name: 'b', inventories: { VCPU: 4, MEMORY_MB: 8192 } },
+    ]);
+    const s = await scheduler(options, store, { filters: ['resources'], weighers: [{ name: 'free-ram', plugin: freeRam, multiplier: -1 }] });
+    const batch = instances(4);
+    const selections = await s.select({ flavor: small, instances: batch });
+    // Packing: the fullest host first until it cannot take more (a holds 2 x 2 vCPU).
+    expect(selections.map((x) => x.host)).toEqual(['a', 'a', 'b', 'b']);
+    expect(s.host('a')!.free('VCPU')).toBe(0);
+    await expect(s.select({ flavor: small, instances: instances(1) })).rejects.toBeInstanceOf(NoValidHostError);
+  });
+
+  it('fails a batch whole: releases what it claimed and explains why', async () => {
+    const { store, options } = await fleet('whole', [
+      { name: 'x1', inventories: { VCPU: 2, MEMORY_MB: 4096 } },
+      { name: 'x2', inventories: { VCPU: 2, MEMORY_MB: 4096 } },
+    ]);
+    const s = await scheduler(options, store, { filters: ['status', 'resources'] });
+    const batch = instances(3);
+    const error = await s.select({ flavor: small, instances: batch }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(NoValidHostError);
+    const details = (error as NoValidHostError).details as { instanceUuid: string; summary: { hosts: number; passed: number; filters: Array<{ filter: string; removed: number; examples: Array<{ host: string; reason: string }> }> } };
+    expect((error as NoValidHostError).code).toBe('ERT_SCHEDULER_NO_VALID_HOST');
+    expect(details.instanceUuid).toBe(batch[2]!.uuid);
+    expect(details.summary.hosts).toBe(2);
+    expect(details.summary.passed).toBe(0);
+    const resources = details.summary.filters.find((f) => f.filter === 'resources')!;
+    expect(resources.removed).toBe(2);
+    expect(resources.examples[0]!.reason).toMatch(/VCPU/);
+    for (const inst of batch) {
+      expect((await store.getAllocations(inst.uuid)).allocations).toEqual([]);
+      expect(await store.getInstance(inst.uuid)).toBeUndefined();
+    }
+    expect(s.host('x1')!.free('VCPU')).toBe(2);
+    expect(s.host('x2')!.free('VCPU')).toBe(2);
+    expect(s.host('x1')!.instances.size).toBe(0);
+    // The capacity released is usable again.
+    expect(await s.select({ flavor: small, instances: instances(2) })).toHaveLength(2);
+  });
+
+  it('refuses a bad extra spec before touching any host, naming the key', async () => {
+    const { store, options } = await fleet('badkey', [{ name: 'k1', inventories: { VCPU: 4, MEMORY_MB: 4096 } }]);
+    const s = await scheduler(options, store, { filters: ['resources'] });
+    const [inst] = instances(1);
+    const bad = flavor('bad', 1, 512, { 'nosuch:thing': '1' });
+    await expect(s.select({ flavor: bad, instances: [inst!] })).rejects.toMatchObject({ code: 'ERT_SPEC_UNKNOWN_KEY', message: expect.stringContaining('nosuch:thing') });
+    expect(await store.getInstance(inst!.uuid)).toBeUndefined();
+    expect(s.host('k1')!.free('VCPU')).toBe(4);
+    await expect(s.select({ flavor: small, instances: [] })).rejects.toMatchObject({ code: 'ERT_SCHEDULER_INVALID_REQUEST' });
+    await expect(s.select({ flavor: small, instances: [inst!, inst!] })).rejects.toMatchObject({ code: 'ERT_SCHEDULER_INVALID_REQUEST', message: expect.stringContaining(inst!.uuid) });
+  });
+
+  it('excludes hosts a consumer cannot read, with reasons naming plugin and hook, and follows placements', async () => {
+    const { store, options } = await fleet('consumers', [
+      { name: 'good', inventories: { VCPU: 16, MEMORY_MB: 16384 }, stats: { level: { schemaVersion: 2, data: { level: 5 } } } },
+      { name: 'better', inventories: { VCPU: 16, MEMORY_MB: 16384 }, stats: { level: { schemaVersion: 2, data: { level: 9 } } } },
+      { name: 'old', inventories: { VCPU: 16, MEMORY_MB: 16384 }, stats: { level: { schemaVersion: 1, data: { level: 50 } } } },
+      { name: 'boom-1', inventories: { VCPU: 16, MEMORY_MB: 16384 }, stats: { level: { schemaVersion: 2, data: { level: 50 } } } },
+      { name: 'negative', inventories: { VCPU: 16, MEMORY_MB: 16384 }, stats: { level: { schemaVersion: 2, data: { level: -1 } } } },
+      { name: 'flaky-1', inventories: { VCPU: 16, MEMORY_MB: 16384 }, stats: { level: { schemaVersion: 2, data: { level: 99 } } } },
+    ]);
+    const s = await scheduler(
+      options,
+      store,
+      { consumers: [level], filters: ['status', 'resources', level, flaky], weighers: [{ name: 'level', plugin: level, multiplier: 1 }] },
+      { plugins: { level: { maxPerHost: 2 } } },
+    );
+    const explanation = await s.explain({ flavor: small, instances: instances(1) });
+    const rejected = Object.fromEntries(explanation.rejected.map((r) => [r.host, r]));
+    expect(rejected.old).toMatchObject({ filter: 'host-manager', reason: expect.stringMatching(/plugin "level".*schema version 1.*reads version\(s\) 2/) });
+    expect(rejected['boom-1']).toMatchObject({ filter: 'host-manager', reason: expect.stringMatching(/consumer "level" hook consume failed.*cannot read boom-1/) });
+    expect(rejected.negative).toMatchObject({ filter: 'host-manager', reason: expect.stringContaining('level -1 is negative') });
+    expect(rejected['flaky-1']).toMatchObject({ filter: 'flaky', reason: expect.stringMatching(/flaky.*filter.*flaky filter exploded/) });
+    expect(explanation.filters.find((f) => f.filter === 'host-manager')!.removed).toBe(3);
+    expect(explanation.filters.find((f) => f.filter === 'flaky')!.removed).toBe(1);
+    expect(explanation.passed).toBe(2);
+    expect(explanation.weighed.map((w) => [w.host, w.weight])).toEqual([
+      ['better', 1],
+      ['good', 0],
+    ]);
+    expect(explanation.weighed[0]!.weights.level).toEqual({ raw: 9, normalized: 1, multiplier: 1 });
+
+    // The consumer's `placed` counts placements; its filter refuses a host after maxPerHost (2).
+    const selections = await s.select({ flavor: small, instances: instances(3) });
+    expect(selections.map((x) => x.host)).toEqual(['better', 'better', 'good']);
+    expect(s.host('better')!.pluginData<{ placed: number }>('level')!.placed).toBe(2);
+    // A plugin extra spec is parsed and reaches the filter.
+    const picky = flavor('picky', 1, 512, { 'level:min': '6' });
+    await expect(s.select({ flavor: picky, instances: instances(1) })).rejects.toBeInstanceOf(NoValidHostError);
+  });
+
+  it('refreshes incrementally: only changed hosts are reloaded, removed hosts dropped, stale and disabled excluded', async () => {
+    const { store, options } = await fleet('refresh', [
+      { name: 'r1', inventories: { VCPU: 4, MEMORY_MB: 4096 } },
+      { name: 'r2', inventories: { VCPU: 4, MEMORY_MB: 4096 } },
+      { name: 'r3', inventories: { VCPU: 4, MEMORY_MB: 4096 }, lastUpdate: 1_000 },
+    ]);
+    const loaded: Array<string[] | undefined> = [];
+    const spy: Store = new Proxy(store, {
+      get(target, prop, receiver) {
+        if (prop === 'loadHosts') return (names?: string[]) => (loaded.push(names), target.loadHosts(names));
+        const value = Reflect.get(target, prop, receiver);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    let now = Date.now();
+    const s = await createScheduler({
+      config: schedulerConfig(options, tmp.dir, { filters: ['status', 'resources'] }, { staleAfter: '60s' }),
+      store: spy,
+      clock: { now: () => now },
+    });
+    schedulers.push(s);
+    expect(loaded).toEqual([undefined]);
+    expect(s.hostCount).toBe(3);
+    expect(s.host('r3')!.status).toBe('stale');
+
+    // Nothing changed: no host reloaded.
+    await s.refresh();
+    expect(loaded.slice(1).flat()).toEqual([]);
+
+    // A tracker grows r1's inventory, an operator disables r2.
+    const r1 = uuidFor('r1');
+    const inv = await store.getInventories(r1);
+    await store.setInventories(r1, inv.generation, { ...inv.inventories, VCPU: { ...inv.inventories.VCPU!, total: 64 } });
+    await store.setHostStatus('r2', 'disabled');
+    loaded.length = 0;
+    await s.refresh();
+    expect(loaded.flat().sort()).toEqual(['r1', 'r2']);
+    expect(s.host('r1')!.free('VCPU')).toBe(64);
+    const explanation = await s.explain({ flavor: small, instances: instances(1) });
+    expect(explanation.rejected).toEqual([
+      { host: 'r2', filter: 'status', reason: 'host is disabled' },
+      { host: 'r3', filter: 'status', reason: 'host is stale' },
+    ]);
+
+    // r1 goes stale as time passes without tracker updates.
+    now += 10 * 60_000;
+    await s.refresh();
+    expect(s.host('r1')!.status).toBe('stale');
+  });
+
+  it('on a lost race reloads the host and claims the next candidate', async () => {
+    const { store, options } = await fleet('race', [
+      { name: 'big', inventories: { VCPU: 8, MEMORY_MB: 65536 } },
+      { name: 'mid', inventories: { VCPU: 8, MEMORY_MB: 32768 } },
+      { name: 'low', inventories: { VCPU: 8, MEMORY_MB: 16384 } },
+    ]);
+    // A long refresh interval: the scheduler does not see the other writer until it conflicts.
+    const s = await scheduler(options, store, { filters: ['resources'], weighers: [{ name: 'free-ram', plugin: freeRam, multiplier: 1 }], refreshInterval: '1h', maxAttempts: 2 });
+    // Another scheduler takes every vCPU of `big` behind this one's back.
+    await store.writeAllocations([
+      { consumer: { uuid: uuidFor('other-1'), projectId: 'p', userId: 'u', generation: null }, allocations: [{ providerUuid: uuidFor('big'), resourceClass: 'VCPU', amount: 8 }] },
+    ]);
+    expect(s.host('big')!.free('VCPU')).toBe(8);
+    const [selection] = await s.select({ flavor: small, instances: instances(1) });
+    expect(selection!.host).toBe('mid');
+    expect(s.host('big')!.free('VCPU')).toBe(0);
+    // Both other hosts filled behind its back: maxAttempts (2) claims fail, then no valid host.
+    for (const name of ['mid', 'low']) {
+      await store.writeAllocations([
+        { consumer: { uuid: uuidFor(`other-${name}`), projectId: 'p', userId: 'u', generation: null }, allocations: [{ providerUuid: uuidFor(name), resourceClass: 'VCPU', amount: name === 'mid' ? 6 : 8 }] },
+      ]);
+    }
+    const error = (await s.select({ flavor: small, instances: instances(1) }).catch((e: unknown) => e)) as NoValidHostError;
+    expect(error).toBeInstanceOf(NoValidHostError);
+    const attempts = (error.details as { attempts: Array<{ host: string; error: string }> }).attempts;
+    expect(attempts.map((a) => a.host)).toEqual(['mid', 'low']);
+    expect(attempts[0]!.error).toMatch(/ERT_STORE_CAPACITY_EXCEEDED/);
+  });
+
+  it('fits nested providers and applies traits, aggregate and capability filters', async () => {
+    const { store, options } = await fleet('filters', [
+      { name: 'n1', inventories: { VCPU: 16, MEMORY_MB: 16384 }, traits: ['HW_CPU_X86_AVX2'], children: [{ key: 'llc_0', inventories: { CUSTOM_LLC_WAYS: 11 }, traits: ['CUSTOM_RDT_CAT'] }], stats: { level: { schemaVersion: 2, data: { level: 3 } } } },
+      { name: 'n2', inventories: { VCPU: 16, MEMORY_MB: 16384 }, stats: { level: { schemaVersion: 2, data: { level: 7 } } } },
+      { name: 'n3', inventories: { VCPU: 16, MEMORY_MB: 16384 }, traits: ['HW_CPU_X86_AVX2', 'CUSTOM_SLOW'], aggregates: [uuidFor('agg-gold')], stats: { level: { schemaVersion: 2, data: { level: 8 } } } },
+    ]);
+    await store.upsertAggregate({ uuid: uuidFor('agg-gold'), name: 'gold', metadata: { tier: 'gold', level_weight_multiplier: '-5' } });
+    const s = await scheduler(options, store, { consumers: [level], filters: ALL_FILTERS, weighers: [{ name: 'level', plugin: level, multiplier: 1 }] });
+    const pick = async (extraSpecs: Record<string, string>) => (await s.select({ flavor: flavor('f', 1, 512, extraSpecs), instances: instances(1) }))[0]!.host;
+    const why = async (extraSpecs: Record<string, string>) =>
+      Object.fromEntries((await s.explain({ flavor: flavor('f', 1, 512, extraSpecs), instances: instances(1) })).rejected.map((r) => [r.host, `${r.filter}: ${r.reason}`]));
+
+    expect(await pick({ 'resources:CUSTOM_LLC_WAYS': '4' })).toBe('n1');
+    expect(s.host('n1')!.providers[1]!.usages.CUSTOM_LLC_WAYS).toBe(4);
+    expect(await why({ 'trait:HW_CPU_X86_AVX2': 'required' })).toEqual({ n2: expect.stringMatching(/^traits: .*HW_CPU_X86_AVX2/) });
+    expect(await why({ 'trait:CUSTOM_SLOW': 'forbidden' })).toEqual({ n3: expect.stringMatching(/^(traits|resources): .*CUSTOM_SLOW/) });
+    expect(await pick({ 'aggregate_instance_extra_specs:tier': 'gold' })).toBe('n3');
+    expect(await why({ 'aggregate_instance_extra_specs:tier': 'gold' })).toEqual({
+      n1: expect.stringMatching(/^aggregate-extra-specs: .*tier/),
+      n2: expect.stringMatching(/^aggregate-extra-specs: .*tier/),
+    });
+    expect(await why({ 'capabilities:level.level': '>= 7' })).toEqual({ n1: expect.stringMatching(/^capabilities: capability level.level is 3/) });
+    expect(await pick({ 'capabilities:name': 's== n1' })).toBe('n1');
+    // n3's aggregate overrides the level weigher's multiplier with -5: n2 (7) beats n3 (8).
+    const explanation = await s.explain({ flavor: flavor('f', 1, 512), instances: instances(1) });
+    expect(explanation.weighed[0]!.host).toBe('n2');
+    expect(explanation.weighed.find((w) => w.host === 'n3')!.weights.level!.multiplier).toBe(-5);
+  });
+
+  it('honours same-host, different-host, affinity and anti-affinity hints', async () => {
+    const { store, options } = await fleet('hints', [
+      { name: 'g1', inventories: { VCPU: 32, MEMORY_MB: 65536 } },
+      { name: 'g2', inventories: { VCPU: 32, MEMORY_MB: 32768 } },
+      { name: 'g3', inventories: { VCPU: 32, MEMORY_MB: 16384 } },
+    ]);
+    const s = await scheduler(options, store, { filters: ALL_FILTERS, weighers: [{ name: 'free-ram', plugin: freeRam, multiplier: 1 }] });
+    const [first] = await s.select({ flavor: small, instances: instances(1) });
+    expect(first!.host).toBe('g1');
+    const [same] = await s.select({ flavor: small, instances: instances(1), hints: { sameHost: [first!.instanceUuid] } });
+    expect(same!.host).toBe('g1');
+    const [different] = await s.select({ flavor: small, instances: instances(1), hints: { differentHost: [first!.instanceUuid] } });
+    expect(different!.host).toBe('g2');
+
+    const anti = await s.select({ flavor: small, instances: instances(3), hints: { serverGroup: { uuid: 'sg-anti', policy: 'anti-affinity', members: [] } } });
+    expect(anti.map((x) => x.host).sort()).toEqual(['g1', 'g2', 'g3']);
+    const error = await s
+      .select({ flavor: small, instances: instances(4), hints: { serverGroup: { uuid: 'sg-anti2', policy: 'anti-affinity', members: [] } } })
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(NoValidHostError);
+
+    // Affinity follows the first member wherever the weighers put it; the batch stays together.
+    const group = { uuid: 'sg-aff', policy: 'affinity' as const, members: [different!.instanceUuid] };
+    const together = await s.select({ flavor: small, instances: instances(3), hints: { serverGroup: group } });
+    expect(together.map((x) => x.host)).toEqual(['g2', 'g2', 'g2']);
+    const fresh = await s.select({ flavor: small, instances: instances(2), hints: { serverGroup: { uuid: 'sg-new', policy: 'affinity', members: [] } } });
+    expect(new Set(fresh.map((x) => x.host)).size).toBe(1);
+  });
+
+  it('breaks ties by host name and picks among the best hostSubsetSize with the given random', async () => {
+    const hosts = ['t3', 't1', 't4', 't2'].map((name) => ({ name, inventories: { VCPU: 8, MEMORY_MB: 8192 } }));
+    const { store, options } = await fleet('ties', hosts);
+    const s1 = await scheduler(options, store, { filters: ['resources'], weighers: [{ name: 'free-vcpu', plugin: freeVcpu, multiplier: 1 }], maxAttempts: 3 });
+    const [tie] = await s1.explain({ flavor: small, instances: instances(1) }).then((e) => [e.weighed.map((w) => w.host)]);
+    expect(tie).toEqual(['t1', 't2', 't3', 't4']);
+    const { store: store2, options: options2 } = await fleet('subset', hosts);
+    const s2 = await scheduler(options2, store2, { filters: ['resources'], weighers: [{ name: 'free-vcpu', plugin: freeVcpu, multiplier: 1 }], hostSubsetSize: 3 }, {}, { random: () => 0.99 });
+    const [picked] = await s2.select({ flavor: small, instances: instances(1) });
+    expect(picked!.host).toBe('t3');
+  });
+});

@@ -1,0 +1,248 @@
+import { describe, expect, it } from 'vitest';
+import {
+  BUILTIN_EXTRA_SPEC_PREFIXES,
+  extraSpecKeyProblem,
+  isBuiltinExtraSpecKey,
+  parseFlavor,
+  RequestSpecError,
+} from '@ert/placement';
+import type { ExtraSpecKey, Flavor } from '@ert/plugin-api';
+
+const flavor = (extraSpecs: Record<string, string>, amounts: Partial<Pick<Flavor, 'vcpus' | 'memoryMb' | 'diskGb'>> = {}): Flavor => ({
+  name: 'f1',
+  vcpus: amounts.vcpus ?? 2,
+  memoryMb: amounts.memoryMb ?? 4096,
+  diskGb: amounts.diskGb ?? 20,
+  extraSpecs,
+});
+
+// Plugin keys shaped like the first-party plugins'.
+const pluginKeys: ExtraSpecKey<any>[] = [
+  {
+    key: 'hw:cpu_policy',
+    description: 'dedicated moves VCPU to PCPU',
+    schema: { type: 'string', enum: ['shared', 'dedicated'] },
+    applyResources(value: string, resources: Record<string, number>) {
+      if (value === 'dedicated' && resources['VCPU'] !== undefined) {
+        resources['PCPU'] = resources['VCPU'];
+        delete resources['VCPU'];
+      }
+    },
+  },
+  {
+    key: 'cu:units',
+    description: 'compute units',
+    schema: { type: 'integer', minimum: 1, maximum: 1000 },
+    applyResources(value: number, resources: Record<string, number>) {
+      resources['CUSTOM_CU'] = value;
+    },
+  },
+  { key: 'pstate:min_freq_mhz', description: 'min freq', schema: { type: 'number', minimum: 100 } },
+  { key: 'pstate:turbo', description: 'turbo', schema: { type: 'boolean' } },
+  { key: 'pstate:governor', description: 'governor', schema: { type: 'string', pattern: '^[a-z]+$' } },
+];
+
+function parse(extraSpecs: Record<string, string>, amounts?: Parameters<typeof flavor>[1]) {
+  return parseFlavor(flavor(extraSpecs, amounts), { keys: pluginKeys });
+}
+
+function errorOf(fn: () => unknown): RequestSpecError {
+  try {
+    fn();
+  } catch (err) {
+    expect(err).toBeInstanceOf(RequestSpecError);
+    return err as RequestSpecError;
+  }
+  throw new Error('expected a RequestSpecError');
+}
+
+describe('parseFlavor: flavor amounts and resources:', () => {
+  it('derives VCPU, MEMORY_MB and DISK_GB from the flavor, omitting zeros', () => {
+    const spec = parse({}, { diskGb: 0 });
+    expect(spec.groups).toEqual([{ suffix: '', resources: { VCPU: 2, MEMORY_MB: 4096 }, requiredTraits: [], forbiddenTraits: [], memberOf: [] }]);
+    expect(spec.groupPolicy).toBe('none');
+    expect(spec.hints).toEqual({});
+    expect(spec.policy).toBeUndefined();
+  });
+
+  it('resources:CLASS overrides the flavor amount, 0 removes it, custom classes are added', () => {
+    const spec = parse({ 'resources:VCPU': '6', 'resources:DISK_GB': '0', 'resources:CUSTOM_LLC_WAYS': '2' });
+    expect(spec.groups[0]!.resources).toEqual({ VCPU: 6, MEMORY_MB: 4096, CUSTOM_LLC_WAYS: 2 });
+  });
+
+  it('builds numbered groups with digit and named suffixes, ordered numerically then by name', () => {
+    const spec = parse({
+      'resources10:SRIOV_NET_VF': '1',
+      'resources2:SRIOV_NET_VF': '1',
+      'resources_NET1:NET_BW_EGR_KILOBIT_PER_SEC': '1000',
+      'trait_NET1:CUSTOM_PHYSNET1': 'required',
+      'trait2:HW_NIC_SRIOV': 'forbidden',
+      'member_of2': 'in:agg1,agg2',
+      group_policy: 'isolate',
+    });
+    expect(spec.groups.map((g) => g.suffix)).toEqual(['', '2', '10', '_NET1']);
+    expect(spec.groups[1]).toEqual({ suffix: '2', resources: { SRIOV_NET_VF: 1 }, requiredTraits: [], forbiddenTraits: ['HW_NIC_SRIOV'], memberOf: [['agg1', 'agg2']] });
+    expect(spec.groups[3]).toEqual({ suffix: '_NET1', resources: { NET_BW_EGR_KILOBIT_PER_SEC: 1000 }, requiredTraits: ['CUSTOM_PHYSNET1'], forbiddenTraits: [], memberOf: [] });
+    expect(spec.groupPolicy).toBe('isolate');
+  });
+
+  it('unnumbered traits and member_of', () => {
+    const spec = parse({ 'trait:HW_CPU_X86_AVX2': 'required', 'trait:CUSTOM_SLOW': 'forbidden', member_of: 'agg9' });
+    expect(spec.groups[0]).toMatchObject({ requiredTraits: ['HW_CPU_X86_AVX2'], forbiddenTraits: ['CUSTOM_SLOW'], memberOf: [['agg9']] });
+  });
+
+  it('drops a numbered group whose only amount is 0', () => {
+    expect(parse({ 'resources1:VGPU': '0' }).groups).toHaveLength(1);
+  });
+
+  it('one numbered group needs no group_policy', () => {
+    expect(parse({ 'resources1:VGPU': '1' }).groups).toHaveLength(2);
+  });
+});
+
+describe('parseFlavor: other built-in keys', () => {
+  it('aggregate_instance_extra_specs keeps the value, capabilities parse into requirements, ert:policy is opaque', () => {
+    const spec = parse({
+      'aggregate_instance_extra_specs:ssd': 'true',
+      'aggregate_instance_extra_specs:cores': '>= 8',
+      'capabilities:vcpu.sockets': '>= 2',
+      'capabilities:cpu_info:vendor': 'Intel',
+      'capabilities:hypervisor_type': '<or> QEMU <or> KVM',
+      'capabilities:cpu_info:features': '<all-in> avx2 sse4_2',
+      'ert:policy': ' { "any": [thing] } ',
+    });
+    expect(spec.aggregateExtraSpecs).toEqual({ ssd: 'true', cores: '>= 8' });
+    expect(spec.capabilities).toEqual([
+      { key: 'cpu_info:features', op: '<all-in>', values: ['avx2', 'sse4_2'] },
+      { key: 'cpu_info:vendor', op: 's==', values: ['Intel'] },
+      { key: 'hypervisor_type', op: '<or>', values: ['QEMU', 'KVM'] },
+      { key: 'vcpu.sockets', op: '>=', values: ['2'] },
+    ]);
+    expect(spec.policy).toBe(' { "any": [thing] } ');
+  });
+
+  it('passes scheduling hints through', () => {
+    const hints = { differentHost: ['i-1'] };
+    expect(parseFlavor(flavor({}), { keys: [], hints }).hints).toEqual(hints);
+  });
+
+  it('does not modify the flavor', () => {
+    const f = flavor({ 'hw:cpu_policy': 'dedicated', 'resources:VCPU': '4' });
+    const copy = structuredClone(f);
+    parseFlavor(f, { keys: pluginKeys });
+    expect(f).toEqual(copy);
+  });
+
+  it('exports the built-in prefixes and classifies keys by them', () => {
+    expect(BUILTIN_EXTRA_SPEC_PREFIXES).toContain('capabilities:');
+    expect(isBuiltinExtraSpecKey('resources1:VCPU')).toBe(true);
+    expect(isBuiltinExtraSpecKey('ert:anything')).toBe(true);
+    expect(isBuiltinExtraSpecKey('llc:ways')).toBe(false);
+  });
+});
+
+describe('parseFlavor: plugin keys', () => {
+  it('converts by schema type and calls applyResources in key order', () => {
+    const spec = parse({ 'hw:cpu_policy': 'dedicated', 'cu:units': '40', 'pstate:min_freq_mhz': '2000.5', 'pstate:turbo': 'YES', 'pstate:governor': 'performance' });
+    expect(spec.pluginSpecs).toEqual({ 'hw:cpu_policy': 'dedicated', 'cu:units': 40, 'pstate:min_freq_mhz': 2000.5, 'pstate:turbo': true, 'pstate:governor': 'performance' });
+    expect(spec.groups[0]!.resources).toEqual({ PCPU: 2, MEMORY_MB: 4096, DISK_GB: 20, CUSTOM_CU: 40 });
+  });
+
+  it.each([
+    ['true', true],
+    ['False', false],
+    ['yes', true],
+    ['NO', false],
+    ['1', true],
+    ['0', false],
+  ])('boolean %s -> %s', (raw, value) => {
+    expect(parse({ 'pstate:turbo': raw }).pluginSpecs['pstate:turbo']).toBe(value);
+  });
+
+  it('a plugin that sets an amount to 0 removes the class', () => {
+    const keys: ExtraSpecKey<any>[] = [{ key: 'x:off', description: '', schema: { type: 'boolean' }, applyResources: (_v: boolean, r: Record<string, number>) => void (r['VCPU'] = 0) }];
+    expect(parseFlavor(flavor({ 'x:off': 'true' }), { keys }).groups[0]!.resources).toEqual({ MEMORY_MB: 4096, DISK_GB: 20 });
+  });
+
+  it('extraSpecKeyProblem accepts the supported subset and names what is not', () => {
+    for (const k of pluginKeys) expect(extraSpecKeyProblem(k)).toBeUndefined();
+    expect(extraSpecKeyProblem({ key: 'a:b', description: '', schema: { type: 'string', minLength: 2 } })).toMatch(/keyword "minLength"/);
+    expect(extraSpecKeyProblem({ key: 'a:b', description: '', schema: { type: 'array' } })).toMatch(/type "array"/);
+    expect(extraSpecKeyProblem({ key: 'a:b', description: '', schema: { pattern: '(' } })).toMatch(/not a valid regular expression/);
+  });
+});
+
+describe('parseFlavor: errors name the key and value', () => {
+  const cases: Array<[string, Record<string, string>, string, RegExp]> = [
+    ['unknown key', { 'hw:mem_page_size': 'large' }, 'ERT_SPEC_UNKNOWN_KEY', /"hw:mem_page_size=large".*no loaded plugin owns/],
+    ['bare Nova aggregate key', { ssd: 'true' }, 'ERT_SPEC_UNKNOWN_KEY', /"ssd=true"/],
+    ['unknown ert: key', { 'ert:other': 'x' }, 'ERT_SPEC_UNKNOWN_KEY', /"ert:other=x"/],
+    ['invalid resource class', { 'resources:vcpu': '1' }, 'ERT_SPEC_UNKNOWN_KEY', /"vcpu" is not a standard resource class or CUSTOM_/],
+    ['unknown standard class', { 'resources:GPU': '1' }, 'ERT_SPEC_UNKNOWN_KEY', /"GPU"/],
+    ['empty resource class', { 'resources1:': '1' }, 'ERT_SPEC_UNKNOWN_KEY', /"resources1:=1"/],
+    ['bad suffix', { 'resources.1:VCPU': '1' }, 'ERT_SPEC_UNKNOWN_KEY', /resources\.1:VCPU/],
+    ['negative amount', { 'resources:VCPU': '-1' }, 'ERT_SPEC_INVALID_VALUE', /"resources:VCPU=-1".*non-negative integer/],
+    ['fractional amount', { 'resources:VCPU': '1.5' }, 'ERT_SPEC_INVALID_VALUE', /non-negative integer/],
+    ['non-numeric amount', { 'resources:VCPU': 'four' }, 'ERT_SPEC_INVALID_VALUE', /four/],
+    ['invalid trait name', { 'trait:hw_avx': 'required' }, 'ERT_SPEC_UNKNOWN_KEY', /"hw_avx" is not a valid trait name/],
+    ['invalid trait value', { 'trait:HW_CPU_X86_AVX2': 'yes' }, 'ERT_SPEC_INVALID_VALUE', /required or forbidden/],
+    ['invalid group_policy', { group_policy: 'separate' }, 'ERT_SPEC_INVALID_VALUE', /none or isolate/],
+    ['member_of forbidden aggregates', { member_of: '!in:agg1' }, 'ERT_SPEC_INVALID_VALUE', /not supported/],
+    ['member_of list without in:', { member_of: 'a,b' }, 'ERT_SPEC_INVALID_VALUE', /"in:" prefix/],
+    ['member_of empty', { member_of1: 'in:' }, 'ERT_SPEC_INVALID_VALUE', /member_of1/],
+    ['capabilities unsupported op', { 'capabilities:cpu': 's< b' }, 'ERT_SPEC_INVALID_VALUE', /not supported/],
+    ['capabilities numeric op with text', { 'capabilities:cpus': '>= many' }, 'ERT_SPEC_INVALID_VALUE', /"many" is not a number/],
+    ['capabilities op without value', { 'capabilities:cpus': '>=' }, 'ERT_SPEC_INVALID_VALUE', /exactly one value/],
+    ['capabilities malformed <or>', { 'capabilities:hv': '<or> a b' }, 'ERT_SPEC_INVALID_VALUE', /<or>/],
+    ['capabilities empty <all-in>', { 'capabilities:f': '<all-in>' }, 'ERT_SPEC_INVALID_VALUE', /at least one value/],
+    ['capabilities empty value', { 'capabilities:f': ' ' }, 'ERT_SPEC_INVALID_VALUE', /empty value/],
+    ['capabilities empty name', { 'capabilities:': 'x' }, 'ERT_SPEC_UNKNOWN_KEY', /capability name is empty/],
+    ['aggregate spec empty name', { 'aggregate_instance_extra_specs:': 'x' }, 'ERT_SPEC_UNKNOWN_KEY', /metadata key is empty/],
+    ['aggregate spec malformed op', { 'aggregate_instance_extra_specs:cores': '<= x' }, 'ERT_SPEC_INVALID_VALUE', /not a number/],
+    ['plugin enum', { 'hw:cpu_policy': 'mixed' }, 'ERT_SPEC_INVALID_VALUE', /"hw:cpu_policy=mixed".*one of "shared", "dedicated"/],
+    ['plugin integer not strict', { 'cu:units': '4e1' }, 'ERT_SPEC_INVALID_VALUE', /an integer/],
+    ['plugin integer minimum', { 'cu:units': '0' }, 'ERT_SPEC_INVALID_VALUE', />= 1/],
+    ['plugin integer maximum', { 'cu:units': '1001' }, 'ERT_SPEC_INVALID_VALUE', /<= 1000/],
+    ['plugin number', { 'pstate:min_freq_mhz': 'fast' }, 'ERT_SPEC_INVALID_VALUE', /a number/],
+    ['plugin boolean', { 'pstate:turbo': 'on' }, 'ERT_SPEC_INVALID_VALUE', /a boolean/],
+    ['plugin pattern', { 'pstate:governor': 'Perf1' }, 'ERT_SPEC_INVALID_VALUE', /matching/],
+    ['two numbered groups without group_policy', { 'resources1:VGPU': '1', 'resources2:VGPU': '1' }, 'ERT_SPEC_CONFLICT', /need group_policy/],
+    ['resourceless numbered group', { 'trait1:CUSTOM_X': 'required' }, 'ERT_SPEC_CONFLICT', /numbered group "1" has traits or member_of but no resources1/],
+    ['member_of on a resourceless numbered group', { member_of3: 'agg' }, 'ERT_SPEC_CONFLICT', /group "3"/],
+  ];
+
+  it.each(cases)('%s', (_name, extraSpecs, code, message) => {
+    const err = errorOf(() => parse(extraSpecs));
+    expect(err.code).toBe(code);
+    expect(err.message).toMatch(message);
+    const [key] = Object.keys(extraSpecs);
+    if (code !== 'ERT_SPEC_CONFLICT') expect(err.details).toMatchObject({ key, value: extraSpecs[key!] });
+    expect(typeof err.details.expected).toBe('string');
+  });
+
+  it('a negative or fractional flavor amount names the field', () => {
+    const err = errorOf(() => parse({}, { vcpus: -1 }));
+    expect(err.code).toBe('ERT_SPEC_INVALID_VALUE');
+    expect(err.details).toMatchObject({ key: 'vcpus', value: '-1' });
+    expect(errorOf(() => parse({}, { memoryMb: 1.5 })).details.key).toBe('memoryMb');
+  });
+
+  it('a plugin key with an unsupported schema is refused as the plugin’s fault', () => {
+    const keys: ExtraSpecKey[] = [{ key: 'x:y', description: '', schema: { type: 'string', format: 'email' } }];
+    const err = errorOf(() => parseFlavor(flavor({ 'x:y': 'a' }), { keys }));
+    expect(err.code).toBe('ERT_SPEC_SCHEMA_UNSUPPORTED');
+    expect(err.message).toMatch(/"x:y=a".*keyword "format"/);
+  });
+
+  it('a plugin applyResources producing a bad class or amount is refused naming the key', () => {
+    const bad: ExtraSpecKey<any>[] = [{ key: 'x:y', description: '', schema: {}, applyResources: (_v: string, r: Record<string, number>) => void (r['lower'] = 1) }];
+    expect(errorOf(() => parseFlavor(flavor({ 'x:y': 'a' }), { keys: bad })).message).toMatch(/"x:y=a".*class "lower"/);
+    const frac: ExtraSpecKey<any>[] = [{ key: 'x:y', description: '', schema: {}, applyResources: (_v: string, r: Record<string, number>) => void (r['VCPU'] = 0.5) }];
+    expect(errorOf(() => parseFlavor(flavor({ 'x:y': 'a' }), { keys: frac })).message).toMatch(/VCPU=0.5/);
+  });
+
+  it('a plugin cannot take over a built-in key', () => {
+    const keys: ExtraSpecKey[] = [{ key: 'ert:other', description: '', schema: {} }];
+    expect(errorOf(() => parseFlavor(flavor({ 'ert:other': 'x' }), { keys })).code).toBe('ERT_SPEC_UNKNOWN_KEY');
+  });
+});

@@ -1,0 +1,72 @@
+import { randomUUID } from 'node:crypto';
+import { createTracker } from '@ert/tracker';
+import { checkRoot, findFlavor, type CommandContext } from '../context.js';
+import { CliError, CliErrorCode } from '../errors.js';
+
+interface ClaimOptions {
+  flavor: string;
+  uuid?: string;
+  host?: string;
+  root?: string;
+  project: string;
+  user: string;
+}
+
+/**
+ * `ert claim`: claim one instance on this compute host through the tracker: every
+ * resource plugin tests it, then the allocation is written atomically. A refusal exits 3
+ * with every reason (plugin: reason) and writes nothing.
+ * JSON: `{ instance, host, allocations: [{ providerUuid, resourceClass, amount }] }`.
+ */
+export async function claimCommand(ctx: CommandContext, opts: ClaimOptions): Promise<void> {
+  const config = await ctx.config();
+  const flavor = findFlavor(config, opts.flavor);
+  const root = opts.root !== undefined ? await checkRoot(ctx.io, opts.root) : undefined;
+  const store = await ctx.store(config);
+  const tracker = await createTracker({ config, store, logger: await ctx.logger(), ...(root ? { root } : {}), ...(opts.host ? { hostName: opts.host } : {}) });
+  try {
+    await tracker.start();
+    const uuid = opts.uuid ?? randomUUID();
+    const result = await tracker.claim({ uuid, projectId: opts.project, userId: opts.user, flavor });
+    if (!result.ok) {
+      const reasons = result.reasons.map((r) => (r.plugin ? `${r.plugin}: ${r.reason}` : r.reason));
+      throw new CliError(
+        CliErrorCode.CLAIM_REJECTED,
+        `claim of flavor ${flavor.name} on host ${tracker.hostName} rejected: ${reasons.join('; ')}`,
+        { host: tracker.hostName, flavor: flavor.name, instance: uuid, reasons: result.reasons },
+      );
+    }
+    const allocations = result.allocations;
+    ctx.out.result({ instance: uuid, host: tracker.hostName, allocations }, () =>
+      `claimed ${uuid} (${flavor.name}) on ${tracker.hostName}\n` +
+      ctx.out.table(allocations, [
+        { header: 'PROVIDER', value: (a) => a.providerUuid },
+        { header: 'CLASS', value: (a) => a.resourceClass },
+        { header: 'AMOUNT', value: (a) => a.amount },
+      ]),
+    );
+  } finally {
+    await tracker.stop();
+  }
+}
+
+/**
+ * `ert release UUID`: release an instance on the host the store records it on, through
+ * that host's tracker (plugins forget it, allocations are deleted). An unknown uuid exits 2.
+ * JSON: `{ instance, host, released: true }`.
+ */
+export async function releaseCommand(ctx: CommandContext, uuid: string, opts: { root?: string }): Promise<void> {
+  const config = await ctx.config();
+  const root = opts.root !== undefined ? await checkRoot(ctx.io, opts.root) : undefined;
+  const store = await ctx.store(config);
+  const instance = await store.getInstance(uuid);
+  if (!instance) throw new CliError(CliErrorCode.UNKNOWN_INSTANCE, `no instance ${uuid} in the store`, { instance: uuid });
+  const tracker = await createTracker({ config, store, logger: await ctx.logger(), hostName: instance.host, ...(root ? { root } : {}) });
+  try {
+    await tracker.start();
+    await tracker.release(uuid);
+  } finally {
+    await tracker.stop();
+  }
+  ctx.out.result({ instance: uuid, host: instance.host, released: true }, () => `released ${uuid} on ${instance.host}\n`);
+}

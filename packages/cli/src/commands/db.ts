@@ -1,0 +1,12 @@
+import type { CommandContext } from '../context.js';
+
+/**
+ * `ert db migrate`: apply pending migrations to the configured store (idempotent).
+ * JSON: `{ client, connection, migrated: true }` (a PostgreSQL password is masked).
+ */
+export async function migrateCommand(ctx: CommandContext): Promise<void> {
+  const config = await ctx.config();
+  await ctx.store(config);
+  const connection = config.store.connection.replace(/\/\/([^:/@]+):[^@]*@/, '//$1:***@');
+  ctx.out.result({ client: config.store.client, connection, migrated: true }, () => `migrated ${config.store.client} store ${connection}\n`);
+}

@@ -1,0 +1,53 @@
+import { createScheduler } from '@ert/scheduler';
+import { randomUUID } from 'node:crypto';
+import { isErtError } from '@ert/plugin-api';
+import { findFlavor, positiveInt, type CommandContext } from '../context.js';
+import { renderExplanation } from '../render.js';
+
+interface ScheduleOptions {
+  flavor: string;
+  count?: string;
+  explain?: boolean;
+}
+
+/**
+ * `ert schedule`: place `--count` instances of a flavor on the fleet in the store (all or
+ * none), claiming each in the store. `--explain` instead reports, without placing, which
+ * filter removed each host and the weights of the survivors.
+ * JSON: `{ flavor, selections: [{ instanceUuid, host, allocations, alternates }] }`, or
+ * with --explain the scheduler's explanation. No valid host exits 3; the explanation is in
+ * the error's details (and printed as a table without --json).
+ */
+export async function scheduleCommand(ctx: CommandContext, opts: ScheduleOptions): Promise<void> {
+  const config = await ctx.config();
+  const flavor = findFlavor(config, opts.flavor);
+  const count = positiveInt('--count', opts.count, 1);
+  const store = await ctx.store(config);
+  const scheduler = await createScheduler({ config, store, logger: await ctx.logger() });
+  try {
+    const instances = Array.from({ length: count }, () => ({ uuid: randomUUID(), projectId: 'ert-cli', userId: 'ert-cli' }));
+    if (opts.explain) {
+      const explanation = await scheduler.explain({ flavor, instances });
+      ctx.out.result(explanation, () => renderExplanation(ctx.out, explanation));
+      return;
+    }
+    try {
+      const selections = await scheduler.select({ flavor, instances });
+      ctx.out.result({ flavor: flavor.name, selections }, () =>
+        ctx.out.table(selections, [
+          { header: 'INSTANCE', value: (s) => s.instanceUuid },
+          { header: 'HOST', value: (s) => s.host },
+          { header: 'ALLOCATIONS', value: (s) => s.allocations.map((a) => `${a.resourceClass}=${a.amount}`).join(' ') },
+          { header: 'ALTERNATES', value: (s) => s.alternates.join(',') },
+        ]),
+      );
+    } catch (err) {
+      if (!ctx.out.json && isErtError(err) && err.code === 'ERT_SCHEDULER_NO_VALID_HOST' && err.details.explanation) {
+        ctx.io.stdout.write(renderExplanation(ctx.out, err.details.explanation as never));
+      }
+      throw err;
+    }
+  } finally {
+    await scheduler.close?.();
+  }
+}

@@ -1,0 +1,71 @@
+import { ErtError, isErtError } from '@ert/plugin-api';
+
+/**
+ * Error codes the CLI raises itself. Errors from the other packages (ERT_CONFIG_*,
+ * ERT_PLUGIN_*, ERT_STORE_*, ERT_SPEC_*, ERT_SCHEDULER_*, ERT_TRACKER_*) pass through
+ * unchanged; `exitCodeFor` maps every code to the documented exit status.
+ */
+export const CliErrorCode = {
+  /** Bad command line: a missing or malformed argument or option. */
+  USAGE: 'ERT_CLI_USAGE',
+  /** `ert init` would overwrite a file and --force was not given. */
+  INIT_EXISTS: 'ERT_CLI_INIT_EXISTS',
+  /** `--flavor NAME` names no flavor of the config. */
+  UNKNOWN_FLAVOR: 'ERT_CLI_UNKNOWN_FLAVOR',
+  /** `--root DIR` is not a readable directory. */
+  BAD_ROOT: 'ERT_CLI_BAD_ROOT',
+  /** `ert release UUID`: the store has no such instance. */
+  UNKNOWN_INSTANCE: 'ERT_CLI_UNKNOWN_INSTANCE',
+  /** A claim on the compute host was refused by its plugins or by placement. */
+  CLAIM_REJECTED: 'ERT_CLI_CLAIM_REJECTED',
+  /** A file the command needs (host profiles) is missing. */
+  MISSING_FILE: 'ERT_CLI_MISSING_FILE',
+} as const;
+
+export type CliErrorCode = (typeof CliErrorCode)[keyof typeof CliErrorCode];
+
+/** An error raised by the CLI itself; `details` name the value at fault. */
+export class CliError extends ErtError {
+  constructor(code: CliErrorCode, message: string, details: Record<string, unknown> = {}, options?: { cause?: unknown }) {
+    super(code, message, details, options);
+  }
+}
+
+/** Exit statuses of `ert` (documented in docs/cli.md). */
+export const ExitCode = {
+  OK: 0,
+  /** Something failed while doing the work: store, plugin hook, file system. */
+  OPERATIONAL: 1,
+  /** The command line or the configuration is wrong (including flavors and plugin names). */
+  USAGE: 2,
+  /** No valid host for a request, or a claim rejected by the host. */
+  REJECTED: 3,
+} as const;
+
+const USAGE_CODES: ReadonlySet<string> = new Set([
+  CliErrorCode.USAGE,
+  CliErrorCode.INIT_EXISTS,
+  CliErrorCode.UNKNOWN_FLAVOR,
+  CliErrorCode.BAD_ROOT,
+  CliErrorCode.UNKNOWN_INSTANCE,
+  CliErrorCode.MISSING_FILE,
+]);
+const REJECTED_CODES: ReadonlySet<string> = new Set(['ERT_SCHEDULER_NO_VALID_HOST', CliErrorCode.CLAIM_REJECTED]);
+
+/**
+ * The exit status for an error: 2 for usage, configuration, plugin loading and extra-spec
+ * errors (the operator must change something), 3 for "no valid host" and rejected claims,
+ * 1 for everything else (including plugin hook failures and store errors).
+ */
+export function exitCodeFor(err: unknown): number {
+  if (!isErtError(err)) return ExitCode.OPERATIONAL;
+  const code = err.code;
+  if (REJECTED_CODES.has(code)) return ExitCode.REJECTED;
+  if (USAGE_CODES.has(code) || code.startsWith('ERT_CONFIG_') || code.startsWith('ERT_SPEC_')) return ExitCode.USAGE;
+  // Loading a plugin fails because of the config (name, manifest, options, API range);
+  // a hook that fails or returns bad stats at run time is operational.
+  if (code.startsWith('ERT_PLUGIN_') && !code.startsWith('ERT_PLUGIN_HOOK_') && !code.startsWith('ERT_PLUGIN_STATS_')) {
+    return ExitCode.USAGE;
+  }
+  return ExitCode.OPERATIONAL;
+}

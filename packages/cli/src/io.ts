@@ -1,0 +1,51 @@
+import { formatTable, type Column } from './table.js';
+
+/** Where a command writes: stdout for results, stderr for progress and errors. */
+export interface CliIo {
+  stdout: NodeJS.WritableStream & { isTTY?: boolean };
+  stderr: NodeJS.WritableStream & { isTTY?: boolean };
+  env: NodeJS.ProcessEnv;
+  cwd: string;
+}
+
+/** The process's own streams, environment and working directory. */
+export function processIo(): CliIo {
+  return { stdout: process.stdout, stderr: process.stderr, env: process.env, cwd: process.cwd() };
+}
+
+/** Options every command accepts (declared on the root program). */
+export interface GlobalOptions {
+  config?: string;
+  json?: boolean;
+  logLevel?: string;
+}
+
+/**
+ * Prints a command's result: with `--json` one JSON document (the documented shape,
+ * docs/cli.md) on stdout; otherwise the human rendering.
+ */
+export class Output {
+  constructor(
+    readonly io: CliIo,
+    readonly json: boolean,
+  ) {}
+
+  /** Print `data` as JSON, or `human()` as text. */
+  result(data: unknown, human: () => string): void {
+    this.io.stdout.write(this.json ? JSON.stringify(data, null, 2) + '\n' : human());
+  }
+
+  /** A line for humans only (suppressed by --json). */
+  note(text: string): void {
+    if (!this.json) this.io.stdout.write(text.endsWith('\n') ? text : text + '\n');
+  }
+
+  /** Status on stderr (progress, daemons); kept off stdout so --json stays parseable. */
+  status(text: string): void {
+    this.io.stderr.write(text.endsWith('\n') ? text : text + '\n');
+  }
+
+  table<Row>(rows: readonly Row[], columns: readonly Column<Row>[]): string {
+    return formatTable(rows, columns);
+  }
+}

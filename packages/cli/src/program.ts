@@ -1,0 +1,188 @@
+import { readFileSync } from 'node:fs';
+import { Command, CommanderError, Option } from 'commander';
+import { isErtError } from '@ert/plugin-api';
+import { CommandContext } from './context.js';
+import { ExitCode, exitCodeFor } from './errors.js';
+import { processIo, type CliIo, type GlobalOptions } from './io.js';
+import { initCommand } from './commands/init.js';
+import { migrateCommand } from './commands/db.js';
+import { pluginsCommand } from './commands/plugins.js';
+import { hostDiscoverCommand, hostRunCommand, hostSyncCommand } from './commands/host.js';
+import { claimCommand, releaseCommand } from './commands/claim.js';
+import { scheduleCommand } from './commands/schedule.js';
+import { flavorsCommand, hostsCommand, usageCommand } from './commands/inventory.js';
+import { simulateCommand } from './commands/simulate.js';
+import { demoCommand } from './commands/demo.js';
+
+const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
+
+/** The CLI package's version (shown by --version). */
+export function cliVersion(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
+  return pkg.version;
+}
+
+type Handler = (ctx: CommandContext, ...args: any[]) => Promise<void>;
+
+/**
+ * Build the `ert` program. Each action creates a `CommandContext` from the global options,
+ * runs the handler and closes what it opened; errors propagate to `runCli`.
+ */
+export function createProgram(io: CliIo = processIo()): Command {
+  const program = new Command('ert');
+  program
+    .description('ert: extensible resource tracker and scheduler for compute fleets')
+    .version(cliVersion(), '-V, --version', 'print the version')
+    .option('-c, --config <file>', 'config file (default: $ERT_CONFIG, else searched from the working directory)')
+    .option('--json', 'print results as JSON (shapes in docs/cli.md)')
+    .addOption(new Option('--log-level <level>', 'log level on stderr (default: warn; host run: the config\'s)').choices(LOG_LEVELS))
+    .showHelpAfterError('(run with --help for usage)')
+    .exitOverride()
+    .configureOutput({
+      writeOut: (s) => io.stdout.write(s),
+      writeErr: (s) => io.stderr.write(s),
+      outputError: (s, write) => write(`ert: ${s.replace(/^error: /, '')}`),
+    });
+
+  const action =
+    (handler: Handler, opts: { daemon?: boolean } = {}) =>
+    async (...args: unknown[]) => {
+      const command = args[args.length - 1] as Command;
+      const ctx = new CommandContext(io, command.optsWithGlobals<GlobalOptions>(), opts.daemon);
+      try {
+        await handler(ctx, ...args.slice(0, -1));
+      } finally {
+        await ctx.close();
+      }
+    };
+
+  program
+    .command('init')
+    .description('write a starter ert.config.yaml, flavors.yaml and providers.d/ into DIR')
+    .argument('[dir]', 'target directory', '.')
+    .option('-f, --force', 'overwrite existing files')
+    .action(action(initCommand));
+
+  const db = program.command('db').description('database commands');
+  db.command('migrate').description('apply pending store migrations (idempotent)').action(action(migrateCommand));
+
+  program
+    .command('plugins')
+    .description('list the resolved plugins of both sides: package, version, kinds, options')
+    .action(action(pluginsCommand));
+
+  const host = program.command('host').description('the compute-host tracker on this machine');
+  host
+    .command('discover')
+    .description('run the resource plugins and show what they find (writes nothing)')
+    .option('--root <dir>', 'directory standing for / (default: tracker.root)')
+    .option('--name <host>', 'host name (default: tracker.hostName, else the machine\'s)')
+    .action(action(hostDiscoverCommand));
+  host
+    .command('sync')
+    .description('discover and write this host into the store once')
+    .option('--root <dir>', 'directory standing for / (default: tracker.root)')
+    .option('--name <host>', 'host name (default: tracker.hostName, else the machine\'s)')
+    .action(action(hostSyncCommand));
+  host
+    .command('run')
+    .description('run the tracker: sync now, then every tracker.interval, until SIGINT/SIGTERM')
+    .option('--root <dir>', 'directory standing for / (default: tracker.root)')
+    .option('--name <host>', 'host name (default: tracker.hostName, else the machine\'s)')
+    .action(action(hostRunCommand, { daemon: true }));
+
+  program
+    .command('claim')
+    .description('claim resources for one instance on this compute host (through its plugins)')
+    .requiredOption('--flavor <name>', 'flavor from the config')
+    .option('--uuid <uuid>', 'instance uuid (default: a new one)')
+    .option('--host <name>', 'host to claim on (default: tracker.hostName, else the machine\'s)')
+    .option('--root <dir>', 'directory standing for / (default: tracker.root)')
+    .option('--project <id>', 'project id', 'ert-cli')
+    .option('--user <id>', 'user id', 'ert-cli')
+    .action(action(claimCommand));
+  program
+    .command('release')
+    .description('release an instance\'s resources on the host it is on')
+    .argument('<uuid>', 'instance uuid')
+    .option('--root <dir>', 'directory standing for / (default: tracker.root)')
+    .action(action(releaseCommand));
+
+  program
+    .command('schedule')
+    .description('place instances of a flavor on the fleet (filters, weighers, claim)')
+    .requiredOption('--flavor <name>', 'flavor from the config')
+    .option('-n, --count <n>', 'number of instances (placed all or none)', '1')
+    .option('--explain', 'explain which filter removed each host instead of placing')
+    .action(action(scheduleCommand));
+
+  program.command('hosts').description('list the hosts in the store').action(action(hostsCommand));
+  program
+    .command('usage')
+    .description('capacity, used and free per host and resource class')
+    .option('--host <name>', 'only this host')
+    .action(action(usageCommand));
+  program.command('flavors').description('list the configured flavors').action(action(flavorsCommand));
+
+  program
+    .command('simulate')
+    .description('schedule a seeded workload on a simulated fleet built from the host profiles')
+    .requiredOption('--hosts <n>', 'number of hosts')
+    .requiredOption('--requests <m>', 'number of requests')
+    .option('--seed <s>', 'seed of the workload and fleet (same seed, same placements)', '1')
+    .option('--db <file>', 'SQLite file to use (default: a fresh file in a temp directory)')
+    .option('--profiles <dir>', 'host profiles directory (default: hosts/ next to the config, else the repo\'s config/hosts)')
+    .option('--lifetime <n>', 'mean instance lifetime, in arrivals (default: requests/2)')
+    .action(action(simulateCommand));
+
+  program
+    .command('demo')
+    .description('what npm start runs: migrate a demo database, register this machine, schedule a sample workload')
+    .option('--hosts <n>', 'simulated fleet size', '24')
+    .option('--requests <m>', 'sample workload size', '120')
+    .action(action(demoCommand));
+
+  return program;
+}
+
+/**
+ * Run `ert` with `argv` (without the node and script paths) and return the exit status.
+ * Failures print one line `ert: <message>` on stderr (the stack only at --log-level
+ * debug or trace) and, with --json, `{ "error": { code, message, details } }` on stdout.
+ */
+export async function runCli(argv: string[], io: CliIo = processIo()): Promise<number> {
+  const program = createProgram(io);
+  try {
+    await program.parseAsync(argv, { from: 'user' });
+    return ExitCode.OK;
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      // Commander already printed its message (through outputError) or the help/version.
+      return err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.code === 'commander.help'
+        ? ExitCode.OK
+        : ExitCode.USAGE;
+    }
+    const globals = program.opts<GlobalOptions>();
+    reportError(io, err, globals);
+    return exitCodeFor(err);
+  }
+}
+
+function reportError(io: CliIo, err: unknown, globals: GlobalOptions): void {
+  const message = err instanceof Error ? err.message : String(err);
+  io.stderr.write(`ert: ${message.split('\n')[0]}\n`);
+  if (globals.logLevel === 'debug' || globals.logLevel === 'trace') {
+    io.stderr.write(`${err instanceof Error ? (err.stack ?? message) : message}\n`);
+    let cause = err instanceof Error ? err.cause : undefined;
+    while (cause) {
+      io.stderr.write(`caused by: ${cause instanceof Error ? (cause.stack ?? cause.message) : String(cause)}\n`);
+      cause = cause instanceof Error ? cause.cause : undefined;
+    }
+  }
+  if (globals.json) {
+    const error = isErtError(err)
+      ? { code: err.code, message: err.message, details: err.details }
+      : { code: 'ERT_INTERNAL', message, details: {} };
+    io.stdout.write(JSON.stringify({ error }, null, 2) + '\n');
+  }
+}

@@ -1,0 +1,168 @@
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Project, REPO, SMALL, json, runErt } from './helpers.js';
+
+const COMMANDS = [
+  [],
+  ['init'],
+  ['db'],
+  ['db', 'migrate'],
+  ['plugins'],
+  ['host'],
+  ['host', 'discover'],
+  ['host', 'sync'],
+  ['host', 'run'],
+  ['claim'],
+  ['release'],
+  ['schedule'],
+  ['hosts'],
+  ['usage'],
+  ['flavors'],
+  ['simulate'],
+  ['demo'],
+];
+
+describe('ert --help and --version', () => {
+  it.each(COMMANDS.map((c) => [c.join(' ') || '(root)', c]))('ert %s --help prints usage and exits 0', async (_label, command) => {
+    const result = await runErt([...command, '--help'], { cwd: REPO });
+    expect(result.code).toBe(0);
+    expect(result.stdout).toContain(`Usage: ert${command.length > 0 ? ' ' + command.join(' ') : ''}`);
+    expect(result.stderr).toBe('');
+  });
+
+  it('global options are listed on the root help', async () => {
+    const result = await runErt(['--help'], { cwd: REPO });
+    for (const option of ['--config <file>', '--json', '--log-level <level>', '--version']) expect(result.stdout).toContain(option);
+  });
+
+  it('--version prints the package version', async () => {
+    const pkg = JSON.parse(await readFile(join(REPO, 'packages/cli/package.json'), 'utf8'));
+    const result = await runErt(['--version'], { cwd: REPO });
+    expect(result.code).toBe(0);
+    expect(result.stdout.trim()).toBe(pkg.version);
+  });
+});
+
+describe('ert error paths', () => {
+  let empty: string;
+  let project: Project;
+  beforeAll(async () => {
+    empty = await mkdtemp(join(tmpdir(), 'ert-cli-empty-'));
+    project = await Project.create('cloud-vm');
+  });
+  afterAll(async () => {
+    await rm(empty, { recursive: true, force: true });
+    await project?.remove();
+  });
+
+  it('an unknown command or option is a usage error (exit 2)', async () => {
+    const unknown = await runErt(['frobnicate'], { cwd: empty });
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toMatch(/^ert: unknown command 'frobnicate'/);
+    const option = await runErt(['hosts', '--bogus'], { cwd: empty });
+    expect(option.code).toBe(2);
+    expect(option.stderr).toMatch(/^ert: unknown option '--bogus'/);
+    const missing = await runErt(['schedule'], { cwd: empty });
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toMatch(/^ert: required option '--flavor <name>' not specified/);
+  });
+
+  it('no config found: exit 2, one line, no stack trace', async () => {
+    const result = await runErt(['flavors'], { cwd: empty });
+    expect(result.code).toBe(2);
+    expect(result.stderr).toMatch(/^ert: .+\n$/);
+    expect(result.stderr).not.toMatch(/\n\s+at /);
+  });
+
+  it('a missing --config file names the file', async () => {
+    const result = await runErt(['--config', join(empty, 'nope.yaml'), 'flavors'], { cwd: empty });
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain(join(empty, 'nope.yaml'));
+  });
+
+  it('ERT_CONFIG selects the config file', async () => {
+    const result = await runErt(['flavors', '--json'], { cwd: empty, env: { ERT_CONFIG: project.configFile } });
+    expect(result.code, result.stderr).toBe(0);
+    expect(json(result).flavors.map((f: any) => f.name)).toContain('small');
+  });
+
+  it('--log-level debug adds the stack trace', async () => {
+    const result = await runErt(['--log-level', 'debug', 'flavors'], { cwd: empty });
+    expect(result.code).toBe(2);
+    expect(result.stderr).toMatch(/^ert: .+\n/);
+    expect(result.stderr).toMatch(/\n\s+at /);
+  });
+
+  it('an invalid config key names the file and the key path', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'ert-cli-bad-'));
+    try {
+      await writeFile(join(dir, 'ert.config.yaml'), 'tracker:\n  intervall: 5s\nflavors: []\n');
+      const result = await runErt(['flavors', '--json'], { cwd: dir });
+      expect(result.code).toBe(2);
+      expect(result.stderr).toMatch(/^ert: .*ert\.config\.yaml/);
+      expect(result.stderr).toContain('tracker.intervall');
+      expect(json(result).error.code).toBe('ERT_CONFIG_INVALID');
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('an unknown plugin lists every candidate tried', async () => {
+    const other = await Project.create('cloud-vm');
+    try {
+      await other.writeConfig({ tracker: { resources: ['nosuchplugin'] } });
+      const result = await other.run(['plugins']);
+      expect(result.code).toBe(2);
+      expect(result.stderr).toMatch(/^ert: Plugin "nosuchplugin" not found/);
+      expect(result.stderr).toContain('@ert/plugin-nosuchplugin');
+      expect(result.stderr).toContain('ert-plugin-nosuchplugin');
+    } finally {
+      await other.remove();
+    }
+  });
+
+  it('an unknown flavor lists the known ones', async () => {
+    const result = await project.run(['schedule', '--flavor', 'tiny']);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toBe(`ert: unknown flavor "tiny" in ${project.configFile}; known flavors: small, huge, gpu2, gpu4\n`);
+    const claim = await project.run(['claim', '--flavor', 'tiny', '--json']);
+    expect(claim.code).toBe(2);
+    expect(json(claim).error).toMatchObject({ code: 'ERT_CLI_UNKNOWN_FLAVOR', details: { flavor: 'tiny' } });
+  });
+
+  it('a bad extra spec names the key before any host is touched', async () => {
+    const other = await Project.create('cloud-vm');
+    try {
+      await other.writeConfig({ flavors: [SMALL, { ...SMALL, name: 'bad', extra_specs: { 'frob:nicate': '1' } }, { ...SMALL, name: 'badvalue', extra_specs: { 'gpu:count': 'many' } }] });
+      await other.run(['host', 'sync']);
+      const unknownKey = await other.run(['schedule', '--flavor', 'bad', '--json']);
+      expect(unknownKey.code).toBe(2);
+      expect(unknownKey.stderr).toContain('frob:nicate');
+      expect(json(unknownKey).error.code).toBe('ERT_SPEC_UNKNOWN_KEY');
+      const badValue = await other.run(['schedule', '--flavor', 'badvalue']);
+      expect(badValue.code).toBe(2);
+      expect(badValue.stderr).toContain('gpu:count');
+      expect(badValue.stderr).toContain('many');
+      expect(json(await other.run(['hosts', '--json'])).hosts[0].instances).toBe(0);
+    } finally {
+      await other.remove();
+    }
+  });
+
+  it('a bad --root is refused naming the directory', async () => {
+    const result = await project.run(['host', 'discover', '--root', join(empty, 'missing')]);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toBe(`ert: --root ${join(empty, 'missing')}: no such directory (${join(empty, 'missing')})\n`);
+    const file = await project.run(['host', 'sync', '--root', project.configFile]);
+    expect(file.code).toBe(2);
+    expect(file.stderr).toContain('not a directory');
+  });
+
+  it('a non-numeric --count is a usage error', async () => {
+    const result = await project.run(['schedule', '--flavor', 'small', '--count', 'lots']);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toBe('ert: --count must be a positive integer, got "lots"\n');
+  });
+});

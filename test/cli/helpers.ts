@@ -1,0 +1,103 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, rm, writeFile, cp, mkdir } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { stringify } from 'yaml';
+
+export const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+/** The built binary, as a user runs it (`npm test` builds it first). */
+export const BIN = join(REPO, 'packages/cli/dist/bin.js');
+export const PROFILES = join(REPO, 'config/hosts');
+export const GPU_PLUGIN = join(REPO, 'test/fixtures/ert-plugin-gpu');
+
+export interface RunResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Run `ert args...` in `cwd` and collect its output. ERT_* variables of the caller are dropped. */
+export function runErt(args: string[], opts: { cwd: string; env?: Record<string, string> }): Promise<RunResult> {
+  return new Promise((resolvePromise, reject) => {
+    const child = startErt(args, opts);
+    let stdout = '';
+    let stderr = '';
+    child.stdout!.on('data', (d) => (stdout += d));
+    child.stderr!.on('data', (d) => (stderr += d));
+    child.on('error', reject);
+    child.on('close', (code) => resolvePromise({ code, stdout, stderr }));
+  });
+}
+
+/** Start `ert args...` without waiting (daemons). */
+export function startErt(args: string[], opts: { cwd: string; env?: Record<string, string> }): ChildProcess {
+  const env: NodeJS.ProcessEnv = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('ERT_')));
+  return spawn(process.execPath, [BIN, ...args], { cwd: opts.cwd, env: { ...env, ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+}
+
+/** Parse stdout as JSON, failing with the process's output when it is not. */
+export function json<T = any>(result: RunResult): T {
+  try {
+    return JSON.parse(result.stdout) as T;
+  } catch {
+    throw new Error(`stdout is not JSON (exit ${result.code}):\n${result.stdout}\nstderr:\n${result.stderr}`);
+  }
+}
+
+export const SMALL = { name: 'small', vcpus: 2, memory_mb: 2048, disk_gb: 0, extra_specs: {} };
+export const HUGE = { name: 'huge', vcpus: 4096, memory_mb: 2048, disk_gb: 0, extra_specs: {} };
+export const GPU2 = { name: 'gpu2', vcpus: 2, memory_mb: 2048, disk_gb: 0, extra_specs: { 'gpu:count': '2' } };
+export const GPU4 = { name: 'gpu4', vcpus: 2, memory_mb: 2048, disk_gb: 0, extra_specs: { 'gpu:count': '4' } };
+
+/**
+ * A temporary project: a copy of a host profile with two GPUs added (the root the tracker
+ * reads), and an ert.config.yaml using vcpu, memory and the third-party gpu plugin (by path).
+ */
+export class Project {
+  private constructor(
+    readonly dir: string,
+    readonly root: string,
+  ) {}
+
+  static async create(profile = 'xeon-2s-cat'): Promise<Project> {
+    const dir = await mkdtemp(join(tmpdir(), 'ert-cli-test-'));
+    const root = join(dir, 'root');
+    await cp(join(PROFILES, profile), root, { recursive: true });
+    for (const [card, vendor] of [['card0', '0x10de'], ['card1', '0x10de']] as const) {
+      await mkdir(join(root, 'sys/class/drm', card, 'device'), { recursive: true });
+      await writeFile(join(root, 'sys/class/drm', card, 'device/vendor'), `${vendor}\n`);
+    }
+    const project = new Project(dir, root);
+    await project.writeConfig();
+    return project;
+  }
+
+  get configFile(): string {
+    return join(this.dir, 'ert.config.yaml');
+  }
+
+  /** Write ert.config.yaml; `patch` replaces top-level sections of the default test config. */
+  async writeConfig(patch: Record<string, unknown> = {}): Promise<void> {
+    const config = {
+      store: { client: 'sqlite3', connection: './ert.db' },
+      tracker: { hostName: 'node1', root: './root', resources: ['vcpu', 'memory', { name: 'gpu', use: GPU_PLUGIN }], interval: '1s' },
+      scheduler: {
+        consumers: ['vcpu', 'memory', { name: 'gpu', use: GPU_PLUGIN }],
+        filters: ['status', 'traits', 'resources', { name: 'gpu', use: GPU_PLUGIN }],
+        weighers: [{ name: 'memory', multiplier: 1 }],
+      },
+      flavors: [SMALL, HUGE, GPU2, GPU4],
+      ...patch,
+    };
+    await writeFile(this.configFile, stringify(config));
+  }
+
+  run(args: string[], env?: Record<string, string>): Promise<RunResult> {
+    return runErt(['--config', this.configFile, ...args], { cwd: this.dir, ...(env ? { env } : {}) });
+  }
+
+  async remove(): Promise<void> {
+    await rm(this.dir, { recursive: true, force: true });
+  }
+}

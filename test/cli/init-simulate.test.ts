@@ -1,0 +1,126 @@
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { REPO, json, runErt } from './helpers.js';
+
+describe('ert init', () => {
+  let dir: string;
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'ert-cli-init-'));
+  });
+  afterAll(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('writes a starter config, flavors and providers.d that load', async () => {
+    const result = await runErt(['init', 'site', '--json'], { cwd: dir });
+    expect(result.code, result.stderr).toBe(0);
+    expect(json(result)).toEqual({
+      dir: join(dir, 'site'),
+      files: ['ert.config.yaml', 'flavors.yaml', 'providers.d/example.yaml'],
+    });
+    const flavors = await runErt(['--config', join(dir, 'site/ert.config.yaml'), 'flavors', '--json'], { cwd: dir });
+    expect(flavors.code, flavors.stderr).toBe(0);
+    expect(json(flavors).flavors.length).toBeGreaterThanOrEqual(10);
+    const plugins = await runErt(['--config', join(dir, 'site/ert.config.yaml'), 'plugins', '--json'], { cwd: dir });
+    expect(plugins.code, plugins.stderr).toBe(0);
+    expect(new Set(json(plugins).plugins.filter((p: any) => p.side === 'compute').map((p: any) => p.name))).toEqual(
+      new Set(['vcpu', 'memory', 'compute-units', 'llc', 'pstate']),
+    );
+  });
+
+  it('refuses to overwrite without --force, and overwrites with it', async () => {
+    await writeFile(join(dir, 'site/flavors.yaml'), '[]\n');
+    const refused = await runErt(['init', 'site'], { cwd: dir });
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toMatch(/^ert: .*site\/ert\.config\.yaml, .*site\/flavors\.yaml, .*already exists; use --force to overwrite\n$/);
+    expect(await readFile(join(dir, 'site/flavors.yaml'), 'utf8')).toBe('[]\n');
+    const forced = await runErt(['init', 'site', '--force'], { cwd: dir });
+    expect(forced.code, forced.stderr).toBe(0);
+    expect(forced.stdout).toContain('wrote site/ert.config.yaml');
+    expect(await readFile(join(dir, 'site/flavors.yaml'), 'utf8')).toBe(await readFile(join(REPO, 'config/flavors.yaml'), 'utf8'));
+  });
+
+  it('ships the repository default config and flavors as its templates', async () => {
+    for (const file of ['ert.config.yaml', 'flavors.yaml']) {
+      expect(await readFile(join(REPO, 'packages/cli/templates', file), 'utf8')).toBe(await readFile(join(REPO, 'config', file), 'utf8'));
+    }
+  });
+});
+
+describe('ert simulate', () => {
+  const config = join(REPO, 'config/ert.config.yaml');
+  const simulate = (seed: string) =>
+    runErt(['--config', config, 'simulate', '--hosts', '8', '--requests', '60', '--seed', seed, '--json'], { cwd: REPO });
+
+  it('reports placements, rejections, utilisation, fragmentation and speed; the same seed gives the same placements', async () => {
+    const [a, b, c] = await Promise.all([simulate('7'), simulate('7'), simulate('8')]);
+    expect(a.code, a.stderr).toBe(0);
+    const first = json(a);
+    expect(first).toMatchObject({ seed: 7, hosts: 8, requests: 60 });
+    expect(first.placed + first.rejected).toBe(60);
+    expect(first.placements).toHaveLength(first.placed);
+    expect(first.rejections).toHaveLength(first.rejected);
+    for (const r of first.rejections) expect(r.reason).not.toBe('');
+    expect(Object.values(first.profiles).reduce((x: number, y: any) => x + y, 0)).toBe(8);
+    for (const fraction of Object.values(first.utilization) as number[]) {
+      expect(fraction).toBeGreaterThanOrEqual(0);
+      expect(fraction).toBeLessThanOrEqual(1);
+    }
+    expect(first.utilization.VCPU).toBeGreaterThan(0);
+    expect(first.decisionsPerSecond).toBeGreaterThan(0);
+    expect(first.fragmentation.flavor).toBeTypeOf('string');
+    expect(json(b).placements).toEqual(first.placements);
+    expect(json(b).rejections).toEqual(first.rejections);
+    expect(json(c).placements).not.toEqual(first.placements);
+  });
+
+  it('prints a readable report without --json, with no progress bar when stderr is not a TTY', async () => {
+    const result = await runErt(['--config', config, 'simulate', '--hosts', '4', '--requests', '20'], { cwd: REPO });
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stdout).toMatch(/^fleet: 4 hosts \(/m);
+    expect(result.stdout).toMatch(/^requests: 20, placed \d+, rejected \d+/m);
+    expect(result.stdout).toMatch(/^CLASS\s+USED\s+STRANDED FREE$/m);
+    expect(result.stdout).toMatch(/^decisions per second: \d+/m);
+    expect(result.stderr).toBe('');
+  });
+
+  it('--db keeps the database and refuses an existing file', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'ert-cli-sim-'));
+    try {
+      const db = join(dir, 'sim.db');
+      const result = await runErt(['--config', config, 'simulate', '--hosts', '2', '--requests', '5', '--db', db, '--json'], { cwd: dir });
+      expect(result.code, result.stderr).toBe(0);
+      expect(existsSync(db)).toBe(true);
+      const hosts = await runErt(['--config', config, 'hosts', '--json'], { cwd: dir, env: { ERT_STORE_CONNECTION: db } });
+      expect(json(hosts).hosts).toHaveLength(2);
+      const again = await runErt(['--config', config, 'simulate', '--hosts', '2', '--requests', '5', '--db', db], { cwd: dir });
+      expect(again.code).toBe(2);
+      expect(again.stderr).toBe(`ert: --db ${db} already exists; simulate needs a new file\n`);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('a missing profiles directory names what was tried', async () => {
+    const result = await runErt(['--config', config, 'simulate', '--hosts', '2', '--requests', '5', '--profiles', '/nonexistent/profiles'], { cwd: REPO });
+    expect(result.code).toBe(2);
+    expect(result.stderr).toBe('ert: no host profiles directory: tried /nonexistent/profiles\n');
+  });
+});
+
+describe('ert demo', () => {
+  it('registers this machine, builds a fleet and schedules a sample workload', async () => {
+    const result = await runErt(['demo', '--hosts', '4', '--requests', '20', '--json'], { cwd: REPO });
+    expect(result.code, result.stderr).toBe(0);
+    const demo = json(result);
+    expect(demo.database).toBe(join(REPO, '.ert/demo.db'));
+    expect(demo.localHost.discovery.plugins.map((p: any) => p.plugin)).toEqual(['vcpu', 'memory', 'compute-units', 'llc', 'pstate']);
+    expect(demo.simulation).toMatchObject({ hosts: 4, requests: 20 });
+    expect(demo.simulation.placed).toBeGreaterThan(0);
+    const hosts = await runErt(['hosts', '--json'], { cwd: REPO, env: { ERT_CONFIG: join(REPO, 'config/ert.config.yaml'), ERT_STORE_CONNECTION: demo.database } });
+    expect(json(hosts).hosts.map((h: any) => h.name)).toContain(demo.localHost.host);
+  });
+});

@@ -1,1 +1,49 @@
-export {};
+/**
+ * @ert/core — the host: config (cosmiconfig + JSON Schema), plugin loader, dispatcher,
+ * logging (pino) and DI (tsyringe). The tracker, the scheduler and the CLI build on it.
+ */
+export * from './errors.js';
+export { parseDuration, DURATION_EXPECTED } from './duration.js';
+export {
+  loadConfig,
+  configFromObject,
+  CONFIG_SCHEMA,
+  FLAVOR_SCHEMA,
+  CONFIG_SEARCH_PLACES,
+  LOG_LEVELS,
+  type ErtConfig,
+  type PluginRef,
+  type WeigherRef,
+  type LogLevel,
+  type ConfigSource,
+  type LoadConfigOptions,
+} from './config.js';
+export { createLogger, type LoggerOptions } from './logger.js';
+export { Dispatcher, createDispatcher, type CallOptions, type DispatcherOptions, type HookTiming, type ResultValidator } from './dispatcher.js';
+export {
+  resolvePlugin,
+  packageCandidates,
+  isPathSpecifier,
+  defaultConditions,
+  resolveExportSubpath,
+  SIDE_KINDS,
+  type PluginSide,
+  type ResolvedPlugin,
+  type ResolvePluginOptions,
+  type CandidateFailure,
+} from './loader.js';
+export {
+  createPluginRuntime,
+  validatePluginOptions,
+  PluginServices,
+  TOKENS,
+  systemClock,
+  type PluginRuntime,
+  type PluginRuntimeOptions,
+  type ActivePlugin,
+  type ActiveResource,
+  type ActiveConsumer,
+  type ActiveFilter,
+  type ActiveWeigher,
+} from './runtime.js';
+export { validateStats } from './stats.js';

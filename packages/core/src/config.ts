@@ -1,0 +1,455 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, isAbsolute, resolve } from 'node:path';
+import { cosmiconfig, type Loader } from 'cosmiconfig';
+import { parse as parseYaml } from 'yaml';
+import { isPlugin, type Flavor, type Plugin } from '@ert/plugin-api';
+import type { StoreOptions } from '@ert/store';
+import { ConfigError, CoreErrorCodes, messageOf, type ConfigProblem } from './errors.js';
+import { DURATION_EXPECTED, DURATION_PATTERN, parseDuration } from './duration.js';
+import { compileSchema, createAjv, formatProblem, problemsFromAjv } from './schema.js';
+
+/**
+ * How the config names a plugin. `name` is what the plugin is called (its `plugins.<name>`
+ * options, its logger binding, its stats key); `use` is where to load it from when that
+ * differs from the name (a path, already absolute, or a package name); `plugin` is a plugin
+ * object given directly by a JS/TS config. A string ref (`vcpu`, `./plugins/gpu.js`,
+ * `@acme/ert-foo`) becomes `{ name: <the string> }`; for a path or scoped name the runtime
+ * then calls the plugin by its own `name`.
+ */
+export interface PluginRef {
+  name: string;
+  use?: string;
+  plugin?: Plugin;
+}
+
+/** A weigher ref: its normalised score is multiplied by `multiplier` (default 1.0). */
+export interface WeigherRef extends PluginRef {
+  multiplier: number;
+}
+
+export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+export const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+/** The validated config with defaults applied, durations in ms and paths absolute. See docs/config.md. */
+export interface ErtConfig {
+  /** Absolute path of the file it came from (absent for `configFromObject` without one). */
+  configFile?: string;
+  /** Directory relative paths were resolved from (the config file's directory). */
+  configDir: string;
+  /** Store connection; a sqlite file path is absolute (`:memory:` stays as is). */
+  store: StoreOptions;
+  log: { level: LogLevel };
+  tracker: {
+    hostName?: string;
+    /** Absolute directory standing for `/` when plugins read /proc and /sys. */
+    root: string;
+    resources: PluginRef[];
+    /** Periodic update interval, ms. */
+    interval: number;
+    /** A host not updated for this long is stale, ms (default 3 x interval). */
+    staleAfter: number;
+    /** Absolute directory of provider config files. */
+    providerConfigs?: string;
+    /** Per-call timeout of compute hooks, ms. */
+    hookTimeout: number;
+    /** Names of resource plugins whose `enforce` hook is enabled. */
+    enforce: string[];
+    /** On an enforce failure: only report it, or also undo the claim. */
+    enforcementFailure: 'report' | 'undo';
+  };
+  scheduler: {
+    consumers: PluginRef[];
+    filters: PluginRef[];
+    weighers: WeigherRef[];
+    /** Hosts tried per instance before giving up. */
+    maxAttempts: number;
+    /** Pick randomly among the best N hosts (Nova's host_subset_size). */
+    hostSubsetSize: number;
+    /** How often host states are refreshed from the store, ms. */
+    refreshInterval: number;
+    /** Per-call timeout of async scheduler hooks, ms. */
+    hookTimeout: number;
+  };
+  /** Raw per-plugin options, by plugin name; validated by each plugin's schema at load. */
+  plugins: Record<string, unknown>;
+  flavors: Flavor[];
+}
+
+const nonEmptyString = { type: 'string', minLength: 1 };
+const duration = (fallback?: string) => ({
+  type: ['string', 'number'],
+  pattern: DURATION_PATTERN,
+  minimum: 0,
+  expected: DURATION_EXPECTED,
+  ...(fallback === undefined ? {} : { default: fallback }),
+});
+const REF_EXPECTED = 'a plugin name or path, a plugin object, or { name, use }';
+const pluginRef = (weigher: boolean) => ({
+  type: ['string', 'object'],
+  minLength: 1,
+  expected: weigher ? `${REF_EXPECTED} with an optional multiplier` : REF_EXPECTED,
+  properties: {
+    name: nonEmptyString,
+    use: nonEmptyString,
+    plugin: {},
+    ...(weigher ? { multiplier: { type: 'number', default: 1 } } : {}),
+  },
+  additionalProperties: false,
+  anyOf: [{ required: ['name'] }, { required: ['plugin'] }],
+});
+const pluginList = (weigher = false) => ({ type: 'array', items: pluginRef(weigher), default: [] });
+
+/** JSON Schema of one flavor, Nova spelling. Extra-spec numbers and booleans are taken as strings. */
+export const FLAVOR_SCHEMA = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['name', 'vcpus', 'memory_mb'],
+  properties: {
+    name: nonEmptyString,
+    vcpus: { type: 'integer', minimum: 1 },
+    memory_mb: { type: 'integer', minimum: 1 },
+    disk_gb: { type: 'integer', minimum: 0, default: 0 },
+    extra_specs: {
+      type: 'object',
+      additionalProperties: { type: ['string', 'number', 'boolean'], expected: 'a string' },
+      default: {},
+    },
+  },
+};
+
+/** JSON Schema of the config file (before durations and paths are converted). */
+export const CONFIG_SCHEMA = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    store: {
+      type: 'object',
+      additionalProperties: false,
+      default: {},
+      properties: {
+        client: { enum: ['sqlite3', 'pg'], default: 'sqlite3' },
+        connection: nonEmptyString,
+        pool: {
+          type: 'object',
+          additionalProperties: false,
+          properties: { min: { type: 'integer', minimum: 0 }, max: { type: 'integer', minimum: 1 } },
+        },
+        schema: { type: 'string', pattern: '^[A-Za-z_][A-Za-z0-9_]*$', expected: 'a schema name (letters, digits, _)' },
+      },
+    },
+    log: {
+      type: 'object',
+      additionalProperties: false,
+      default: {},
+      properties: { level: { enum: LOG_LEVELS, default: 'info' } },
+    },
+    tracker: {
+      type: 'object',
+      additionalProperties: false,
+      default: {},
+      properties: {
+        hostName: nonEmptyString,
+        root: { ...nonEmptyString, default: '/' },
+        resources: pluginList(),
+        interval: duration('60s'),
+        staleAfter: duration(),
+        providerConfigs: nonEmptyString,
+        hookTimeout: duration('5s'),
+        enforce: { type: 'array', items: nonEmptyString, default: [] },
+        enforcementFailure: { enum: ['report', 'undo'], default: 'report' },
+      },
+    },
+    scheduler: {
+      type: 'object',
+      additionalProperties: false,
+      default: {},
+      properties: {
+        consumers: pluginList(),
+        filters: pluginList(),
+        weighers: pluginList(true),
+        maxAttempts: { type: 'integer', minimum: 1, default: 3 },
+        hostSubsetSize: { type: 'integer', minimum: 1, default: 1 },
+        refreshInterval: duration('1s'),
+        hookTimeout: duration('1s'),
+      },
+    },
+    plugins: { type: 'object', additionalProperties: { type: 'object' }, default: {} },
+    flavors: {
+      type: ['array', 'string'],
+      minLength: 1,
+      expected: 'a list of flavors or the path of a YAML file holding them',
+      items: FLAVOR_SCHEMA,
+      default: [],
+    },
+  },
+};
+
+const ajv = createAjv({ strict: true, useDefaults: true });
+const validateConfig = compileSchema(ajv, CONFIG_SCHEMA, 'ert config schema');
+const validateFlavorList = compileSchema(ajv, { type: 'array', items: FLAVOR_SCHEMA }, 'ert flavor schema');
+
+/** Options of `configFromObject`. */
+export interface ConfigSource {
+  /** Directory relative paths resolve from (the config file's directory). */
+  configDir: string;
+  /** The file the object came from; named in every error. */
+  configFile?: string;
+  /** Environment for overrides (`ERT_STORE_CONNECTION`); none are applied when absent. */
+  env?: Readonly<Record<string, string | undefined>>;
+  /** Directory a relative `ERT_STORE_CONNECTION` path resolves from; default process.cwd(). */
+  cwd?: string;
+}
+
+const POSTGRES_URL = /^postgres(ql)?:\/\//;
+
+/** Deep copy of plain objects and arrays; anything else (plugin objects) is kept by reference. */
+function clonePlain(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(clonePlain);
+  if (typeof value === 'object' && value !== null && Object.getPrototypeOf(value) === Object.prototype && !isPlugin(value)) {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, clonePlain(v)]));
+  }
+  return value;
+}
+
+function configError(file: string, problems: ConfigProblem[]): ConfigError {
+  const lines = problems.map((p) => `${file}: ${formatProblem(p)}`);
+  return new ConfigError(
+    CoreErrorCodes.CONFIG_INVALID,
+    `Invalid config ${file} (${problems.length} problem${problems.length === 1 ? '' : 's'}):\n${lines.join('\n')}`,
+    { file, problems },
+  );
+}
+
+/** A plugin object put directly in a list becomes `{ plugin }` so the schema sees a ref object. */
+function wrapPluginObjects(section: unknown, keys: string[]): void {
+  if (typeof section !== 'object' || section === null) return;
+  for (const key of keys) {
+    const list = (section as Record<string, unknown>)[key];
+    if (!Array.isArray(list)) continue;
+    list.forEach((item, i) => {
+      if (isPlugin(item)) list[i] = { plugin: item };
+    });
+  }
+}
+
+type RawRef = string | { name?: string; use?: string; plugin?: unknown; multiplier?: number };
+
+function toRef(raw: RawRef, path: string, configDir: string, problems: ConfigProblem[]): PluginRef {
+  if (typeof raw === 'string') return { name: raw };
+  const ref: PluginRef = { name: raw.name ?? '' };
+  if (raw.plugin !== undefined) {
+    if (!isPlugin(raw.plugin)) {
+      problems.push({ path: `${path}.plugin`, value: raw.plugin, expected: 'a plugin object made by definePlugin' });
+    } else {
+      ref.plugin = raw.plugin;
+      if (ref.name === '') ref.name = raw.plugin.name;
+    }
+  }
+  if (raw.use !== undefined) ref.use = raw.use.startsWith('.') ? resolve(configDir, raw.use) : raw.use;
+  return ref;
+}
+
+function toFlavor(raw: { name: string; vcpus: number; memory_mb: number; disk_gb: number; extra_specs: Record<string, unknown> }): Flavor {
+  return {
+    name: raw.name,
+    vcpus: raw.vcpus,
+    memoryMb: raw.memory_mb,
+    diskGb: raw.disk_gb,
+    extraSpecs: Object.fromEntries(Object.entries(raw.extra_specs).map(([k, v]) => [k, String(v)])),
+  };
+}
+
+/** Flavors from a YAML (or JSON) file holding a list or `{ flavors: [...] }`. Errors name that file. */
+function loadFlavorFile(file: string): unknown[] {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new ConfigError(CoreErrorCodes.CONFIG_NOT_FOUND, `Flavors file ${file} cannot be read: ${messageOf(err)}`, { path: file }, { cause: err });
+  }
+  let data: unknown;
+  try {
+    data = parseYaml(text);
+  } catch (err) {
+    throw new ConfigError(CoreErrorCodes.CONFIG_PARSE, `Flavors file ${file} is not valid YAML: ${messageOf(err)}`, { file }, { cause: err });
+  }
+  const list = typeof data === 'object' && data !== null && !Array.isArray(data) && 'flavors' in data ? (data as { flavors: unknown }).flavors : data;
+  if (!validateFlavorList(list)) throw configError(file, problemsFromAjv(validateFlavorList.errors, 'flavors'));
+  return list as unknown[];
+}
+
+function duplicateFlavorProblems(flavors: Flavor[]): ConfigProblem[] {
+  const seen = new Set<string>();
+  const problems: ConfigProblem[] = [];
+  flavors.forEach((f, i) => {
+    if (seen.has(f.name)) problems.push({ path: `flavors[${i}].name`, value: f.name, expected: 'a flavor name not used by an earlier flavor' });
+    seen.add(f.name);
+  });
+  return problems;
+}
+
+/**
+ * Validate a config object (as a config file would hold it) and build the `ErtConfig`:
+ * defaults applied, durations converted to ms, relative paths resolved from `configDir`,
+ * a flavors file read. `input` is not modified. With `env`, `ERT_STORE_CONNECTION`
+ * overrides `store.connection` (a postgres:// URL selects client pg, anything else is a
+ * sqlite3 path resolved from `cwd`). Throws ConfigError ERT_CONFIG_INVALID listing every
+ * problem, one line each, naming the file, key path, value and what was expected.
+ */
+export function configFromObject(input: unknown, source: ConfigSource): ErtConfig {
+  const file = source.configFile ?? '<config object>';
+  const configDir = resolve(source.configDir);
+  const raw = clonePlain(input ?? {});
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
+    throw configError(file, [{ path: '', value: raw, expected: 'an object (the config)' }]);
+  }
+  const data = raw as Record<string, any>;
+  const envConnection = source.env?.ERT_STORE_CONNECTION;
+  if (envConnection !== undefined && envConnection !== '') {
+    const store = typeof data.store === 'object' && data.store !== null ? data.store : {};
+    const pg = POSTGRES_URL.test(envConnection);
+    data.store = {
+      ...store,
+      client: pg ? 'pg' : 'sqlite3',
+      connection: pg || envConnection === ':memory:' ? envConnection : resolve(source.cwd ?? process.cwd(), envConnection),
+    };
+  }
+  wrapPluginObjects(data.tracker, ['resources']);
+  wrapPluginObjects(data.scheduler, ['consumers', 'filters', 'weighers']);
+
+  const problems: ConfigProblem[] = validateConfig(data) ? [] : problemsFromAjv(validateConfig.errors);
+  if (problems.length > 0) throw configError(file, problems);
+
+  if (data.store.client === 'pg' && data.store.connection === undefined) {
+    problems.push({ path: 'store.connection', value: undefined, expected: 'a postgres:// URL (required with client pg)' });
+  }
+  const refs = (list: RawRef[], path: string) => list.map((r, i) => toRef(r, `${path}[${i}]`, configDir, problems));
+  const resources = refs(data.tracker.resources, 'tracker.resources');
+  const consumers = refs(data.scheduler.consumers, 'scheduler.consumers');
+  const filters = refs(data.scheduler.filters, 'scheduler.filters');
+  const weighers = (data.scheduler.weighers as RawRef[]).map((r, i) => ({
+    ...toRef(r, `scheduler.weighers[${i}]`, configDir, problems),
+    multiplier: typeof r === 'string' ? 1 : (r.multiplier ?? 1),
+  }));
+
+  let flavors: Flavor[] = [];
+  if (typeof data.flavors === 'string') {
+    flavors = loadFlavorFile(resolve(configDir, data.flavors)).map((f) => toFlavor(f as never));
+  } else {
+    flavors = (data.flavors as never[]).map(toFlavor);
+  }
+  problems.push(...duplicateFlavorProblems(flavors));
+  if (problems.length > 0) throw configError(file, problems);
+
+  const store: StoreOptions = { ...data.store, connection: data.store.connection ?? './ert.db' };
+  if (store.client === 'sqlite3' && store.connection !== ':memory:') store.connection = resolve(configDir, store.connection);
+  const interval = parseDuration(data.tracker.interval);
+  const t = data.tracker;
+  const s = data.scheduler;
+  return {
+    ...(source.configFile === undefined ? {} : { configFile: resolve(source.configFile) }),
+    configDir,
+    store,
+    log: { level: data.log.level },
+    tracker: {
+      ...(t.hostName === undefined ? {} : { hostName: t.hostName }),
+      root: resolve(configDir, t.root),
+      resources,
+      interval,
+      staleAfter: t.staleAfter === undefined ? 3 * interval : parseDuration(t.staleAfter),
+      ...(t.providerConfigs === undefined ? {} : { providerConfigs: resolve(configDir, t.providerConfigs) }),
+      hookTimeout: parseDuration(t.hookTimeout),
+      enforce: t.enforce,
+      enforcementFailure: t.enforcementFailure,
+    },
+    scheduler: {
+      consumers,
+      filters,
+      weighers,
+      maxAttempts: s.maxAttempts,
+      hostSubsetSize: s.hostSubsetSize,
+      refreshInterval: parseDuration(s.refreshInterval),
+      hookTimeout: parseDuration(s.hookTimeout),
+    },
+    plugins: data.plugins,
+    flavors,
+  };
+}
+
+/** Where cosmiconfig looks, in order, in the start directory. */
+export const CONFIG_SEARCH_PLACES = [
+  'package.json',
+  '.ertrc',
+  '.ertrc.json',
+  '.ertrc.yaml',
+  '.ertrc.yml',
+  'ert.config.ts',
+  'ert.config.mjs',
+  'ert.config.js',
+  'ert.config.json',
+  'ert.config.yaml',
+  'ert.config.yml',
+];
+
+const loadYaml: Loader = (_file, content) => parseYaml(content);
+
+/** Options of `loadConfig`. */
+export interface LoadConfigOptions {
+  /** Explicit config file (relative to `cwd`); overrides `ERT_CONFIG`. */
+  path?: string;
+  /** Directory searched when no path is given; default process.cwd(). */
+  cwd?: string;
+  /** Environment (`ERT_CONFIG`, `ERT_STORE_CONNECTION`); default process.env. */
+  env?: Readonly<Record<string, string | undefined>>;
+}
+
+/**
+ * Find, read and validate the config. The file is `path`, else `$ERT_CONFIG`, else the first
+ * of CONFIG_SEARCH_PLACES found in `cwd` (the `ert` key for package.json); only that
+ * directory is searched. Returns the `ErtConfig` (see `configFromObject`); reads files only,
+ * so calling it again gives the same result for the same files.
+ * Throws ConfigError: ERT_CONFIG_NOT_FOUND (no such file / nothing found, naming where it
+ * looked), ERT_CONFIG_PARSE (the file cannot be parsed or imported), ERT_CONFIG_INVALID.
+ */
+export async function loadConfig(options: LoadConfigOptions = {}): Promise<ErtConfig> {
+  const env = options.env ?? process.env;
+  const cwd = resolve(options.cwd ?? process.cwd());
+  const explorer = cosmiconfig('ert', {
+    searchPlaces: CONFIG_SEARCH_PLACES,
+    searchStrategy: 'none',
+    cache: false,
+    loaders: { '.yaml': loadYaml, '.yml': loadYaml, noExt: loadYaml },
+  });
+  const explicit = options.path ?? (env.ERT_CONFIG === '' ? undefined : env.ERT_CONFIG);
+  let result: Awaited<ReturnType<typeof explorer.search>>;
+  let file: string | undefined;
+  try {
+    if (explicit !== undefined) {
+      file = isAbsolute(explicit) ? explicit : resolve(cwd, explicit);
+      if (!existsSync(file)) {
+        const via = options.path !== undefined ? 'the path given' : 'ERT_CONFIG';
+        throw new ConfigError(CoreErrorCodes.CONFIG_NOT_FOUND, `Config file ${file} (from ${via}) does not exist`, { path: file });
+      }
+      result = await explorer.load(file);
+    } else {
+      result = await explorer.search(cwd);
+    }
+  } catch (err) {
+    if (err instanceof ConfigError) throw err;
+    const at = file ?? (err as { filepath?: string }).filepath ?? cwd;
+    throw new ConfigError(CoreErrorCodes.CONFIG_PARSE, `Config file ${at} cannot be parsed: ${messageOf(err).split('\n')[0]}`, { file: at }, { cause: err });
+  }
+  if (result === null) {
+    throw new ConfigError(
+      CoreErrorCodes.CONFIG_NOT_FOUND,
+      `No ert config in ${cwd}: looked for ${CONFIG_SEARCH_PLACES.join(', ')} (the "ert" key of package.json); set ERT_CONFIG or pass a path`,
+      { searched: cwd, places: CONFIG_SEARCH_PLACES },
+    );
+  }
+  return configFromObject(result.isEmpty ? {} : result.config, {
+    configDir: dirname(result.filepath),
+    configFile: result.filepath,
+    env,
+    cwd,
+  });
+}

@@ -1,0 +1,177 @@
+import type { Logger } from '@ert/plugin-api';
+import { CoreErrorCodes, PluginHookError, messageOf } from './errors.js';
+
+/**
+ * Checks a hook's result: return nothing (or true) when it is acceptable, a string saying
+ * what is wrong (or false) otherwise. A validator that throws counts as a refusal.
+ */
+export type ResultValidator<T> = (result: T) => string | boolean | undefined | void;
+
+/** Options of one `Dispatcher.call`. */
+export interface CallOptions<T> {
+  /** Give up after this many ms (ERT_PLUGIN_HOOK_TIMEOUT); default the dispatcher's. 0 = no limit. */
+  timeoutMs?: number;
+  validate?: ResultValidator<T>;
+}
+
+/** Counters of one hook of one plugin. `totalMs`/`maxMs` cover `call` only (`callSync` is not timed). */
+export interface HookTiming {
+  plugin: string;
+  hook: string;
+  calls: number;
+  failures: number;
+  totalMs: number;
+  maxMs: number;
+}
+
+/** Options of `createDispatcher`. */
+export interface DispatcherOptions {
+  /** Timeout of `call` when the call gives none, ms; default 0 (no limit). */
+  defaultTimeoutMs?: number;
+  /** Receives a warning for every failed hook call. */
+  logger?: Logger;
+}
+
+function problemOf<T>(validate: ResultValidator<T>, result: T): string | undefined {
+  try {
+    const verdict = validate(result);
+    if (verdict === false) return 'the result was refused by its validator';
+    return typeof verdict === 'string' ? verdict : undefined;
+  } catch (err) {
+    return messageOf(err);
+  }
+}
+
+/**
+ * The one way the host calls plugin hooks. Errors are tagged with the plugin and hook
+ * (PluginHookError, cause kept), hung promises are cut off by a timeout, results can be
+ * validated, and every call is counted per plugin and hook.
+ */
+export class Dispatcher {
+  private readonly stats = new Map<string, HookTiming>();
+  private readonly defaultTimeoutMs: number;
+  private readonly logger: Logger | undefined;
+
+  constructor(options: DispatcherOptions = {}) {
+    this.defaultTimeoutMs = options.defaultTimeoutMs ?? 0;
+    this.logger = options.logger;
+  }
+
+  /**
+   * Run `fn` (plugin `plugin`'s hook `hook`), sync or async, and return its result.
+   * Rejects with PluginHookError: ERT_PLUGIN_HOOK_FAILED when it throws or rejects,
+   * ERT_PLUGIN_HOOK_TIMEOUT when it has not settled after the timeout (its late outcome is
+   * ignored), ERT_PLUGIN_HOOK_INVALID_RESULT when `validate` refuses the result.
+   * Never rejects with anything else.
+   */
+  async call<T>(plugin: string, hook: string, fn: () => T | Promise<T>, options: CallOptions<Awaited<T>> = {}): Promise<Awaited<T>> {
+    const timing = this.timing(plugin, hook);
+    const timeoutMs = options.timeoutMs ?? this.defaultTimeoutMs;
+    const started = performance.now();
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      const running = (async () => fn())();
+      let result: Awaited<T>;
+      if (timeoutMs > 0) {
+        running.catch(() => undefined); // a late rejection after the timeout must not go unhandled
+        const timedOut = new Promise<never>((_, reject) => {
+          timer = setTimeout(
+            () =>
+              reject(
+                new PluginHookError(
+                  CoreErrorCodes.PLUGIN_HOOK_TIMEOUT,
+                  `Plugin "${plugin}" hook "${hook}" did not finish within ${timeoutMs} ms`,
+                  { plugin, hook, timeoutMs },
+                ),
+              ),
+            timeoutMs,
+          );
+        });
+        result = (await Promise.race([running, timedOut])) as Awaited<T>;
+      } else {
+        result = (await running) as Awaited<T>;
+      }
+      if (options.validate !== undefined) {
+        const problem = problemOf(options.validate, result);
+        if (problem !== undefined) {
+          throw new PluginHookError(
+            CoreErrorCodes.PLUGIN_HOOK_INVALID_RESULT,
+            `Plugin "${plugin}" hook "${hook}" returned an invalid result: ${problem}`,
+            { plugin, hook, problem },
+          );
+        }
+      }
+      return result;
+    } catch (err) {
+      timing.failures += 1;
+      const error = this.wrap(plugin, hook, err);
+      this.logger?.warn({ plugin, hook, code: error.code, err: error }, error.message);
+      throw error;
+    } finally {
+      if (timer !== undefined) clearTimeout(timer);
+      const elapsed = performance.now() - started;
+      timing.calls += 1;
+      timing.totalMs += elapsed;
+      if (elapsed > timing.maxMs) timing.maxMs = elapsed;
+    }
+  }
+
+  /**
+   * The cheap path for hot synchronous hooks (filters, weighers, consumers): no timer, no
+   * clock; a throw becomes PluginHookError ERT_PLUGIN_HOOK_FAILED, a result `validate`
+   * refuses becomes ERT_PLUGIN_HOOK_INVALID_RESULT. Counts calls and failures.
+   */
+  callSync<T>(plugin: string, hook: string, fn: () => T, validate?: ResultValidator<T>): T {
+    const timing = this.timing(plugin, hook);
+    timing.calls += 1;
+    let result: T;
+    try {
+      result = fn();
+    } catch (err) {
+      timing.failures += 1;
+      throw this.wrap(plugin, hook, err);
+    }
+    if (validate !== undefined) {
+      const problem = problemOf(validate, result);
+      if (problem !== undefined) {
+        timing.failures += 1;
+        throw new PluginHookError(
+          CoreErrorCodes.PLUGIN_HOOK_INVALID_RESULT,
+          `Plugin "${plugin}" hook "${hook}" returned an invalid result: ${problem}`,
+          { plugin, hook, problem },
+        );
+      }
+    }
+    return result;
+  }
+
+  /** A snapshot of the counters, one entry per plugin and hook called so far. */
+  timings(): HookTiming[] {
+    return [...this.stats.values()].map((t) => ({ ...t }));
+  }
+
+  private timing(plugin: string, hook: string): HookTiming {
+    const key = `${plugin}\u0000${hook}`;
+    let timing = this.stats.get(key);
+    if (timing === undefined) {
+      timing = { plugin, hook, calls: 0, failures: 0, totalMs: 0, maxMs: 0 };
+      this.stats.set(key, timing);
+    }
+    return timing;
+  }
+
+  private wrap(plugin: string, hook: string, err: unknown): PluginHookError {
+    if (err instanceof PluginHookError && err.details.plugin === plugin && err.details.hook === hook) return err;
+    return new PluginHookError(
+      CoreErrorCodes.PLUGIN_HOOK_FAILED,
+      `Plugin "${plugin}" hook "${hook}" failed: ${messageOf(err)}`,
+      { plugin, hook },
+      { cause: err },
+    );
+  }
+}
+
+/** A new dispatcher with its own counters. */
+export function createDispatcher(options: DispatcherOptions = {}): Dispatcher {
+  return new Dispatcher(options);
+}

@@ -1,0 +1,223 @@
+import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { definePlugin, type Plugin } from '@ert/plugin-api';
+import { PluginLoadError, packageCandidates, resolveExportSubpath, resolvePlugin, type ResolvePluginOptions } from '../src/index.js';
+
+const fromDir = fileURLToPath(new URL('../../../test/fixtures/loader/', import.meta.url));
+const imported = (): string[] => ((globalThis as { __ertFixtureImports?: string[] }).__ertFixtureImports ??= []);
+
+function load(name: string, more: Partial<ResolvePluginOptions> = {}) {
+  return resolvePlugin({ ref: { name }, side: 'compute', kinds: ['resource'], fromDir, ...more });
+}
+
+async function loadError(promise: Promise<unknown>): Promise<PluginLoadError> {
+  const err = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(err).toBeInstanceOf(PluginLoadError);
+  return err as PluginLoadError;
+}
+
+describe('resolvePlugin: resolution paths', () => {
+  it('a short name resolves to @ert/plugin-<name> first', async () => {
+    const r = await load('fixture');
+    expect(r.source).toBe('package');
+    expect(r.packageName).toBe('@ert/plugin-fixture');
+    expect(r.name).toBe('fixture');
+    expect(r.file).toBe(join(fromDir, 'node_modules/@ert/plugin-fixture/compute.js'));
+    expect(r.manifest?.provides).toContain('resource');
+  });
+
+  it('a short name falls back to ert-plugin-<name>, resolving the entry through conditional exports', async () => {
+    const r = await load('gpu');
+    expect(r.packageName).toBe('ert-plugin-gpu');
+    expect(r.file).toBe(join(fromDir, 'node_modules/ert-plugin-gpu/lib/compute.js'));
+    expect(r.plugin.name).toBe('gpu');
+  });
+
+  it('a short name falls back to the bare name, with a pattern export and a subpath without ./', async () => {
+    const r = await load('plainplugin');
+    expect(r.packageName).toBe('plainplugin');
+    expect(r.file).toBe(join(fromDir, 'node_modules/plainplugin/compute.js'));
+  });
+
+  it('a scoped name is taken as written and the plugin is called by its own name', async () => {
+    const r = await load('@acme/ert-cache');
+    expect(r.packageName).toBe('@acme/ert-cache');
+    expect(r.name).toBe('cache');
+  });
+
+  it('a { name, use } ref keeps the configured name', async () => {
+    const r = await resolvePlugin({ ref: { name: 'gpu2', use: 'gpu' }, side: 'compute', kinds: ['resource'], fromDir });
+    expect(r.name).toBe('gpu2');
+    expect(r.packageName).toBe('ert-plugin-gpu');
+  });
+
+  it('a relative path imports the file, and the plugin is called by its own name', async () => {
+    const r = await load('./plugins/local.js');
+    expect(r.source).toBe('path');
+    expect(r.name).toBe('local');
+    expect(r.file).toBe(join(fromDir, 'plugins/local.js'));
+  });
+
+  it('an absolute path works the same', async () => {
+    const r = await load(join(fromDir, 'plugins/local.js'));
+    expect(r.name).toBe('local');
+  });
+
+  it('a path to a package directory is loaded as a package (manifest, entry)', async () => {
+    const r = await load('./local-package');
+    expect(r.source).toBe('package');
+    expect(r.packageName).toBe('local-package');
+    expect(r.name).toBe('localpkg');
+  });
+
+  it('a plugin object from a JS config is used as is', async () => {
+    const plugin = definePlugin({ name: 'inline', resource: () => ({ discover: () => ({ available: true }) }) });
+    const r = await resolvePlugin({ ref: { name: 'inline', plugin }, side: 'compute', kinds: ['resource'], fromDir });
+    expect(r.source).toBe('object');
+    expect(r.plugin).toBe(plugin);
+  });
+
+  it('builtins are checked before packages', async () => {
+    const builtin = definePlugin({ name: 'gpu', filter: () => ({ filter: () => 'builtin says no' }) });
+    const r = await resolvePlugin({ ref: { name: 'gpu' }, side: 'scheduler', kinds: ['filter'], fromDir, builtins: { gpu: builtin } });
+    expect(r.source).toBe('builtin');
+    expect(r.plugin).toBe(builtin);
+  });
+
+  it('a compute load never imports the scheduler entry, and the reverse', async () => {
+    await load('fixture');
+    expect(imported()).toContain('fixture/compute');
+    expect(imported()).not.toContain('fixture/scheduler');
+    const cacheComputeImports = imported().filter((e) => e === 'cache/compute').length;
+    await resolvePlugin({ ref: { name: '@acme/ert-cache' }, side: 'scheduler', kinds: ['filter'], fromDir });
+    expect(imported()).toContain('cache/scheduler');
+    expect(imported().filter((e) => e === 'cache/compute')).toHaveLength(cacheComputeImports);
+    const before = imported().filter((e) => e === 'gpu/compute').length;
+    await resolvePlugin({ ref: { name: 'gpu' }, side: 'scheduler', kinds: ['consumer', 'weigher'], fromDir });
+    expect(imported()).toContain('gpu/scheduler');
+    expect(imported().filter((e) => e === 'gpu/compute')).toHaveLength(before);
+  });
+});
+
+describe('resolvePlugin: failures', () => {
+  it('not found lists every candidate tried and why', async () => {
+    const err = await loadError(load('nosuch'));
+    expect(err.code).toBe('ERT_PLUGIN_NOT_FOUND');
+    expect(err.details.candidates).toEqual([
+      { specifier: '@ert/plugin-nosuch', reason: `not installed in any node_modules from ${fromDir.replace(/\/$/, '')} up` },
+      { specifier: 'ert-plugin-nosuch', reason: `not installed in any node_modules from ${fromDir.replace(/\/$/, '')} up` },
+      { specifier: 'nosuch', reason: `not installed in any node_modules from ${fromDir.replace(/\/$/, '')} up` },
+    ]);
+    expect(err.message).toContain('@ert/plugin-nosuch (not installed');
+    expect(err.message).toContain('ert-plugin-nosuch (not installed');
+    expect(err.message).toContain('; nosuch (not installed');
+  });
+
+  it('with builtins, not found says it is not a builtin either', async () => {
+    const err = await loadError(load('nosuch', { builtins: {} }));
+    expect((err.details.candidates as Array<{ specifier: string }>).map((c) => c.specifier)).toEqual([
+      'nosuch',
+      '@ert/plugin-nosuch',
+      'ert-plugin-nosuch',
+      'nosuch',
+    ]);
+  });
+
+  it('a missing path is not found, naming the absolute path', async () => {
+    const err = await loadError(load('./plugins/missing.js'));
+    expect(err.code).toBe('ERT_PLUGIN_NOT_FOUND');
+    expect(err.message).toContain(join(fromDir, 'plugins/missing.js'));
+  });
+
+  it('a scoped name tries only itself', async () => {
+    const err = await loadError(load('@acme/ert-nothing'));
+    expect((err.details.candidates as Array<{ specifier: string }>).map((c) => c.specifier)).toEqual(['@acme/ert-nothing']);
+  });
+
+  it('a package without an ert manifest is refused', async () => {
+    const err = await loadError(load('nomanifest'));
+    expect(err.code).toBe('ERT_PLUGIN_MANIFEST_MISSING');
+    expect(err.message).toContain('package ert-plugin-nomanifest');
+    expect(err.message).toContain('no "ert" block');
+  });
+
+  it('a malformed manifest is refused with each problem named', async () => {
+    const err = await loadError(load('badmanifest'));
+    expect(err.code).toBe('ERT_PLUGIN_MANIFEST_INVALID');
+    expect(err.message).toContain('ert.apiVersion is "one"');
+    expect(err.message).toContain('ert.provides is ["resource","gizmo"]');
+  });
+
+  it('an API range that excludes this host is refused naming both versions', async () => {
+    const err = await loadError(load('future'));
+    expect(err.code).toBe('ERT_PLUGIN_API_MISMATCH');
+    expect(err.message).toBe('Plugin "future" (package ert-plugin-future) targets plugin API ^2.0.0, but this host implements 1.0.0');
+  });
+
+  it('a plugin object built against another major API is refused', async () => {
+    const plugin = { ...definePlugin({ name: 'old', resource: () => ({ discover: () => ({ available: true }) }) }), apiVersion: '0.9.0' } as Plugin;
+    Object.defineProperty(plugin, Symbol.for('ert.plugin'), { value: true });
+    const err = await loadError(resolvePlugin({ ref: { name: 'old', plugin }, side: 'compute', kinds: ['resource'], fromDir }));
+    expect(err.code).toBe('ERT_PLUGIN_API_MISMATCH');
+    expect(err.message).toContain('0.9.0');
+    expect(err.message).toContain('1.0.0');
+  });
+
+  it('a kind the manifest does not provide is refused', async () => {
+    const err = await loadError(resolvePlugin({ ref: { name: 'computeonly' }, side: 'scheduler', kinds: ['filter'], fromDir }));
+    expect(err.code).toBe('ERT_PLUGIN_KIND_NOT_PROVIDED');
+    expect(err.message).toBe('Plugin "computeonly" (package ert-plugin-computeonly) is configured as filter but its manifest provides only resource');
+  });
+
+  it('a kind the plugin object lacks is refused', async () => {
+    const err = await loadError(resolvePlugin({ ref: { name: './plugins/local.js' }, side: 'scheduler', kinds: ['weigher'], fromDir }));
+    expect(err.code).toBe('ERT_PLUGIN_KIND_NOT_PROVIDED');
+    expect(err.message).toContain('provides only resource, filter');
+  });
+
+  it('a side entry missing from the manifest or the exports is refused', async () => {
+    const noScheduler = await loadError(resolvePlugin({ ref: { name: 'plainplugin' }, side: 'scheduler', kinds: [], fromDir }));
+    expect(noScheduler.code).toBe('ERT_PLUGIN_ENTRY_MISSING');
+    expect(noScheduler.message).toContain('declares no scheduler entry');
+    const notExported = await loadError(load('noentry'));
+    expect(notExported.code).toBe('ERT_PLUGIN_ENTRY_MISSING');
+    expect(notExported.message).toContain('./compute is not in the package\'s exports');
+  });
+
+  it('a default export that is not a plugin is refused', async () => {
+    const err = await loadError(load('notplugin'));
+    expect(err.code).toBe('ERT_PLUGIN_NOT_A_PLUGIN');
+    expect(err.message).toContain(join(fromDir, 'node_modules/ert-plugin-notplugin/compute.js'));
+    const fn = await loadError(load('./plugins/not-a-plugin.js'));
+    expect(fn.code).toBe('ERT_PLUGIN_NOT_A_PLUGIN');
+    expect(fn.message).toContain('is a function');
+  });
+
+  it('a module that throws on import is reported with its error as cause', async () => {
+    const err = await loadError(load('throws'));
+    expect(err.code).toBe('ERT_PLUGIN_IMPORT_FAILED');
+    expect(err.message).toContain('fixture: cannot open /dev/fake-device');
+    expect((err.cause as Error).message).toBe('fixture: cannot open /dev/fake-device');
+  });
+});
+
+describe('helpers', () => {
+  it('packageCandidates follows the documented order', () => {
+    expect(packageCandidates('llc')).toEqual(['@ert/plugin-llc', 'ert-plugin-llc', 'llc']);
+    expect(packageCandidates('@acme/x')).toEqual(['@acme/x']);
+  });
+
+  it('resolveExportSubpath honours condition order, arrays, patterns and sugar', () => {
+    const exp = { './compute': { 'ert-source': './src/compute.ts', types: './d.ts', default: './dist/compute.js' } };
+    expect(resolveExportSubpath(exp, './compute', ['node', 'import', 'default'])).toBe('./dist/compute.js');
+    expect(resolveExportSubpath(exp, './compute', ['ert-source', 'node', 'default'])).toBe('./src/compute.ts');
+    expect(resolveExportSubpath({ './x/*': './lib/*.js' }, './x/a', ['default'])).toBe('./lib/a.js');
+    expect(resolveExportSubpath('./main.js', '.', ['default'])).toBe('./main.js');
+    expect(resolveExportSubpath(exp, './scheduler', ['default'])).toBeUndefined();
+    expect(resolveExportSubpath(undefined, './compute.js', ['default'])).toBe('./compute.js');
+  });
+});

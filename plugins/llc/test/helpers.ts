@@ -1,0 +1,131 @@
+import { cp, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Ajv } from 'ajv';
+import type {
+  HostState,
+  Logger,
+  Plugin,
+  ProviderState,
+  RequestGroup,
+  RequestSpec,
+  ResourceContext,
+  ResourceHooks,
+  ServiceContainer,
+  ServiceToken,
+} from '@ert/plugin-api';
+
+export const HOSTS = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../config/hosts');
+
+export const silentLogger: Logger = {
+  trace() {},
+  debug() {},
+  info() {},
+  warn() {},
+  error() {},
+  child() {
+    return silentLogger;
+  },
+};
+
+export function services(): ServiceContainer {
+  const values = new Map<symbol, unknown>();
+  return {
+    resolve<T>(token: ServiceToken<T>): T {
+      if (!values.has(token.id)) throw new Error(`no ${token.description}`);
+      return values.get(token.id) as T;
+    },
+    isRegistered: (token) => values.has(token.id),
+    register: (token, value) => void values.set(token.id, value),
+  };
+}
+
+/** Apply the defaults of an options schema, as the host does. */
+export function withDefaults<O>(plugin: Plugin<O, any, any>, options: Partial<O> = {}): O {
+  const props = (plugin.optionsSchema?.properties ?? {}) as Record<string, { default?: unknown }>;
+  const defaults = Object.fromEntries(Object.entries(props).filter(([, s]) => 'default' in s).map(([k, s]) => [k, s.default]));
+  return { ...defaults, ...options } as O;
+}
+
+export async function resourceOf<O, S>(
+  plugin: Plugin<O, S, any>,
+  root: string,
+  opts: { options?: Partial<O>; enforce?: boolean } = {},
+): Promise<ResourceHooks<S>> {
+  const ctx: ResourceContext<O> = {
+    name: plugin.name,
+    options: withDefaults(plugin, opts.options),
+    logger: silentLogger,
+    services: services(),
+    hostName: 'host1',
+    root,
+    enforce: opts.enforce ?? false,
+  };
+  return plugin.resource!(ctx);
+}
+
+/** Copy the sys/ tree of a host profile to a temp dir that a test may change. */
+export async function tempProfile(profile: string): Promise<string> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), `ert-${profile}-`));
+  await cp(path.join(HOSTS, profile, 'sys'), path.join(dir, 'sys'), { recursive: true });
+  return dir;
+}
+
+export async function removeTemp(dir: string): Promise<void> {
+  await rm(dir, { recursive: true, force: true });
+}
+
+/** Every file below `dir` with its content, to prove nothing was written. */
+export async function snapshot(dir: string): Promise<Map<string, string>> {
+  const out = new Map<string, string>();
+  const entries = await readdir(dir, { recursive: true, withFileTypes: true });
+  for (const e of entries) {
+    const full = path.join(e.parentPath, e.name);
+    out.set(full, e.isFile() ? await readFile(full, 'utf8') : '<dir>');
+  }
+  return out;
+}
+
+export function validator(schema: object): (data: unknown) => string | undefined {
+  const validate = new Ajv({ allErrors: true, strict: false }).compile(schema);
+  return (data) => (validate(data) ? undefined : JSON.stringify(validate.errors));
+}
+
+export function group(suffix: string, resources: Record<string, number>): RequestGroup {
+  return { suffix, resources, requiredTraits: [], forbiddenTraits: [], memberOf: [] };
+}
+
+/** A request spec with the given groups and plugin specs (as the parser would produce). */
+export function specOf(groups: RequestGroup[], pluginSpecs: Record<string, unknown> = {}): RequestSpec {
+  return {
+    flavor: { name: 'f', vcpus: 2, memoryMb: 1024, diskGb: 0, extraSpecs: {} },
+    groups: groups.length > 0 && groups[0]!.suffix === '' ? groups : [group('', {}), ...groups],
+    groupPolicy: 'none',
+    aggregateExtraSpecs: {},
+    capabilities: [],
+    pluginSpecs,
+    hints: {},
+  };
+}
+
+export function provider(uuid: string, name: string, parentUuid?: string): ProviderState {
+  return { uuid, name, parentUuid, generation: 1, inventories: {}, usages: {}, traits: new Set(), aggregates: new Set() };
+}
+
+/** A synthetic host state carrying one plugin's data. */
+export function hostState(name: string, plugin: string, data: unknown, providers: ProviderState[] = []): HostState {
+  return {
+    name,
+    rootUuid: `${name}-root`,
+    status: 'up',
+    generation: 1,
+    providers: [provider(`${name}-root`, name), ...providers],
+    sharingProviders: [],
+    aggregateMetadata: {},
+    capabilities: {},
+    instances: new Set(),
+    free: () => 0,
+    pluginData: <T>(p: string) => (p === plugin ? (data as T) : undefined),
+  };
+}

@@ -1,1 +1,19 @@
+/**
+ * @ert/store — providers, inventories, allocations, hosts, stats and instances on knex
+ * (SQLite by default, PostgreSQL). See README.md for backends and the concurrency model.
+ */
+import type { Store, StoreOptions } from './api.js';
+import { KnexStore } from './store.js';
+
 export type * from './api.js';
+export * from './errors.js';
+export { MIGRATIONS_TABLE } from './migrations.js';
+export { SQLITE_BUSY_TIMEOUT_MS } from './connection.js';
+
+/**
+ * Opens a store (a connection pool; no query is run yet). Call `await store.migrate()`
+ * before first use and `store.close()` when done. Invalid options are ERT_STORE_INVALID.
+ */
+export async function createStore(options: StoreOptions): Promise<Store> {
+  return new KnexStore(options);
+}

@@ -1,0 +1,101 @@
+import { ErtError, isErtError } from '@ert/plugin-api';
+
+/**
+ * The store's error catalogue. Codes are stable; `details` carries the values at fault.
+ * - ERT_STORE_CAPACITY_EXCEEDED: an allocation does not fit (details provider, providerName,
+ *   resourceClass, requested, used, free, reason).
+ * - ERT_STORE_PROVIDER_GENERATION_CONFLICT: the caller passed a stale provider generation.
+ * - ERT_STORE_CONSUMER_GENERATION_CONFLICT: the caller passed a stale consumer generation.
+ * - ERT_STORE_CONFLICT: a lost race with another writer (lock timeout, serialization
+ *   failure, deadlock, concurrent creation of the same row) or a duplicate create.
+ * - ERT_STORE_INVENTORY_IN_USE: removing or shrinking an inventory below its usage.
+ * - ERT_STORE_PROVIDER_IN_USE: deleting a provider that has allocations or children.
+ * - ERT_STORE_NOT_FOUND: a provider, host, consumer or instance that does not exist.
+ * - ERT_STORE_INVALID: malformed input (bad class or trait name, invalid inventory,
+ *   amount breaking min_unit / max_unit / step_size, duplicate entries).
+ */
+export const STORE_ERROR_CODES = {
+  capacityExceeded: 'ERT_STORE_CAPACITY_EXCEEDED',
+  providerGenerationConflict: 'ERT_STORE_PROVIDER_GENERATION_CONFLICT',
+  consumerGenerationConflict: 'ERT_STORE_CONSUMER_GENERATION_CONFLICT',
+  conflict: 'ERT_STORE_CONFLICT',
+  inventoryInUse: 'ERT_STORE_INVENTORY_IN_USE',
+  providerInUse: 'ERT_STORE_PROVIDER_IN_USE',
+  notFound: 'ERT_STORE_NOT_FOUND',
+  invalid: 'ERT_STORE_INVALID',
+} as const;
+
+export type StoreErrorCode = (typeof STORE_ERROR_CODES)[keyof typeof STORE_ERROR_CODES];
+
+/** Base class of every error the store raises on purpose. */
+export class StoreError extends ErtError {
+  declare readonly code: StoreErrorCode;
+
+  constructor(code: StoreErrorCode, message: string, details: Record<string, unknown> = {}, options?: { cause?: unknown }) {
+    super(code, message, details, options);
+  }
+}
+
+/**
+ * A retriable conflict: a stale provider or consumer generation, or a race lost to
+ * another writer. Nothing was written; re-read and retry (or try another host).
+ */
+export class StoreConflictError extends StoreError {
+  constructor(
+    code: 'ERT_STORE_PROVIDER_GENERATION_CONFLICT' | 'ERT_STORE_CONSUMER_GENERATION_CONFLICT' | 'ERT_STORE_CONFLICT',
+    message: string,
+    details: Record<string, unknown> = {},
+    options?: { cause?: unknown },
+  ) {
+    super(code, message, details, options);
+  }
+}
+
+/** An allocation that does not fit the provider's free capacity. Nothing was written. */
+export class CapacityExceededError extends StoreError {
+  declare readonly details: Readonly<{
+    provider: string;
+    providerName: string;
+    resourceClass: string;
+    requested: number;
+    used: number;
+    free: number;
+    reason: string;
+  }>;
+
+  constructor(details: { provider: string; providerName: string; resourceClass: string; requested: number; used: number; free: number; reason: string }) {
+    super(
+      STORE_ERROR_CODES.capacityExceeded,
+      `provider ${details.providerName} (${details.provider}): ${details.resourceClass} ${details.reason}`,
+      details,
+    );
+  }
+}
+
+/** Removing or shrinking an inventory that allocations still use. Nothing was written. */
+export class InventoryInUseError extends StoreError {
+  constructor(details: { provider: string; providerName: string; resourceClass: string; used: number; capacity: number }) {
+    const what = details.capacity === 0 ? 'cannot remove' : `cannot shrink capacity to ${details.capacity}:`;
+    super(
+      STORE_ERROR_CODES.inventoryInUse,
+      `provider ${details.providerName} (${details.provider}): ${what} ${details.resourceClass} inventory with ${details.used} in use`,
+      details,
+    );
+  }
+}
+
+const retriableCodes: ReadonlySet<string> = new Set([
+  STORE_ERROR_CODES.providerGenerationConflict,
+  STORE_ERROR_CODES.consumerGenerationConflict,
+  STORE_ERROR_CODES.conflict,
+]);
+
+/** True for the retriable conflicts (generation conflicts and lost races), also across copies of this package. */
+export function isStoreConflict(err: unknown): err is StoreConflictError {
+  return isErtError(err) && retriableCodes.has(err.code);
+}
+
+/** True for any StoreError (by code, so copies of this package loaded from another path count). */
+export function isStoreError(err: unknown): err is StoreError {
+  return isErtError(err) && err.code.startsWith('ERT_STORE_');
+}

@@ -1,0 +1,158 @@
+import type { Knex } from 'knex';
+import { STANDARD_RESOURCE_CLASSES } from '@ert/plugin-api';
+
+/** Knex migrator table (and `<name>_lock`) for ert's schema. */
+export const MIGRATIONS_TABLE = 'ert_migrations';
+
+interface Migration {
+  up(knex: Knex): Promise<void>;
+  down(knex: Knex): Promise<void>;
+}
+
+/**
+ * The schema of DESIGN.md. Integer surrogate keys inside, uuids and names outside.
+ * JSON (stats data, flavors, assignments, aggregate metadata) is stored as text so the
+ * same code reads it on SQLite and PostgreSQL. Epoch milliseconds are bigints.
+ */
+const initial: Migration = {
+  async up(knex) {
+    await knex.schema.createTable('resource_classes', (t) => {
+      t.increments('id');
+      t.string('name', 255).notNullable().unique();
+    });
+    await knex.schema.createTable('providers', (t) => {
+      t.increments('id');
+      t.string('uuid', 36).notNullable().unique();
+      t.string('name', 200).notNullable().unique();
+      t.integer('parent_id').nullable().references('id').inTable('providers');
+      // Set to the row's own id for a root (written right after the insert).
+      t.integer('root_id').nullable().references('id').inTable('providers');
+      t.integer('generation').notNullable().defaultTo(0);
+      t.index(['root_id']);
+      t.index(['parent_id']);
+    });
+    await knex.schema.createTable('inventories', (t) => {
+      t.integer('provider_id').notNullable().references('id').inTable('providers').onDelete('CASCADE');
+      t.integer('resource_class_id').notNullable().references('id').inTable('resource_classes');
+      t.integer('total').notNullable();
+      t.integer('reserved').notNullable();
+      t.integer('min_unit').notNullable();
+      t.integer('max_unit').notNullable();
+      t.integer('step_size').notNullable();
+      t.double('allocation_ratio').notNullable();
+      t.primary(['provider_id', 'resource_class_id']);
+    });
+    await knex.schema.createTable('consumers', (t) => {
+      t.increments('id');
+      t.string('uuid', 36).notNullable().unique();
+      t.string('project_id', 255).notNullable();
+      t.string('user_id', 255).notNullable();
+      t.integer('generation').notNullable().defaultTo(0);
+    });
+    await knex.schema.createTable('allocations', (t) => {
+      t.increments('id');
+      t.integer('provider_id').notNullable().references('id').inTable('providers');
+      t.integer('consumer_id').notNullable().references('id').inTable('consumers').onDelete('CASCADE');
+      t.integer('resource_class_id').notNullable().references('id').inTable('resource_classes');
+      t.integer('used').notNullable();
+      t.unique(['consumer_id', 'provider_id', 'resource_class_id']);
+      // Usage sums per provider and class (claims, loadHosts, inventory-in-use checks).
+      t.index(['provider_id', 'resource_class_id', 'consumer_id']);
+    });
+    await knex.schema.createTable('traits', (t) => {
+      t.increments('id');
+      t.string('name', 255).notNullable().unique();
+    });
+    await knex.schema.createTable('provider_traits', (t) => {
+      t.integer('provider_id').notNullable().references('id').inTable('providers').onDelete('CASCADE');
+      t.integer('trait_id').notNullable().references('id').inTable('traits');
+      t.primary(['provider_id', 'trait_id']);
+      t.index(['trait_id']);
+    });
+    await knex.schema.createTable('aggregates', (t) => {
+      t.increments('id');
+      t.string('uuid', 36).notNullable().unique();
+      t.string('name', 255).nullable();
+      t.text('metadata').notNullable().defaultTo('{}');
+    });
+    await knex.schema.createTable('provider_aggregates', (t) => {
+      t.integer('provider_id').notNullable().references('id').inTable('providers').onDelete('CASCADE');
+      t.integer('aggregate_id').notNullable().references('id').inTable('aggregates');
+      t.primary(['provider_id', 'aggregate_id']);
+      t.index(['aggregate_id']);
+    });
+    await knex.schema.createTable('hosts', (t) => {
+      t.increments('id');
+      t.string('name', 255).notNullable().unique();
+      t.integer('root_provider_id').notNullable().references('id').inTable('providers');
+      t.string('status', 16).notNullable().defaultTo('up');
+      t.bigInteger('last_update').notNullable().defaultTo(0);
+      t.integer('generation').notNullable().defaultTo(0);
+      t.index(['root_provider_id']);
+      t.index(['status', 'last_update']);
+    });
+    await knex.schema.createTable('host_stats', (t) => {
+      t.integer('host_id').notNullable().references('id').inTable('hosts').onDelete('CASCADE');
+      t.string('plugin', 255).notNullable();
+      t.integer('schema_version').notNullable();
+      t.text('data').notNullable();
+      t.bigInteger('updated_at').notNullable();
+      t.primary(['host_id', 'plugin']);
+    });
+    await knex.schema.createTable('instances', (t) => {
+      t.string('uuid', 36).primary();
+      t.integer('host_id').notNullable().references('id').inTable('hosts');
+      t.string('project_id', 255).notNullable();
+      t.string('user_id', 255).notNullable();
+      t.text('flavor').notNullable();
+      t.text('previous_flavor').nullable();
+      t.string('migration_uuid', 36).nullable();
+      t.text('assignments').notNullable().defaultTo('{}');
+      t.string('state', 16).notNullable();
+      t.bigInteger('created_at').notNullable();
+      t.bigInteger('updated_at').notNullable();
+      t.index(['host_id']);
+    });
+    await knex('resource_classes').insert(STANDARD_RESOURCE_CLASSES.map((name) => ({ name })));
+  },
+  async down(knex) {
+    for (const table of [
+      'instances',
+      'host_stats',
+      'hosts',
+      'provider_aggregates',
+      'aggregates',
+      'provider_traits',
+      'traits',
+      'allocations',
+      'consumers',
+      'inventories',
+      'providers',
+      'resource_classes',
+    ]) {
+      await knex.schema.dropTableIfExists(table);
+    }
+  },
+};
+
+const migrations: Record<string, Migration> = {
+  '0001_initial': initial,
+};
+
+/**
+ * Knex migration source defined in code, so migrations ship inside dist and work from
+ * any working directory. Names sort in application order.
+ */
+export const migrationSource: Knex.MigrationSource<string> = {
+  async getMigrations() {
+    return Object.keys(migrations).sort();
+  },
+  getMigrationName(name) {
+    return name;
+  },
+  async getMigration(name) {
+    const migration = migrations[name];
+    if (!migration) throw new Error(`unknown store migration ${name}`);
+    return migration;
+  },
+};

@@ -418,6 +418,8 @@ export async function loadConfig(options: LoadConfigOptions = {}): Promise<ErtCo
     searchPlaces: CONFIG_SEARCH_PLACES,
     searchStrategy: 'none',
     cache: false,
+    // An empty config file is a deliberate "all defaults", not a reason to look further.
+    ignoreEmptySearchPlaces: false,
     loaders: { '.yaml': loadYaml, '.yml': loadYaml, noExt: loadYaml },
   });
   const explicit = options.path ?? (env.ERT_CONFIG === '' ? undefined : env.ERT_CONFIG);
@@ -438,6 +440,9 @@ export async function loadConfig(options: LoadConfigOptions = {}): Promise<ErtCo
     if (err instanceof ConfigError) throw err;
     const at = file ?? (err as { filepath?: string }).filepath ?? cwd;
     throw new ConfigError(CoreErrorCodes.CONFIG_PARSE, `Config file ${at} cannot be parsed: ${messageOf(err).split('\n')[0]}`, { file: at }, { cause: err });
+  }
+  if (result === null && file !== undefined) {
+    throw new ConfigError(CoreErrorCodes.CONFIG_NOT_FOUND, `Config file ${file} holds no ert config (no "ert" key)`, { path: file });
   }
   if (result === null) {
     throw new ConfigError(

@@ -1,1 +1,169 @@
-export {};
+/**
+ * memory, compute side: MEMORY_MB from /proc/meminfo, and per-NUMA memory and huge page
+ * pools, which claims asking for `hw:mem_page_size` take pages from.
+ */
+import { amountProblem, definePlugin, normalizeInventory, type ClaimedInstance, type Discovery, type Inventory, type JsonValue } from '@ert/plugin-api';
+import { HUGEPAGES_DIR, HostFs, describeFailure, readHugePagePools, readMemInfo, readNumaNodes, type HugePagePool } from '@ert/sysfs';
+import { MemoryError, MemoryErrorCodes } from './errors.js';
+import {
+  PLUGIN_NAME,
+  availablePages,
+  choosePages,
+  extraSpecs,
+  guestMemoryMb,
+  optionsSchema,
+  pageSizeOf,
+  requestedAmount,
+  statsSchema,
+  type MemoryOptions,
+  type MemoryStatsV1,
+  type PageChoice,
+  type PageNode,
+  type PagePoolStats,
+} from './shared.js';
+
+interface Hardware {
+  inventory: Inventory;
+  totalMb: number;
+  freeMb: number;
+  defaultHugePageSizeKb: number | null;
+  systemPools: HugePagePool[];
+  nodes: Array<{ id: number; totalMb: number; freeMb: number; pools: HugePagePool[] }>;
+}
+type View = { available: true; hardware: Hardware } | { available: false; reason: string };
+interface Held {
+  memoryMb: number;
+  pages: PageChoice | null;
+}
+
+const kbToMb = (kb: number) => Math.floor(kb / 1024);
+
+function isPageChoice(value: JsonValue | undefined): value is JsonValue & PageChoice {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
+  return ['node', 'sizeKb', 'pages'].every((key) => Number.isSafeInteger(value[key]));
+}
+
+export default definePlugin<MemoryOptions, MemoryStatsV1>({
+  name: PLUGIN_NAME,
+  optionsSchema,
+  stats: statsSchema,
+  extraSpecs,
+  resource(ctx) {
+    const fs = new HostFs(ctx.root);
+    let view: View = { available: false, reason: 'the host has not been discovered yet' };
+    const instances = new Map<string, Held>();
+
+    /** Pages held per node and size by the instances in the view, except `skip`. */
+    const claimedPages = (node: number, sizeKb: number, skip?: string) => {
+      let pages = 0;
+      for (const [uuid, held] of instances) if (uuid !== skip && held.pages?.node === node && held.pages.sizeKb === sizeKb) pages += held.pages.pages;
+      return pages;
+    };
+    const pageNodes = (hardware: Hardware, skip?: string): PageNode[] =>
+      hardware.nodes.map((n) => ({
+        id: n.id,
+        pools: n.pools.map((p) => ({ sizeKb: p.sizeKb, available: availablePages({ ...p, claimed: claimedPages(n.id, p.sizeKb, skip) }) })),
+      }));
+
+    async function readHardware(): Promise<View> {
+      const [meminfo, numa, systemPools] = await Promise.all([readMemInfo(fs), readNumaNodes(fs), readHugePagePools(fs, HUGEPAGES_DIR)]);
+      if (!meminfo.ok) return { available: false, reason: describeFailure(meminfo) };
+      if (!numa.ok) return { available: false, reason: describeFailure(numa) };
+      if (!systemPools.ok) return { available: false, reason: describeFailure(systemPools) };
+      const totalMb = kbToMb(meminfo.value.MemTotal!);
+      if (totalMb < 1) return { available: false, reason: `/proc/meminfo: MemTotal ${meminfo.value.MemTotal} kB is less than 1 MB` };
+      if (ctx.options.reservedMb > totalMb) {
+        return { available: false, reason: `option reservedMb ${ctx.options.reservedMb} exceeds the host's ${totalMb} MB (/proc/meminfo MemTotal)` };
+      }
+      const freeMb = kbToMb(meminfo.value.MemFree ?? 0);
+      // A kernel without NUMA has one implicit node holding everything.
+      const nodes =
+        numa.value.length > 0
+          ? numa.value.map((n) => ({ id: n.id, totalMb: kbToMb(n.memTotalKb), freeMb: kbToMb(n.memFreeKb), pools: n.hugePages }))
+          : [{ id: 0, totalMb, freeMb, pools: systemPools.value }];
+      return {
+        available: true,
+        hardware: {
+          inventory: normalizeInventory({ total: totalMb, reserved: ctx.options.reservedMb, allocationRatio: ctx.options.allocationRatio }),
+          totalMb,
+          freeMb,
+          defaultHugePageSizeKb: meminfo.value.Hugepagesize ?? null,
+          systemPools: systemPools.value,
+          nodes,
+        },
+      };
+    }
+
+    return {
+      async discover(): Promise<Discovery> {
+        view = await readHardware();
+        if (!view.available) {
+          ctx.logger.warn({ reason: view.reason }, 'memory unavailable');
+          return { available: false, reason: view.reason };
+        }
+        return { available: true, host: { inventories: { MEMORY_MB: { ...view.hardware.inventory } } } };
+      },
+
+      reset() {
+        instances.clear();
+      },
+
+      test(request) {
+        const memoryMb = requestedAmount(request.spec, 'MEMORY_MB');
+        const pageSize = pageSizeOf(request.spec);
+        if (memoryMb === 0 && pageSize === undefined) return undefined;
+        if (!view.available) return `memory is unavailable on this host: ${view.reason}`;
+        const skip = request.kind === 'resize' ? request.instance.uuid : undefined;
+        if (memoryMb > 0) {
+          let used = 0;
+          for (const [uuid, held] of instances) if (uuid !== skip) used += held.memoryMb;
+          const problem = amountProblem(view.hardware.inventory, used, memoryMb);
+          if (problem) return `MEMORY_MB: ${problem}`;
+        }
+        const choice = choosePages(pageNodes(view.hardware, skip), pageSize, guestMemoryMb(request.spec));
+        if (typeof choice === 'string') return `hw:mem_page_size: ${choice}`;
+        return choice === null ? undefined : { assignment: { ...choice } };
+      },
+
+      addInstance(instance: ClaimedInstance) {
+        const allocated = instance.allocations.filter((a) => a.resourceClass === 'MEMORY_MB').reduce((sum, a) => sum + a.amount, 0);
+        const memoryMb = instance.allocations.length > 0 ? allocated : requestedAmount(instance.spec, 'MEMORY_MB');
+        let pages: PageChoice | null = null;
+        if (isPageChoice(instance.assignment)) {
+          pages = { node: instance.assignment.node, sizeKb: instance.assignment.sizeKb, pages: instance.assignment.pages };
+        } else if (view.available) {
+          // No recorded assignment (e.g. an instance from before the plugin was enabled): place it as a claim would.
+          const choice = choosePages(pageNodes(view.hardware, instance.uuid), pageSizeOf(instance.spec), guestMemoryMb(instance.spec));
+          if (typeof choice === 'string') ctx.logger.warn({ instance: instance.uuid, reason: choice }, 'instance huge pages not counted');
+          else pages = choice;
+        }
+        instances.set(instance.uuid, { memoryMb, pages });
+      },
+
+      removeInstance(uuid) {
+        instances.delete(uuid);
+      },
+
+      stats(): MemoryStatsV1 {
+        if (!view.available) {
+          throw new MemoryError(MemoryErrorCodes.unavailable, `plugin ${ctx.name} has no stats: ${view.reason}`, { plugin: ctx.name, reason: view.reason });
+        }
+        const hw = view.hardware;
+        const poolStats = (node: number | undefined, pool: HugePagePool): PagePoolStats => ({
+          sizeKb: pool.sizeKb,
+          total: pool.total,
+          free: pool.free,
+          surplus: pool.surplus,
+          claimed: node === undefined ? hw.nodes.reduce((sum, n) => sum + claimedPages(n.id, pool.sizeKb), 0) : claimedPages(node, pool.sizeKb),
+        });
+        return {
+          totalMb: hw.totalMb,
+          freeMb: hw.freeMb,
+          defaultHugePageSizeKb: hw.defaultHugePageSizeKb,
+          hugePages: hw.systemPools.map((p) => poolStats(undefined, p)),
+          numaNodes: hw.nodes.map((n) => ({ id: n.id, totalMb: n.totalMb, freeMb: n.freeMb, hugePages: n.pools.map((p) => poolStats(n.id, p)) })),
+        };
+      },
+    };
+  },
+});

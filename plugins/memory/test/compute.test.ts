@@ -1,0 +1,177 @@
+import { rm, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import type { ClaimGrant, ClaimedInstance, ResourceHooks } from '@ert/plugin-api';
+import memory from '../src/compute.js';
+import { MemoryErrorCodes } from '../src/errors.js';
+import type { MemoryOptions, MemoryStatsV1 } from '../src/shared.js';
+import { instanceOf, profileCopy, profileRoot, resourceContext, specOf, type Profile } from '../../vcpu/test/support.js';
+
+async function hooksFor(root: string, options: Partial<MemoryOptions> = {}): Promise<ResourceHooks<MemoryStatsV1>> {
+  return memory.resource!(resourceContext(memory, root, options));
+}
+
+const noHugePages = [
+  { sizeKb: 2048, total: 0, free: 0, surplus: 0, claimed: 0 },
+  { sizeKb: 1048576, total: 0, free: 0, surplus: 0, claimed: 0 },
+];
+
+// MB = floor(kB / 1024): 384 GiB = 393216 MB, MemTotal 16003328 kB = 15628 MB. MemFree per
+// node = 90% of what huge pages leave (see the profile generator).
+const expected: Record<Profile, MemoryStatsV1> = {
+  'xeon-2s-cat': {
+    totalMb: 393216, freeMb: 353894, defaultHugePageSizeKb: 2048, hugePages: noHugePages,
+    numaNodes: [0, 1].map((id) => ({ id, totalMb: 196608, freeMb: 176947, hugePages: noHugePages })),
+  },
+  'epyc-1s': {
+    totalMb: 262144, freeMb: 235929, defaultHugePageSizeKb: 2048, hugePages: noHugePages,
+    numaNodes: [{ id: 0, totalMb: 262144, freeMb: 235929, hugePages: noHugePages }],
+  },
+  'cloud-vm': {
+    totalMb: 15628, freeMb: 14065, defaultHugePageSizeKb: 2048, hugePages: noHugePages,
+    numaNodes: [{ id: 0, totalMb: 15628, freeMb: 14065, hugePages: noHugePages }],
+  },
+  'xeon-4s-numa': {
+    totalMb: 786432, freeMb: 530841, defaultHugePageSizeKb: 2048,
+    hugePages: [
+      { sizeKb: 2048, total: 32768, free: 24576, surplus: 0, claimed: 0 },
+      { sizeKb: 1048576, total: 128, free: 128, surplus: 0, claimed: 0 },
+    ],
+    numaNodes: [0, 1, 2, 3].map((id) => ({
+      id, totalMb: 196608, freeMb: 132710,
+      hugePages: [
+        { sizeKb: 2048, total: 8192, free: 6144, surplus: 0, claimed: 0 },
+        { sizeKb: 1048576, total: 32, free: 32, surplus: 0, claimed: 0 },
+      ],
+    })),
+  },
+};
+
+describe('memory discovery on the host profiles', () => {
+  it.each(Object.keys(expected) as Profile[])('%s', async (profile) => {
+    const hooks = await hooksFor(profileRoot(profile));
+    const total = expected[profile].totalMb;
+    expect(await hooks.discover()).toEqual({
+      available: true,
+      host: { inventories: { MEMORY_MB: { total, reserved: 512, minUnit: 1, maxUnit: total, stepSize: 1, allocationRatio: 1 } } },
+    });
+    expect(await hooks.stats!()).toEqual(expected[profile]);
+  });
+
+  it('applies reservedMb and allocationRatio', async () => {
+    const discovery = await (await hooksFor(profileRoot('cloud-vm'), { reservedMb: 1024, allocationRatio: 1.5 })).discover();
+    expect(discovery.host?.inventories?.MEMORY_MB).toMatchObject({ total: 15628, reserved: 1024, allocationRatio: 1.5 });
+  });
+
+  it('is unavailable when reservedMb exceeds the memory', async () => {
+    const hooks = await hooksFor(profileRoot('cloud-vm'), { reservedMb: 20000 });
+    expect(await hooks.discover()).toEqual({ available: false, reason: "option reservedMb 20000 exceeds the host's 15628 MB (/proc/meminfo MemTotal)" });
+    await expect(async () => hooks.stats!()).rejects.toMatchObject({ code: MemoryErrorCodes.unavailable });
+  });
+
+  it('is unavailable with a garbled meminfo or a missing node directory, naming the file', async () => {
+    const copy = await profileCopy('xeon-4s-numa');
+    try {
+      await writeFile(path.join(copy.root, 'proc/meminfo'), 'MemTotal: plenty\n');
+      expect(await (await hooksFor(copy.root)).discover()).toEqual({
+        available: false,
+        reason: '/proc/meminfo: line "MemTotal: plenty" is not "Key: number [kB]"',
+      });
+      await rm(path.join(copy.root, 'proc'), { recursive: true });
+      expect(await (await hooksFor(copy.root)).discover()).toEqual({ available: false, reason: '/proc/meminfo: missing or unreadable' });
+    } finally {
+      await copy.cleanup();
+    }
+    const other = await profileCopy('xeon-4s-numa');
+    try {
+      await rm(path.join(other.root, 'sys/devices/system/node/node2/hugepages/hugepages-1048576kB/free_hugepages'));
+      const discovery = await (await hooksFor(other.root)).discover();
+      expect(discovery).toEqual({
+        available: false,
+        reason: '/sys/devices/system/node/node2/hugepages/hugepages-1048576kB/free_hugepages: missing, unreadable or not an integer',
+      });
+      expect(discovery.host).toBeUndefined();
+    } finally {
+      await other.cleanup();
+    }
+  });
+});
+
+describe('memory claims', () => {
+  const request = (uuid: string, memoryMb: number, pageSize?: string, kind: 'claim' | 'resize' = 'claim') => {
+    const spec = specOf({ MEMORY_MB: memoryMb }, { pluginSpecs: pageSize ? { 'hw:mem_page_size': pageSize } : {} });
+    return { instance: instanceOf(uuid, spec), spec, kind };
+  };
+  const claimedFrom = (req: ReturnType<typeof request>, grant: unknown): ClaimedInstance => ({
+    uuid: req.instance.uuid,
+    request: req.instance,
+    spec: req.spec,
+    allocations: [{ providerName: 'compute-1', resourceClass: 'MEMORY_MB', amount: req.spec.groups[0]!.resources.MEMORY_MB! }],
+    ...(grant && typeof grant === 'object' ? { assignment: (grant as ClaimGrant).assignment } : {}),
+  });
+
+  it('tests MEMORY_MB against capacity (cloud-vm: 15628 - 512 reserved)', async () => {
+    const hooks = await hooksFor(profileRoot('cloud-vm'));
+    expect(await hooks.test!(request('a', 1))).toBe('memory is unavailable on this host: the host has not been discovered yet');
+    await hooks.discover();
+    expect(await hooks.test!(request('a', 15116))).toBeUndefined();
+    expect(await hooks.test!(request('a', 15117))).toBe('MEMORY_MB: needs 15117, 15116 free of capacity 15116');
+    const first = request('a', 8192);
+    await hooks.addInstance!(claimedFrom(first, await hooks.test!(first)));
+    expect(await hooks.test!(request('b', 8192))).toBe('MEMORY_MB: needs 8192, 6924 free of capacity 15116');
+    expect(await hooks.test!(request('a', 15116, undefined, 'resize'))).toBeUndefined();
+    await hooks.removeInstance!('a');
+    expect(await hooks.test!(request('b', 8192))).toBeUndefined();
+  });
+
+  it('refuses huge pages the host lacks and accepts small or any', async () => {
+    const hooks = await hooksFor(profileRoot('xeon-2s-cat'));
+    await hooks.discover();
+    expect(await hooks.test!(request('a', 2048, 'large'))).toBe(
+      'hw:mem_page_size: no NUMA node has 2048 MB free in huge pages of one size (1GB: 0 free on the best node, 2MB: 0 free on the best node)',
+    );
+    expect(await hooks.test!(request('a', 2048, '2MB'))).toBe('hw:mem_page_size: no NUMA node has 1024 free 2MB huge pages (best node: 0)');
+    expect(await hooks.test!(request('a', 2048, '16GB'))).toBe('hw:mem_page_size: the host has no 16GB huge pages');
+    expect(await hooks.test!(request('a', 2048, 'small'))).toBeUndefined();
+    expect(await hooks.test!(request('a', 2048, '4KB'))).toBeUndefined();
+    expect(await hooks.test!(request('a', 2048, 'any'))).toBeUndefined();
+  });
+
+  it('takes huge pages node by node and counts them in the stats (xeon-4s-numa)', async () => {
+    const hooks = await hooksFor(profileRoot('xeon-4s-numa'));
+    await hooks.discover();
+    // large prefers 1 GB pages when they divide the memory.
+    expect(await hooks.test!(request('a', 4096, 'large'))).toEqual({ assignment: { node: 0, sizeKb: 1048576, pages: 4 } });
+    // 3074 MB is not a multiple of 1 GB: 2 MB pages.
+    expect(await hooks.test!(request('a', 3074, 'large'))).toEqual({ assignment: { node: 0, sizeKb: 2048, pages: 1537 } });
+    expect(await hooks.test!(request('a', 1536, '1GB'))).toBe('hw:mem_page_size: flavor memory 1536 MB is not a multiple of the 1GB page size');
+    // 2 MB: 6144 free per node, although 8192 exist.
+    expect(await hooks.test!(request('a', 12288, '2MB'))).toEqual({ assignment: { node: 0, sizeKb: 2048, pages: 6144 } });
+    expect(await hooks.test!(request('a', 12290, '2048'))).toBe('hw:mem_page_size: no NUMA node has 6145 free 2MB huge pages (best node: 6144)');
+
+    for (const [i, node] of [0, 1, 2, 3].entries()) {
+      const req = request(`big-${i}`, 32768, '1GB');
+      const grant = await hooks.test!(req);
+      expect(grant).toEqual({ assignment: { node, sizeKb: 1048576, pages: 32 } });
+      await hooks.addInstance!(claimedFrom(req, grant));
+    }
+    expect(await hooks.test!(request('e', 1024, '1GB'))).toBe('hw:mem_page_size: no NUMA node has 1 free 1GB huge pages (best node: 0)');
+    // A resize of an instance gets its own pages back first.
+    expect(await hooks.test!(request('big-2', 32768, '1GB', 'resize'))).toEqual({ assignment: { node: 2, sizeKb: 1048576, pages: 32 } });
+    const stats = await hooks.stats!();
+    expect(stats.numaNodes[3]!.hugePages[1]).toEqual({ sizeKb: 1048576, total: 32, free: 32, surplus: 0, claimed: 32 });
+    expect(stats.hugePages[1]).toEqual({ sizeKb: 1048576, total: 128, free: 128, surplus: 0, claimed: 128 });
+
+    await hooks.removeInstance!('big-1');
+    expect(await hooks.test!(request('e', 1024, '1GB'))).toEqual({ assignment: { node: 1, sizeKb: 1048576, pages: 1 } });
+    await hooks.reset!();
+    expect((await hooks.stats!()).hugePages[1]!.claimed).toBe(0);
+  });
+
+  it('places an instance re-added without an assignment as a claim would', async () => {
+    const hooks = await hooksFor(profileRoot('xeon-4s-numa'));
+    await hooks.discover();
+    await hooks.addInstance!(claimedFrom(request('a', 2048, '1GB'), undefined));
+    expect((await hooks.stats!()).numaNodes[0]!.hugePages[1]!.claimed).toBe(2);
+  });
+});

@@ -200,11 +200,11 @@ class Search {
   /**
    * Required traits of the unnumbered group must be on the providers it uses, together;
    * forbidden ones on none (already pruned per provider for its demands, checked here
-   * for preallocations). With nothing to place, the root stands in.
+   * for preallocations). With nothing to place, the root stands in (for member_of too).
    */
   unnumberedTraitsOk(): boolean {
     const group = this.request.unnumbered;
-    if (group.requiredTraits.length === 0 && group.forbiddenTraits.length === 0 && this.preProviders.length === 0) return true;
+    if (group.requiredTraits.length === 0 && group.forbiddenTraits.length === 0 && group.memberOf.length === 0 && this.preProviders.length === 0) return true;
     return this.unnumberedTraitProblem() === undefined;
   }
 
@@ -217,6 +217,12 @@ class Search {
     if (missing.length > 0) return `required trait(s) ${missing.join(', ')} not on ${names}`;
     const forbidden = group.forbiddenTraits.filter((t) => providers.some((p) => p.traits.has(t)));
     if (forbidden.length > 0) return `forbidden trait(s) ${forbidden.join(', ')} on ${names}`;
+    // Providers placing resources passed member_of in `eligible`; a root standing in is checked here.
+    if (used.length === 0 && this.root !== undefined) {
+      const root = this.root;
+      const outside = group.memberOf.find((any) => !any.some((agg) => root.aggregates.has(agg)));
+      if (outside !== undefined) return `${root.name} is not in member_of in:${outside.join(',')}`;
+    }
     return undefined;
   }
 

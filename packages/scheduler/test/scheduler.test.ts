@@ -128,7 +128,8 @@ describe.each(BACKENDS)('scheduler on %s', (client) => {
     const s = await scheduler(
       options,
       store,
-      { consumers: [level], filters: ['status', 'resources', level, flaky], weighers: [{ name: 'level', plugin: level, multiplier: 1 }] },
+      // No refresh during the test: a reload re-reads consumer data from the stored stats.
+      { consumers: [level], filters: ['status', 'resources', level, flaky], weighers: [{ name: 'level', plugin: level, multiplier: 1 }], refreshInterval: '1h' },
       { plugins: { level: { maxPerHost: 2 } } },
     );
     const explanation = await s.explain({ flavor: small, instances: instances(1) });

@@ -6,7 +6,9 @@ const conditions = ['ert-source', 'node', 'import', 'default'];
 
 export default defineConfig({
   resolve: { conditions },
-  ssr: { resolve: { conditions, externalConditions: ['ert-source'] } },
+  // Without 'import' here: vitest passes these as `node --conditions`, which would also apply
+  // to require() and make CommonJS packages (pg -> pg-pool) load ESM builds they cannot extend.
+  ssr: { resolve: { conditions: conditions.filter((c) => c !== 'import'), externalConditions: ['ert-source'] } },
   test: {
     include: ['packages/*/test/**/*.test.ts', 'plugins/*/test/**/*.test.ts', 'test/**/*.test.ts'],
     exclude: ['**/node_modules/**', '**/dist/**', 'test/fixtures/**'],

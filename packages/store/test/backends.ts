@@ -1,0 +1,57 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import knexFactory from 'knex';
+import { normalizeInventory, type Inventory } from '@ert/plugin-api';
+import { createStore, type Store, type StoreOptions } from '@ert/store';
+
+/** The backends the store suites run against: SQLite always, PostgreSQL when ERT_TEST_PG_URL is set. */
+export const backends: Array<'sqlite3' | 'pg'> = process.env.ERT_TEST_PG_URL ? ['sqlite3', 'pg'] : ['sqlite3'];
+
+/**
+ * Fresh, isolated store options: a SQLite file in a new temp directory, or a new
+ * PostgreSQL schema. `cleanup` removes the file or drops the schema.
+ */
+export function isolatedOptions(client: 'sqlite3' | 'pg', label: string): { options: StoreOptions; cleanup(): Promise<void> } {
+  const unique = `${label}_${process.pid}_${Math.random().toString(36).slice(2, 8)}`.replace(/[^a-z0-9_]/gi, '_').toLowerCase();
+  if (client === 'sqlite3') {
+    const dir = mkdtempSync(path.join(tmpdir(), 'ert-store-'));
+    return {
+      options: { client, connection: path.join(dir, 'ert.db') },
+      async cleanup() {
+        rmSync(dir, { recursive: true, force: true });
+      },
+    };
+  }
+  const url = process.env.ERT_TEST_PG_URL!;
+  return {
+    options: { client, connection: url, schema: `t_${unique}` },
+    async cleanup() {
+      const admin = knexFactory({ client: 'pg', connection: url, pool: { min: 0, max: 1 } });
+      try {
+        await admin.raw('DROP SCHEMA IF EXISTS ?? CASCADE', [`t_${unique}`]);
+      } finally {
+        await admin.destroy();
+      }
+    },
+  };
+}
+
+/** Opens and migrates an isolated store. */
+export async function openStore(client: 'sqlite3' | 'pg', label: string): Promise<{ store: Store; options: StoreOptions; cleanup(): Promise<void> }> {
+  const { options, cleanup } = isolatedOptions(client, label);
+  const store = await createStore(options);
+  await store.migrate();
+  return {
+    store,
+    options,
+    async cleanup() {
+      await store.close();
+      await cleanup();
+    },
+  };
+}
+
+export function inv(total: number, extra: Partial<Inventory> = {}): Inventory {
+  return normalizeInventory({ total, ...extra });
+}

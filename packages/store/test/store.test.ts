@@ -1,0 +1,496 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { STANDARD_RESOURCE_CLASSES, TRAIT_SHARING_PROVIDER, type Flavor } from '@ert/plugin-api';
+import { createStore, isStoreConflict, StoreError, type HostImport, type InstanceRecord, type Store } from '@ert/store';
+import { backends, inv, openStore } from './backends.js';
+
+const flavor: Flavor = { name: 'small', vcpus: 2, memoryMb: 2048, diskGb: 20, extraSpecs: { 'trait:HW_CPU_X86_AVX2': 'required' } };
+
+/** The error a promise rejects with (fails the test when it resolves). */
+async function failure(promise: Promise<unknown>): Promise<StoreError> {
+  try {
+    await promise;
+  } catch (err) {
+    return err as StoreError;
+  }
+  throw new Error('expected a rejection');
+}
+
+function instance(uuid: string, host: string, extra: Partial<InstanceRecord> = {}): InstanceRecord {
+  return { uuid, host, projectId: 'proj', userId: 'user', flavor, state: 'active', assignments: { llc: { ways: [0, 1] } }, ...extra };
+}
+
+describe('createStore', () => {
+  it('refuses an unknown client and an empty connection', async () => {
+    expect((await failure(createStore({ client: 'mysql' as 'pg', connection: 'x' }))).code).toBe('ERT_STORE_INVALID');
+    expect((await failure(createStore({ client: 'sqlite3', connection: '' }))).code).toBe('ERT_STORE_INVALID');
+    expect((await failure(createStore({ client: 'pg', connection: 'postgres://x', schema: 'bad; drop' }))).message).toMatch(/store.schema/);
+  });
+});
+
+describe.each(backends)('store semantics on %s', (client) => {
+  let store: Store;
+  let cleanup: () => Promise<void>;
+  let seq = 0;
+  /** A fresh root provider with a host row (names unique per test). */
+  async function host(inventories: Record<string, ReturnType<typeof inv>> = { VCPU: inv(8), MEMORY_MB: inv(4096) }) {
+    const n = ++seq;
+    const root = await store.createProvider({ uuid: `root-${n}`, name: `host-${n}` });
+    await store.setInventories(root.uuid, root.generation, inventories);
+    await store.upsertHost({ name: `host-${n}`, rootProviderUuid: root.uuid });
+    return { name: `host-${n}`, uuid: root.uuid };
+  }
+  const consumer = (uuid: string, generation?: number | null) => ({ uuid, projectId: 'proj', userId: 'user', generation });
+
+  beforeAll(async () => {
+    ({ store, cleanup } = await openStore(client, 'semantics'));
+  });
+  afterAll(async () => {
+    await cleanup();
+  });
+
+  describe('migrations and resource classes', () => {
+    it('migrates idempotently and seeds the standard classes', async () => {
+      await store.migrate();
+      const classes = await store.listResourceClasses();
+      for (const rc of STANDARD_RESOURCE_CLASSES) expect(classes).toContain(rc);
+    });
+
+    it('creates custom classes once and refuses malformed names', async () => {
+      await store.ensureResourceClasses(['CUSTOM_CU', 'CUSTOM_CU', 'VCPU']);
+      await store.ensureResourceClasses(['CUSTOM_CU']);
+      expect((await store.listResourceClasses()).filter((c) => c === 'CUSTOM_CU')).toHaveLength(1);
+      const err = await failure(store.ensureResourceClasses(['custom_lower']));
+      expect(err.code).toBe('ERT_STORE_INVALID');
+      expect(err.message).toContain('custom_lower');
+      expect(await store.listResourceClasses()).not.toContain('custom_lower');
+    });
+  });
+
+  describe('providers', () => {
+    it('creates trees with root and parent, and finds them by uuid and name', async () => {
+      const root = await store.createProvider({ uuid: 'tree-root', name: 'tree' });
+      expect(root).toEqual({ uuid: 'tree-root', name: 'tree', rootUuid: 'tree-root', generation: 0 });
+      const numa = await store.createProvider({ uuid: 'tree-numa0', name: 'tree-numa0', parentUuid: 'tree-root' });
+      const cache = await store.createProvider({ uuid: 'tree-l3', name: 'tree-l3', parentUuid: 'tree-numa0' });
+      expect(numa).toMatchObject({ parentUuid: 'tree-root', rootUuid: 'tree-root' });
+      expect(cache).toMatchObject({ parentUuid: 'tree-numa0', rootUuid: 'tree-root' });
+      expect(await store.getProvider('tree-l3')).toEqual(cache);
+      expect(await store.getProviderByName('tree-numa0')).toEqual(numa);
+      expect(await store.getProvider('nope')).toBeUndefined();
+      expect((await store.listProviders({ rootUuid: 'tree-root' })).map((p) => p.uuid)).toEqual(['tree-root', 'tree-numa0', 'tree-l3']);
+      expect((await store.listProviders()).map((p) => p.uuid)).toEqual(expect.arrayContaining(['tree-root', 'tree-numa0', 'tree-l3']));
+    });
+
+    it('refuses duplicate uuids and names (conflict) and unknown parents (not found)', async () => {
+      await store.createProvider({ uuid: 'dup-1', name: 'dup-name' });
+      const byUuid = await failure(store.createProvider({ uuid: 'dup-1', name: 'other-name' }));
+      expect(byUuid.code).toBe('ERT_STORE_CONFLICT');
+      expect(byUuid.message).toContain('dup-1');
+      expect((await failure(store.createProvider({ uuid: 'dup-2', name: 'dup-name' }))).code).toBe('ERT_STORE_CONFLICT');
+      const orphan = await failure(store.createProvider({ uuid: 'orphan', name: 'orphan', parentUuid: 'missing-parent' }));
+      expect(orphan.code).toBe('ERT_STORE_NOT_FOUND');
+      expect(orphan.message).toContain('missing-parent');
+      expect(await store.getProvider('orphan')).toBeUndefined();
+    });
+
+    it('deletes providers only when nothing uses them', async () => {
+      const h = await host();
+      await store.createProvider({ uuid: `${h.uuid}-child`, name: `${h.name}-child`, parentUuid: h.uuid });
+      expect((await failure(store.deleteProvider(h.uuid))).code).toBe('ERT_STORE_PROVIDER_IN_USE');
+      await store.deleteProvider(`${h.uuid}-child`);
+      expect(await store.getProvider(`${h.uuid}-child`)).toBeUndefined();
+      const hostErr = await failure(store.deleteProvider(h.uuid));
+      expect(hostErr.code).toBe('ERT_STORE_PROVIDER_IN_USE');
+      expect(hostErr.message).toContain(h.name);
+
+      const lone = await store.createProvider({ uuid: 'lone', name: 'lone' });
+      await store.setInventories(lone.uuid, undefined, { VCPU: inv(4) });
+      await store.writeAllocations([{ consumer: consumer('lone-c', null), allocations: [{ providerUuid: 'lone', resourceClass: 'VCPU', amount: 1 }] }]);
+      expect((await failure(store.deleteProvider('lone'))).message).toMatch(/allocations/);
+      await store.deleteAllocations('lone-c');
+      await store.deleteProvider('lone');
+      expect(await store.getProvider('lone')).toBeUndefined();
+      expect((await failure(store.deleteProvider('lone'))).code).toBe('ERT_STORE_NOT_FOUND');
+    });
+  });
+
+  describe('inventories', () => {
+    it('replaces inventories, bumping the generation, and checks the generation passed', async () => {
+      const p = await store.createProvider({ uuid: 'inv-1', name: 'inv-1' });
+      const after = await store.setInventories('inv-1', p.generation, { VCPU: inv(16, { allocationRatio: 4 }), CUSTOM_LLC_WAYS: inv(11) });
+      expect(after.generation).toBe(p.generation + 1);
+      expect(await store.getInventories('inv-1')).toEqual({ generation: after.generation, inventories: { VCPU: inv(16, { allocationRatio: 4 }), CUSTOM_LLC_WAYS: inv(11) } });
+      const stale = await failure(store.setInventories('inv-1', p.generation, { VCPU: inv(1) }));
+      expect(stale.code).toBe('ERT_STORE_PROVIDER_GENERATION_CONFLICT');
+      expect(isStoreConflict(stale)).toBe(true);
+      expect((await store.getInventories('inv-1')).inventories.VCPU).toEqual(inv(16, { allocationRatio: 4 }));
+      const unchecked = await store.setInventories('inv-1', undefined, { VCPU: inv(2) });
+      expect(unchecked.generation).toBe(after.generation + 1);
+      expect((await store.getInventories('inv-1')).inventories).toEqual({ VCPU: inv(2) });
+    });
+
+    it('validates every inventory and class, writing nothing on error', async () => {
+      await store.createProvider({ uuid: 'inv-2', name: 'inv-2' });
+      const bad = await failure(store.setInventories('inv-2', undefined, { VCPU: inv(4), MEMORY_MB: { ...inv(4), reserved: 5 } }));
+      expect(bad.code).toBe('ERT_STORE_INVALID');
+      expect(bad.message).toMatch(/MEMORY_MB.*reserved/);
+      expect((await failure(store.setInventories('inv-2', undefined, { NOT_A_CLASS: inv(1) }))).message).toContain('NOT_A_CLASS');
+      expect(await store.getInventories('inv-2')).toEqual({ generation: 0, inventories: {} });
+      expect((await failure(store.setInventories('missing', undefined, { VCPU: inv(1) }))).code).toBe('ERT_STORE_NOT_FOUND');
+    });
+
+    it('refuses removing or shrinking an inventory below its usage (Placement)', async () => {
+      const h = await host({ VCPU: inv(8), MEMORY_MB: inv(1024) });
+      await store.writeAllocations([
+        { consumer: consumer('inuse-c', null), allocations: [{ providerUuid: h.uuid, resourceClass: 'VCPU', amount: 6 }, { providerUuid: h.uuid, resourceClass: 'MEMORY_MB', amount: 512 }] },
+      ]);
+      const before = await store.getInventories(h.uuid);
+      const removed = await failure(store.setInventories(h.uuid, before.generation, { VCPU: inv(8) }));
+      expect(removed.code).toBe('ERT_STORE_INVENTORY_IN_USE');
+      expect(removed.details).toMatchObject({ provider: h.uuid, providerName: h.name, resourceClass: 'MEMORY_MB', used: 512 });
+      const shrunk = await failure(store.setInventories(h.uuid, before.generation, { VCPU: inv(5), MEMORY_MB: inv(1024) }));
+      expect(shrunk.code).toBe('ERT_STORE_INVENTORY_IN_USE');
+      expect(shrunk.message).toMatch(/VCPU/);
+      expect(await store.getInventories(h.uuid)).toEqual(before);
+      // Shrinking to exactly the usage is allowed; so is a higher ratio.
+      await store.setInventories(h.uuid, before.generation, { VCPU: inv(3, { allocationRatio: 2 }), MEMORY_MB: inv(512) });
+      expect(await store.getUsages(h.uuid)).toEqual({ VCPU: 6, MEMORY_MB: 512 });
+    });
+  });
+
+  describe('traits and aggregates', () => {
+    it('replaces traits and aggregates with generation checks', async () => {
+      const p = await store.createProvider({ uuid: 'tr-1', name: 'tr-1' });
+      const t = await store.setTraits('tr-1', p.generation, ['HW_CPU_X86_AVX2', 'CUSTOM_RDT_CAT']);
+      expect(t.generation).toBe(1);
+      expect(await store.getTraits('tr-1')).toEqual(['CUSTOM_RDT_CAT', 'HW_CPU_X86_AVX2']);
+      expect((await failure(store.setTraits('tr-1', 0, []))).code).toBe('ERT_STORE_PROVIDER_GENERATION_CONFLICT');
+      const badTrait = await failure(store.setTraits('tr-1', undefined, ['lower-case']));
+      expect(badTrait.code).toBe('ERT_STORE_INVALID');
+      expect(badTrait.message).toContain('lower-case');
+      await store.setTraits('tr-1', undefined, ['CUSTOM_PSTATE_CONTROL']);
+      expect(await store.getTraits('tr-1')).toEqual(['CUSTOM_PSTATE_CONTROL']);
+
+      const a = await store.setAggregates('tr-1', undefined, ['agg-b', 'agg-a']);
+      expect(await store.getAggregates('tr-1')).toEqual(['agg-a', 'agg-b']);
+      expect((await failure(store.setAggregates('tr-1', a.generation - 1, []))).code).toBe('ERT_STORE_PROVIDER_GENERATION_CONFLICT');
+      await store.setAggregates('tr-1', a.generation, []);
+      expect(await store.getAggregates('tr-1')).toEqual([]);
+      expect((await failure(store.getTraits('missing'))).code).toBe('ERT_STORE_NOT_FOUND');
+    });
+  });
+
+  describe('allocations', () => {
+    it('claims, reports usage and bumps provider, consumer and host generations', async () => {
+      const h = await host();
+      const p0 = (await store.getProvider(h.uuid))!.generation;
+      const g0 = (await store.getHost(h.name))!.generation;
+      expect(await store.getAllocations('claim-1')).toEqual({ generation: null, allocations: [] });
+      await store.writeAllocations([
+        { consumer: consumer('claim-1', null), allocations: [{ providerUuid: h.uuid, resourceClass: 'VCPU', amount: 2 }, { providerUuid: h.uuid, resourceClass: 'MEMORY_MB', amount: 1024 }] },
+      ]);
+      const read = await store.getAllocations('claim-1');
+      expect(read.generation).toBe(0);
+      expect(read.allocations).toEqual(
+        expect.arrayContaining([
+          { providerUuid: h.uuid, resourceClass: 'VCPU', amount: 2 },
+          { providerUuid: h.uuid, resourceClass: 'MEMORY_MB', amount: 1024 },
+        ]),
+      );
+      expect(read.allocations).toHaveLength(2);
+      expect(await store.getUsages(h.uuid)).toEqual({ VCPU: 2, MEMORY_MB: 1024 });
+      expect((await store.getProvider(h.uuid))!.generation).toBe(p0 + 1);
+      expect((await store.getHost(h.name))!.generation).toBeGreaterThan(g0);
+
+      // Replacing counts usage without the consumer's own allocations.
+      await store.writeAllocations([{ consumer: consumer('claim-1', 0), allocations: [{ providerUuid: h.uuid, resourceClass: 'VCPU', amount: 8 }] }]);
+      expect(await store.getAllocations('claim-1')).toEqual({ generation: 1, allocations: [{ providerUuid: h.uuid, resourceClass: 'VCPU', amount: 8 }] });
+      expect(await store.getUsages(h.uuid)).toEqual({ VCPU: 8 });
+    });
+
+    it('refuses what does not fit, naming provider, class, requested and free', async () => {
+      const h = await host({ VCPU: inv(4, { allocationRatio: 2, maxUnit: 8 }), DISK_GB: inv(100, { stepSize: 10, minUnit: 10 }) });
+      await store.writeAllocations([{ consumer: consumer('fit-1', null), allocations: [{ providerUuid: h.uuid, resourceClass: 'VCPU', amount: 5 }] }]);
+      const err = await failure(store.writeAllocations([{ consumer: consumer('fit-2', null), allocations: [{ providerUuid: h.uuid, resourceClass: 'VCPU', amount: 4 }] }]));
+      expect(err.code).toBe('ERT_STORE_CAPACITY_EXCEEDED');
+      expect(err.details).toMatchObject({ provider: h.uuid, providerName: h.name, resourceClass: 'VCPU', requested: 4, free: 3, used: 5 });
+      expect(err.message).toContain(h.name);
+      expect(isStoreConflict(err)).toBe(false);
+
+      const step = await failure(store.writeAllocations([{ consumer: consumer('fit-3', null), allocations: [{ providerUuid: h.uuid, resourceClass: 'DISK_GB', amount: 15 }] }]));
+      expect(step.code).toBe('ERT_STORE_INVALID');
+      expect(step.message).toMatch(/step_size 10/);
+      const none = await failure(store.writeAllocations([{ consumer: consumer('fit-4', null), allocations: [{ providerUuid: h.uuid, resourceClass: 'PCPU', amount: 1 }] }]));
+      expect(none.code).toBe('ERT_STORE_CAPACITY_EXCEEDED');
+      expect(none.details).toMatchObject({ resourceClass: 'PCPU', free: 0 });
+      const missing = await failure(store.writeAllocations([{ consumer: consumer('fit-5', null), allocations: [{ providerUuid: 'no-such', resourceClass: 'VCPU', amount: 1 }] }]));
+      expect(missing.code).toBe('ERT_STORE_NOT_FOUND');
+      const zero = await failure(store.writeAllocations([{ consumer: consumer('fit-6', null), allocations: [{ providerUuid: h.uuid, resourceClass: 'VCPU', amount: 0 }] }]));
+      expect(zero.code).toBe('ERT_STORE_INVALID');
+      const twice = await failure(
+        store.writeAllocations([
+          { consumer: consumer('fit-7', null), allocations: [{ providerUuid: h.uuid, resourceClass: 'VCPU', amount: 1 }, { providerUuid: h.uuid, resourceClass: 'VCPU', amount: 1 }] },
+        ]),
+      );
+      expect(twice.code).toBe('ERT_STORE_INVALID');
+      for (const c of ['fit-2', 'fit-3', 'fit-4', 'fit-5', 'fit-6', 'fit-7']) expect((await store.getAllocations(c)).generation).toBeNull();
+      expect(await store.getUsages(h.uuid)).toEqual({ VCPU: 5 });
+    });
+
+    it('checks consumer generations', async () => {
+      const h = await host();
+      const alloc = [{ providerUuid: h.uuid, resourceClass: 'VCPU', amount: 1 }];
+      const newWithGen = await failure(store.writeAllocations([{ consumer: consumer('cg-1', 3), allocations: alloc }]));
+      expect(newWithGen.code).toBe('ERT_STORE_CONSUMER_GENERATION_CONFLICT');
+      await store.writeAllocations([{ consumer: consumer('cg-1', null), allocations: alloc }]);
+      const existingAsNew = await failure(store.writeAllocations([{ consumer: consumer('cg-1', null), allocations: alloc }]));
+      expect(existingAsNew.code).toBe('ERT_STORE_CONSUMER_GENERATION_CONFLICT');
+      expect(existingAsNew.details).toMatchObject({ consumer: 'cg-1', expected: null, actual: 0 });
+      await store.writeAllocations([{ consumer: consumer('cg-1', 0), allocations: [{ providerUuid: h.uuid, resourceClass: 'VCPU', amount: 2 }] }]);
+      const stale = await failure(store.writeAllocations([{ consumer: consumer('cg-1', 0), allocations: alloc }]));
+      expect(stale.code).toBe('ERT_STORE_CONSUMER_GENERATION_CONFLICT');
+      expect(isStoreConflict(stale)).toBe(true);
+      // undefined skips the check (trusted callers).
+      await store.writeAllocations([{ consumer: consumer('cg-1'), allocations: alloc }]);
+      expect(await store.getAllocations('cg-1')).toEqual({ generation: 2, allocations: alloc });
+    });
+
+    it('is atomic over several consumers: one failure writes nothing', async () => {
+      const h = await host({ VCPU: inv(4) });
+      await store.writeAllocations([{ consumer: consumer('atom-0', null), allocations: [{ providerUuid: h.uuid, resourceClass: 'VCPU', amount: 1 }] }]);
+      const provider = await store.getProvider(h.uuid);
+      const hostGen = (await store.getHost(h.name))!.generation;
+      const err = await failure(
+        store.writeAllocations([
+          { consumer: consumer('atom-0', 0), allocations: [] },
+          { consumer: consumer('atom-1', null), allocations: [{ providerUuid: h.uuid, resourceClass: 'VCPU', amount: 2 }], instance: instance('atom-1', h.name) },
+          { consumer: consumer('atom-2', null), allocations: [{ providerUuid: h.uuid, resourceClass: 'VCPU', amount: 3 }] },
+        ]),
+      );
+      expect(err.code).toBe('ERT_STORE_CAPACITY_EXCEEDED');
+      expect(await store.getAllocations('atom-0')).toEqual({ generation: 0, allocations: [{ providerUuid: h.uuid, resourceClass: 'VCPU', amount: 1 }] });
+      expect((await store.getAllocations('atom-1')).generation).toBeNull();
+      expect(await store.getInstance('atom-1')).toBeUndefined();
+      expect(await store.getProvider(h.uuid)).toEqual(provider);
+      expect((await store.getHost(h.name))!.generation).toBe(hostGen);
+
+      // Later writes in one call see the earlier ones: releasing atom-0 makes room.
+      await store.writeAllocations([
+        { consumer: consumer('atom-0', 0), allocations: [] },
+        { consumer: consumer('atom-2', null), allocations: [{ providerUuid: h.uuid, resourceClass: 'VCPU', amount: 4 }] },
+      ]);
+      expect(await store.getUsages(h.uuid)).toEqual({ VCPU: 4 });
+      expect((await store.getAllocations('atom-0')).generation).toBeNull();
+    });
+
+    it('gives concurrent callers their own results when writes are combined', async () => {
+      const h = await host({ VCPU: inv(10) });
+      const results = await Promise.allSettled(
+        Array.from({ length: 15 }, (_, i) =>
+          store.writeAllocations([{ consumer: consumer(`comb-${i}`, null), allocations: [{ providerUuid: h.uuid, resourceClass: 'VCPU', amount: 1 }] }]),
+        ),
+      );
+      const ok = results.filter((r) => r.status === 'fulfilled').length;
+      expect(ok).toBe(10);
+      for (const r of results) if (r.status === 'rejected') expect((r.reason as StoreError).code).toBe('ERT_STORE_CAPACITY_EXCEEDED');
+      expect(await store.getUsages(h.uuid)).toEqual({ VCPU: 10 });
+      const held = await Promise.all(results.map((_, i) => store.getAllocations(`comb-${i}`)));
+      expect(held.filter((a) => a.allocations.length === 1)).toHaveLength(10);
+    });
+
+    it('records the instance in the same transaction and deletes consumers', async () => {
+      const h = await host();
+      await store.writeAllocations([
+        { consumer: consumer('inst-c', null), allocations: [{ providerUuid: h.uuid, resourceClass: 'VCPU', amount: 1 }], instance: instance('inst-c', h.name, { state: 'scheduled' }) },
+      ]);
+      expect(await store.getInstance('inst-c')).toMatchObject({ host: h.name, state: 'scheduled', flavor });
+      const noHost = await failure(
+        store.writeAllocations([
+          { consumer: consumer('inst-d', null), allocations: [{ providerUuid: h.uuid, resourceClass: 'VCPU', amount: 1 }], instance: instance('inst-d', 'no-host') },
+        ]),
+      );
+      expect(noHost.code).toBe('ERT_STORE_NOT_FOUND');
+      expect((await store.getAllocations('inst-d')).generation).toBeNull();
+
+      const gen = (await store.getProvider(h.uuid))!.generation;
+      await store.deleteAllocations('inst-c');
+      expect(await store.getAllocations('inst-c')).toEqual({ generation: null, allocations: [] });
+      expect(await store.getUsages(h.uuid)).toEqual({});
+      expect((await store.getProvider(h.uuid))!.generation).toBe(gen + 1);
+      await store.deleteAllocations('never-existed');
+      expect((await store.getProvider(h.uuid))!.generation).toBe(gen + 1);
+    });
+  });
+
+  describe('hosts, stats and instances', () => {
+    it('upserts hosts, sets status and marks stale hosts', async () => {
+      const root = await store.createProvider({ uuid: 'hs-root', name: 'hs-root' });
+      const child = await store.createProvider({ uuid: 'hs-child', name: 'hs-child', parentUuid: root.uuid });
+      expect((await failure(store.upsertHost({ name: 'hs', rootProviderUuid: child.uuid }))).code).toBe('ERT_STORE_INVALID');
+      expect((await failure(store.upsertHost({ name: 'hs', rootProviderUuid: 'missing' }))).code).toBe('ERT_STORE_NOT_FOUND');
+      const created = await store.upsertHost({ name: 'hs', rootProviderUuid: root.uuid, lastUpdate: 1000 });
+      expect(created).toEqual({ name: 'hs', rootProviderUuid: root.uuid, status: 'up', lastUpdate: 1000, generation: 0 });
+      const updated = await store.upsertHost({ name: 'hs', rootProviderUuid: root.uuid, lastUpdate: 2000 });
+      expect(updated).toMatchObject({ lastUpdate: 2000, generation: 1, status: 'up' });
+      expect(await store.getHost('hs')).toEqual(updated);
+      expect(await store.getHost('nope')).toBeUndefined();
+      expect((await store.listHosts()).map((h) => h.name)).toContain('hs');
+
+      await store.setHostStatus('hs', 'disabled');
+      expect(await store.getHost('hs')).toMatchObject({ status: 'disabled', generation: 2 });
+      expect((await failure(store.setHostStatus('nope', 'up'))).code).toBe('ERT_STORE_NOT_FOUND');
+      expect((await failure(store.setHostStatus('hs', 'sleepy' as 'up'))).code).toBe('ERT_STORE_INVALID');
+      await store.setHostStatus('hs', 'up');
+      const stale = await store.markStaleHosts(1500);
+      expect(stale).toEqual([]);
+      const fresh = await store.markStaleHosts(2500);
+      expect(fresh).toContain('hs');
+      expect(await store.getHost('hs')).toMatchObject({ status: 'stale', generation: 4 });
+      expect(await store.markStaleHosts(2500)).not.toContain('hs');
+    });
+
+    it('writes and reads stats per plugin, bumping the host generation', async () => {
+      const h = await host();
+      const g = (await store.getHost(h.name))!.generation;
+      await store.writeStats(h.name, 'llc', 1, { ways: 11, masks: ['0x7ff'] });
+      await store.writeStats(h.name, 'pstate', 2, { governor: 'performance' });
+      await store.writeStats(h.name, 'llc', 2, { ways: 20, masks: [] });
+      const stats = await store.readStats(h.name);
+      expect(Object.keys(stats).sort()).toEqual(['llc', 'pstate']);
+      expect(stats.llc).toMatchObject({ plugin: 'llc', schemaVersion: 2, data: { ways: 20, masks: [] } });
+      expect(typeof stats.llc!.updatedAt).toBe('number');
+      expect((await store.getHost(h.name))!.generation).toBe(g + 3);
+      expect((await failure(store.writeStats('nope', 'llc', 1, {}))).code).toBe('ERT_STORE_NOT_FOUND');
+      expect((await failure(store.writeStats(h.name, 'llc', -1, {}))).code).toBe('ERT_STORE_INVALID');
+      expect((await failure(store.readStats('nope'))).code).toBe('ERT_STORE_NOT_FOUND');
+    });
+
+    it('upserts, moves, lists and deletes instances', async () => {
+      const a = await host();
+      const b = await host();
+      await store.upsertInstance(instance('vm-1', a.name, { createdAt: 5 }));
+      await store.upsertInstance(instance('vm-2', a.name));
+      const ga = (await store.getHost(a.name))!.generation;
+      const gb = (await store.getHost(b.name))!.generation;
+      await store.upsertInstance(
+        instance('vm-1', b.name, { state: 'resizing', previousFlavor: { ...flavor, name: 'tiny' }, migrationUuid: 'mig-1', assignments: { pstate: 'performance' } }),
+      );
+      const vm1 = await store.getInstance('vm-1');
+      expect(vm1).toMatchObject({ host: b.name, state: 'resizing', migrationUuid: 'mig-1', createdAt: 5, assignments: { pstate: 'performance' } });
+      expect(vm1!.previousFlavor!.name).toBe('tiny');
+      expect((await store.getHost(a.name))!.generation).toBe(ga + 1);
+      expect((await store.getHost(b.name))!.generation).toBe(gb + 1);
+      expect((await store.listInstances({ host: a.name })).map((i) => i.uuid)).toEqual(['vm-2']);
+      expect((await store.listInstances()).map((i) => i.uuid)).toEqual(expect.arrayContaining(['vm-1', 'vm-2']));
+      expect((await failure(store.upsertInstance(instance('vm-3', 'nope')))).code).toBe('ERT_STORE_NOT_FOUND');
+      expect((await failure(store.upsertInstance({ ...instance('vm-3', a.name), state: 'weird' as 'active' }))).code).toBe('ERT_STORE_INVALID');
+      await store.deleteInstance('vm-2');
+      expect(await store.getInstance('vm-2')).toBeUndefined();
+      expect((await store.getHost(a.name))!.generation).toBe(ga + 2);
+      await store.deleteInstance('vm-2');
+    });
+  });
+
+  describe('bulk import and scheduler reads', () => {
+    const imports: HostImport[] = [
+      {
+        host: { name: 'imp-1', lastUpdate: 42 },
+        providers: [
+          { uuid: 'imp-1', name: 'imp-1', inventories: { VCPU: inv(32), MEMORY_MB: inv(65536) }, traits: ['HW_CPU_X86_AVX2'], aggregates: ['agg-rack1'] },
+          { uuid: 'imp-1-n0', name: 'imp-1-n0', parentUuid: 'imp-1', inventories: { CUSTOM_LLC_WAYS: inv(11) }, traits: ['CUSTOM_RDT_CAT'], aggregates: [] },
+          { uuid: 'imp-1-n0-l3', name: 'imp-1-n0-l3', parentUuid: 'imp-1-n0', inventories: {}, traits: [], aggregates: [] },
+        ],
+        stats: { llc: { schemaVersion: 1, data: { ways: 11 } } },
+      },
+      {
+        host: { name: 'imp-2', status: 'disabled' },
+        providers: [{ uuid: 'imp-2', name: 'imp-2', inventories: { VCPU: inv(8) }, traits: [], aggregates: [] }],
+      },
+      {
+        host: { name: 'imp-disk' },
+        providers: [{ uuid: 'imp-disk', name: 'imp-disk', inventories: { DISK_GB: inv(1000) }, traits: [TRAIT_SHARING_PROVIDER], aggregates: ['agg-rack1'] }],
+      },
+    ];
+
+    it('imports hosts and loads consistent snapshots', async () => {
+      await store.importHosts(imports);
+      await store.upsertAggregate({ uuid: 'agg-rack1', name: 'rack1', metadata: { ssd: 'true' } });
+      await store.upsertInstance(instance('imp-vm', 'imp-1'));
+      await store.writeAllocations([
+        {
+          consumer: consumer('imp-vm', null),
+          allocations: [
+            { providerUuid: 'imp-1', resourceClass: 'VCPU', amount: 4 },
+            { providerUuid: 'imp-1-n0', resourceClass: 'CUSTOM_LLC_WAYS', amount: 2 },
+            { providerUuid: 'imp-disk', resourceClass: 'DISK_GB', amount: 100 },
+          ],
+        },
+      ]);
+      const [one, two] = await store.loadHosts(['imp-2', 'imp-1', 'imp-1', 'missing']).then((s) => s.sort((a, b) => a.host.name.localeCompare(b.host.name)));
+      expect(one!.host).toMatchObject({ name: 'imp-1', rootProviderUuid: 'imp-1', status: 'up', lastUpdate: 42 });
+      expect(one!.providers.map((p) => p.uuid)).toEqual(['imp-1', 'imp-1-n0', 'imp-1-n0-l3']);
+      expect(one!.providers[0]).toMatchObject({ traits: ['HW_CPU_X86_AVX2'], aggregates: ['agg-rack1'], usages: { VCPU: 4 }, inventories: { VCPU: inv(32), MEMORY_MB: inv(65536) } });
+      expect(one!.providers[1]).toMatchObject({ parentUuid: 'imp-1', rootUuid: 'imp-1', usages: { CUSTOM_LLC_WAYS: 2 }, traits: ['CUSTOM_RDT_CAT'] });
+      expect(one!.providers[2]!.parentUuid).toBe('imp-1-n0');
+      expect(one!.sharingProviders.map((p) => p.uuid)).toEqual(['imp-disk']);
+      expect(one!.sharingProviders[0]!.usages).toEqual({ DISK_GB: 100 });
+      expect(one!.aggregateMetadata).toEqual({ ssd: 'true' });
+      expect(one!.stats.llc).toMatchObject({ schemaVersion: 1, data: { ways: 11 } });
+      expect(one!.instances).toEqual(['imp-vm']);
+      expect(two!.host.status).toBe('disabled');
+      expect(two!.sharingProviders).toEqual([]);
+
+      const all = await store.loadHosts();
+      expect(all.find((s) => s.host.name === 'imp-1')).toEqual(one);
+      const generations = await store.hostGenerations();
+      for (const s of all) expect(generations.get(s.host.name)).toBe(s.host.generation);
+    });
+
+    it('bumps host generations for every change the scheduler reads', async () => {
+      const gen = async (name: string) => (await store.hostGenerations()).get(name)!;
+      const steps: Array<[string, () => Promise<unknown>, string[]]> = [
+        ['child inventory', () => store.setInventories('imp-1-n0', undefined, { CUSTOM_LLC_WAYS: inv(12) }), ['imp-1']],
+        ['child traits', () => store.setTraits('imp-1-n0-l3', undefined, ['CUSTOM_X']), ['imp-1']],
+        ['sharing provider usage', () => store.writeAllocations([{ consumer: consumer('disk-only', null), allocations: [{ providerUuid: 'imp-disk', resourceClass: 'DISK_GB', amount: 1 }] }]), ['imp-1', 'imp-disk']],
+        ['aggregate metadata', () => store.upsertAggregate({ uuid: 'agg-rack1', metadata: { ssd: 'false' } }), ['imp-1', 'imp-disk']],
+        ['stats', () => store.writeStats('imp-2', 'llc', 1, {}), ['imp-2']],
+        ['status', () => store.setHostStatus('imp-2', 'up'), ['imp-2']],
+        ['new child', () => store.createProvider({ uuid: 'imp-2-n0', name: 'imp-2-n0', parentUuid: 'imp-2' }), ['imp-2']],
+      ];
+      for (const [what, step, changed] of steps) {
+        const before = new Map(await store.hostGenerations());
+        await step();
+        for (const name of ['imp-1', 'imp-2', 'imp-disk']) {
+          const moved = (await gen(name)) > before.get(name)!;
+          expect({ what, name, moved }).toEqual({ what, name, moved: changed.includes(name) });
+        }
+      }
+    });
+
+    it('refuses duplicate and invalid imports, writing nothing', async () => {
+      const before = (await store.listHosts()).length;
+      const dup = await failure(store.importHosts([{ host: { name: 'imp-new' }, providers: [{ uuid: 'imp-new', name: 'imp-new', inventories: {}, traits: [], aggregates: [] }] }, imports[1]!]));
+      expect(dup.code).toBe('ERT_STORE_CONFLICT');
+      expect(await store.getHost('imp-new')).toBeUndefined();
+      expect(await store.getProvider('imp-new')).toBeUndefined();
+      const badInv = await failure(
+        store.importHosts([{ host: { name: 'imp-bad' }, providers: [{ uuid: 'imp-bad', name: 'imp-bad', inventories: { VCPU: inv(0) }, traits: [], aggregates: [] }] }]),
+      );
+      expect(badInv.code).toBe('ERT_STORE_INVALID');
+      expect(badInv.message).toMatch(/imp-bad.*VCPU/);
+      const orphan = await failure(
+        store.importHosts([
+          {
+            host: { name: 'imp-bad' },
+            providers: [
+              { uuid: 'imp-bad', name: 'imp-bad', inventories: {}, traits: [], aggregates: [] },
+              { uuid: 'imp-bad-c', name: 'imp-bad-c', parentUuid: 'elsewhere', inventories: {}, traits: [], aggregates: [] },
+            ],
+          },
+        ]),
+      );
+      expect(orphan.code).toBe('ERT_STORE_INVALID');
+      expect((await store.listHosts()).length).toBe(before);
+    });
+  });
+});

@@ -1,0 +1,54 @@
+import { describe, expect, it } from 'vitest';
+import type { ConsumerHooks, FilterHooks, WeigherHooks } from '@ert/plugin-api';
+import computeUnits, { type ComputeUnitsHostData } from '../src/scheduler.js';
+import { unitsKey, type ComputeUnitsStatsV1 } from '../src/shared.js';
+import { hostState, instanceOf, mapContainer, recordingLogger, specOf, withDefaults } from '../../vcpu/test/support.js';
+
+const ctx = () => ({ name: 'compute-units', options: withDefaults(computeUnits, {}), logger: recordingLogger(), services: mapContainer() });
+const stats: ComputeUnitsStatsV1 = { model: 'm', perCore: 10, cores: 8, total: 80, matchedBy: null };
+
+describe('cu:units', () => {
+  it('adds CUSTOM_CU, the larger amount winning over resources:CUSTOM_CU', () => {
+    const resources: Record<string, number> = { VCPU: 2 };
+    unitsKey.applyResources!(30, resources);
+    expect(resources).toEqual({ VCPU: 2, CUSTOM_CU: 30 });
+    unitsKey.applyResources!(20, resources);
+    expect(resources.CUSTOM_CU).toBe(30);
+    unitsKey.applyResources!(40, resources);
+    expect(resources.CUSTOM_CU).toBe(40);
+    expect(unitsKey.schema).toEqual({ type: 'integer', minimum: 1 });
+  });
+});
+
+describe('compute-units scheduler side', () => {
+  it('consumes free CUs and follows placements', async () => {
+    const consumer = (await computeUnits.consumer!(ctx())) as ConsumerHooks<ComputeUnitsStatsV1, ComputeUnitsHostData>;
+    expect(consumer.reads).toEqual([1]);
+    const host = hostState('h1', { CUSTOM_CU: { total: 80 } }, { CUSTOM_CU: 25 });
+    const data = consumer.consume(stats, host) as ComputeUnitsHostData;
+    expect(data).toEqual({ freeCu: 55 });
+    const spec = specOf({ CUSTOM_CU: 20 });
+    const after = consumer.placed!(data, {
+      host: 'h1', instance: instanceOf('i', spec), spec,
+      allocations: [{ providerUuid: 'h1-uuid', resourceClass: 'CUSTOM_CU', amount: 20 }, { providerUuid: 'h1-uuid', resourceClass: 'VCPU', amount: 2 }],
+    }, host);
+    expect(after).toEqual({ freeCu: 35 });
+  });
+
+  it('filters on free CUs', async () => {
+    const filter = (await computeUnits.filter!(ctx())) as FilterHooks;
+    const host = hostState('h1', {}, {}, { 'compute-units': { freeCu: 35 } });
+    expect(filter.appliesTo!(specOf({ VCPU: 1 }))).toBe(false);
+    expect(filter.appliesTo!(specOf({ CUSTOM_CU: 1 }))).toBe(true);
+    expect(filter.filter(host, specOf({ CUSTOM_CU: 35 }))).toBeUndefined();
+    expect(filter.filter(host, specOf({ CUSTOM_CU: 36 }))).toBe('needs 36 CUSTOM_CU, 35 free');
+    // A host without the plugin's data falls back to its CUSTOM_CU inventory (none: 0 free).
+    expect(filter.filter(hostState('h2', {}), specOf({ CUSTOM_CU: 1 }))).toBe('needs 1 CUSTOM_CU, 0 free');
+  });
+
+  it('weighs free CUs', async () => {
+    const weigher = (await computeUnits.weigher!(ctx())) as WeigherHooks;
+    expect(weigher.weigh(hostState('h1', {}, {}, { 'compute-units': { freeCu: 35 } }), specOf({}))).toBe(35);
+    expect(weigher.weigh(hostState('h2', { CUSTOM_CU: { total: 80 } }, { CUSTOM_CU: 30 }), specOf({}))).toBe(50);
+  });
+});

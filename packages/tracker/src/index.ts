@@ -1,1 +1,11 @@
-export {};
+/**
+ * @ert/tracker — the compute-host tracker: discovers the host through resource plugins
+ * and provider config files, keeps it in the store, and claims instances on it.
+ */
+export * from './errors.js';
+export { createTracker, type Tracker, type TrackerOptions } from './tracker.js';
+export { buildFleet, type BuildFleetOptions } from './fleet.js';
+export { loadProviderConfigs, parseProviderConfig, HOST_PLACEHOLDER, PROVIDER_CONFIG_SCHEMA_VERSION, type ProviderConfigEntry } from './provider-config.js';
+export { uuidV5, providerUuid, childProviderName, migrationUuid, ERT_PROVIDER_NAMESPACE } from './ids.js';
+export type { DesiredProvider } from './tree.js';
+export type * from './types.js';

@@ -1,0 +1,1005 @@
+import os from 'node:os';
+import { performance } from 'node:perf_hooks';
+import {
+  capacityOf,
+  isErtError,
+  type ClaimGrant,
+  type ClaimRequest,
+  type ClaimedInstance,
+  type Clock,
+  type Flavor,
+  type InstanceEvent,
+  type InstanceEventType,
+  type InstanceRequest,
+  type Inventory,
+  type JsonValue,
+  type Logger,
+  type RequestSpec,
+  type ResourceClass,
+} from '@ert/plugin-api';
+import { createLogger, createPluginRuntime, systemClock, validateStats, type ActiveResource, type ErtConfig, type PluginRuntime } from '@ert/core';
+import { createStore, type Allocation, type InstanceRecord, type ProviderSnapshot, type Store } from '@ert/store';
+import { fitRequest, parseFlavor, type FitProvider, type FitTree } from '@ert/placement';
+import { TrackerError, TrackerErrorCodes } from './errors.js';
+import { childProviderName, migrationUuid, providerUuid } from './ids.js';
+import { Mutex } from './mutex.js';
+import { loadProviderConfigs, type ProviderConfigEntry } from './provider-config.js';
+import { buildTree, jsonEqual, normalizeDiscovery, type DesiredProvider, type NormalizedDiscovery } from './tree.js';
+import type { ClaimResult, DiscoveryReport, PluginDiscoveryReport, Problem, ReleaseResult, SyncReport, TrackerListener } from './types.js';
+
+const STORE_INVENTORY_IN_USE = 'ERT_STORE_INVENTORY_IN_USE';
+const STORE_PROVIDER_IN_USE = 'ERT_STORE_PROVIDER_IN_USE';
+const RETRIABLE = new Set(['ERT_STORE_PROVIDER_GENERATION_CONFLICT', 'ERT_STORE_CONSUMER_GENERATION_CONFLICT', 'ERT_STORE_CONFLICT']);
+/** How often a write that lost a generation race is re-read and retried. */
+const WRITE_ATTEMPTS = 4;
+
+export interface TrackerOptions {
+  config: ErtConfig;
+  /** The store to write to. When omitted the tracker opens `config.store` on first write and closes it in `stop()`; `discover()` never opens it. */
+  store?: Store;
+  logger?: Logger;
+  /** Default: `config.tracker.hostName`, then `os.hostname()`. */
+  hostName?: string;
+  /** Directory standing for `/` (default `config.tracker.root`). */
+  root?: string;
+  clock?: Clock;
+}
+
+/**
+ * The compute-host tracker: discovers the host through its resource plugins, keeps the
+ * host's providers, inventories, traits and stats in the store, and claims instances.
+ * Every operation that calls plugins or writes runs one at a time (a mutex), so plugins
+ * are never called concurrently by two operations and claims on the host are serialized.
+ */
+export interface Tracker {
+  readonly hostName: string;
+  /** Uuid of the host's root provider (derived from the host name; stable across restarts). */
+  readonly rootUuid: string;
+  /** The latest sync report (start, sync or periodic update). */
+  readonly lastSync: SyncReport | undefined;
+  /** Run every plugin's `discover` and `stats` and merge provider configs. Writes nothing. Throws on conflicting inventory. */
+  discover(): Promise<DiscoveryReport>;
+  /**
+   * Reconcile the host into the store: discover, `reset` each plugin and re-add every live
+   * instance, then write only what differs (providers, inventories, traits, stats), touch
+   * the host row (`up`, lastUpdate) and mark other hosts stale. Idempotent.
+   */
+  sync(): Promise<SyncReport>;
+  /** `sync()` (emitting `updated` for each live instance), then a periodic `sync()` every `config.tracker.interval`. Throws on start-up errors. */
+  start(): Promise<SyncReport>;
+  /** Stop the timer, wait for operations in flight, call every plugin's `close`, close the store if the tracker opened it. Idempotent. */
+  stop(): Promise<void>;
+  /** Claim an instance on this host; all-or-nothing. Adopts allocations the scheduler already wrote for it. */
+  claim(request: InstanceRequest): Promise<ClaimResult>;
+  /** Release an instance (and a pending resize's old allocations). Unknown instances: `{ released: false }`. */
+  release(uuid: string): Promise<ReleaseResult>;
+  /** Resize a live instance: hold the new flavor's allocations on the instance and the old ones on a migration consumer. */
+  resize(uuid: string, flavor: Flavor): Promise<ClaimResult>;
+  /** Finish a resize: drop the old allocations. */
+  confirmResize(uuid: string): Promise<ClaimResult>;
+  /** Undo a resize: restore the old flavor, allocations and assignments. */
+  revertResize(uuid: string): Promise<ClaimResult>;
+  /** Listen to instance events; returns a function that removes the listener. */
+  on(type: InstanceEventType, listener: TrackerListener): () => void;
+}
+
+/**
+ * Create a tracker: resolve the host name, load provider config files (validated now:
+ * a bad file stops start-up) and instantiate the resource plugins named in
+ * `config.tracker.resources`. Nothing is discovered or written until `discover`, `sync`
+ * or `start` is called.
+ */
+export async function createTracker(options: TrackerOptions): Promise<Tracker> {
+  const { config } = options;
+  const hostName = options.hostName ?? config.tracker.hostName ?? os.hostname();
+  const root = options.root ?? config.tracker.root;
+  const logger = options.logger ?? (createLogger({ level: config.log.level }) as unknown as Logger);
+  const entries = config.tracker.providerConfigs ? await loadProviderConfigs(config.tracker.providerConfigs) : [];
+  const clock = options.clock ?? systemClock;
+  const runtime = await createPluginRuntime({ config, logger, side: 'compute', hostName, root, clock });
+  return new HostTracker({ config, hostName, logger: logger.child({ host: hostName }), runtime, entries, store: options.store, clock });
+}
+
+interface Discovered {
+  report: DiscoveryReport;
+  providers: DesiredProvider[];
+  available: Set<string>;
+}
+
+/** An instance of this host as the store has it, with its allocations. */
+interface LiveInstance {
+  record: InstanceRecord;
+  allocations: Allocation[];
+  generation: number | null;
+}
+
+function problemFrom(err: unknown, extra: Partial<Problem> = {}): Problem {
+  if (isErtError(err)) {
+    const d = err.details as Record<string, unknown>;
+    const pick = (k: string) => (typeof d[k] === 'string' ? { [k]: d[k] as string } : {});
+    return { code: err.code, message: err.message, ...pick('plugin'), ...pick('hook'), ...pick('resourceClass'), ...pick('file'), ...extra };
+  }
+  return { code: 'ERT_TRACKER_UNEXPECTED', message: err instanceof Error ? err.message : String(err), ...extra };
+}
+
+function codeOf(err: unknown): string | undefined {
+  return isErtError(err) ? err.code : undefined;
+}
+
+class HostTracker implements Tracker {
+  readonly hostName: string;
+  readonly rootUuid: string;
+  lastSync: SyncReport | undefined;
+
+  private readonly config: ErtConfig;
+  private readonly logger: Logger;
+  private readonly runtime: PluginRuntime;
+  private readonly entries: ProviderConfigEntry[];
+  private readonly clock: Clock;
+  private readonly mutex = new Mutex();
+  private readonly listeners = new Map<InstanceEventType, Set<TrackerListener>>();
+  private store: Store | undefined;
+  private readonly ownsStore: boolean;
+  private storeOpening: Promise<Store> | undefined;
+  private available = new Set<string>();
+  private timer: NodeJS.Timeout | undefined;
+  private state: 'created' | 'started' | 'stopped' = 'created';
+
+  constructor(init: { config: ErtConfig; hostName: string; logger: Logger; runtime: PluginRuntime; entries: ProviderConfigEntry[]; store: Store | undefined; clock: Clock }) {
+    this.config = init.config;
+    this.hostName = init.hostName;
+    this.rootUuid = providerUuid(init.hostName);
+    this.logger = init.logger;
+    this.runtime = init.runtime;
+    this.entries = init.entries;
+    this.store = init.store;
+    this.ownsStore = init.store === undefined;
+    this.clock = init.clock;
+  }
+
+  /* ------------------------------------------------------------------ plumbing */
+
+  private get resources(): ActiveResource[] {
+    return this.runtime.resources;
+  }
+
+  /** Call a hook through the dispatcher (tagged errors, `config.tracker.hookTimeout`, timings). */
+  private call<T>(resource: ActiveResource, hook: string, fn: () => T | Promise<T>, validate?: (result: Awaited<T>) => string | undefined): Promise<Awaited<T>> {
+    return this.runtime.dispatcher.call(resource.name, hook, fn, { timeoutMs: this.config.tracker.hookTimeout, ...(validate ? { validate } : {}) });
+  }
+
+  private async openStore(): Promise<Store> {
+    if (this.store) return this.store;
+    this.storeOpening ??= (async () => {
+      const store = await createStore(this.config.store);
+      await store.migrate();
+      this.store = store;
+      return store;
+    })();
+    return this.storeOpening;
+  }
+
+  private assertRunning(): void {
+    if (this.state === 'stopped') throw new TrackerError(TrackerErrorCodes.STATE, `tracker of host ${this.hostName} is stopped`, { state: this.state });
+  }
+
+  on(type: InstanceEventType, listener: TrackerListener): () => void {
+    let set = this.listeners.get(type);
+    if (!set) this.listeners.set(type, (set = new Set()));
+    set.add(listener);
+    return () => set.delete(listener);
+  }
+
+  /**
+   * Tell listeners (their event carries every plugin's assignment, by plugin name, in
+   * `assignment`), then the plugins whose enforcement is enabled (each sees its own
+   * assignment). Returns the enforcement failures.
+   */
+  private async emit(
+    type: InstanceEventType,
+    instance: ClaimedInstance,
+    assignments: Record<string, JsonValue>,
+    previous?: { instance: ClaimedInstance; assignments: Record<string, JsonValue> },
+  ): Promise<Problem[]> {
+    const eventFor = (plugin?: string): InstanceEvent => {
+      const pick = (i: ClaimedInstance, a: Record<string, JsonValue>): ClaimedInstance => {
+        const assignment = plugin === undefined ? (Object.keys(a).length > 0 ? a : undefined) : a[plugin];
+        const { assignment: _drop, ...rest } = i;
+        return assignment === undefined ? rest : { ...rest, assignment };
+      };
+      return { type, host: this.hostName, instance: pick(instance, assignments), ...(previous ? { previous: pick(previous.instance, previous.assignments) } : {}) };
+    };
+    const shared = eventFor();
+    for (const listener of this.listeners.get(type) ?? []) {
+      try {
+        listener(shared);
+      } catch (err) {
+        this.logger.error({ err, event: type, instance: instance.uuid }, 'instance event listener threw');
+      }
+    }
+    const problems: Problem[] = [];
+    for (const resource of this.resources) {
+      const enforce = resource.hooks.enforce;
+      if (!resource.enforce || !enforce) continue;
+      const event = eventFor(resource.name);
+      try {
+        await this.call(resource, 'enforce', () => enforce.call(resource.hooks, event));
+      } catch (err) {
+        const problem = problemFrom(err, { plugin: resource.name, hook: 'enforce', instance: instance.uuid });
+        this.logger.error({ err, plugin: resource.name, instance: instance.uuid, event: type }, 'enforcement failed');
+        problems.push(problem);
+      }
+    }
+    return problems;
+  }
+
+  /* ------------------------------------------------------------------ discovery */
+
+  discover(): Promise<DiscoveryReport> {
+    this.assertRunning();
+    return this.mutex.run(async () => {
+      const discovered = await this.discoverLocked();
+      const { reports, problems } = await this.collectStats(discovered.available);
+      this.attachStats(discovered.report, reports);
+      discovered.report.problems.push(...problems);
+      return discovered.report;
+    });
+  }
+
+  private async discoverLocked(): Promise<Discovered> {
+    const plugins: PluginDiscoveryReport[] = [];
+    const discoveries: Array<{ plugin: string; discovery: NormalizedDiscovery }> = [];
+    const problems: Problem[] = [];
+    for (const resource of this.resources) {
+      const started = performance.now();
+      let discovery: NormalizedDiscovery;
+      try {
+        const raw = await this.call(resource, 'discover', () => resource.hooks.discover());
+        discovery = normalizeDiscovery(resource.name, raw);
+      } catch (err) {
+        const problem = problemFrom(err, { plugin: resource.name, hook: 'discover' });
+        this.logger.error({ err, plugin: resource.name }, 'discover failed; the plugin publishes no capacity');
+        problems.push(problem);
+        discovery = { available: false, reason: problem.message, host: { inventories: {}, traits: [] }, children: [] };
+      }
+      discoveries.push({ plugin: resource.name, discovery });
+      const providers: PluginDiscoveryReport['providers'] = [];
+      if (discovery.available) {
+        const hostPart = discovery.host;
+        if (Object.keys(hostPart.inventories).length > 0 || hostPart.traits.length > 0) {
+          providers.push({ name: this.hostName, uuid: this.rootUuid, ...hostPart });
+        }
+        for (const child of discovery.children) {
+          const name = childProviderName(this.hostName, child.key);
+          const parentName = child.parent === undefined ? this.hostName : childProviderName(this.hostName, child.parent);
+          providers.push({ name, uuid: providerUuid(name), parentName, inventories: child.inventories, traits: child.traits });
+        }
+      }
+      plugins.push({
+        plugin: resource.name,
+        available: discovery.available,
+        ...(discovery.reason !== undefined ? { reason: discovery.reason } : {}),
+        providers,
+        timingMs: performance.now() - started,
+      });
+    }
+    const { providers, unmatched } = buildTree(this.hostName, discoveries, this.entries);
+    for (const entry of unmatched) {
+      problems.push({
+        code: TrackerErrorCodes.PROVIDER_CONFIG_INVALID,
+        message: `${entry.file} providers[${entry.index}] matches no provider of host ${this.hostName}; it was skipped`,
+        file: entry.file,
+      });
+    }
+    const available = new Set(plugins.filter((p) => p.available).map((p) => p.plugin));
+    this.available = available;
+    return {
+      providers,
+      available,
+      report: {
+        host: this.hostName,
+        rootUuid: this.rootUuid,
+        plugins,
+        providers,
+        providerConfigs: { entries: this.entries.length, unmatched: unmatched.map(({ file, index, identification }) => ({ file, index, identification })) },
+        problems,
+      },
+    };
+  }
+
+  /** Call `stats` of every available plugin that has it and validate the data; refused stats become problems. */
+  private async collectStats(available: ReadonlySet<string>): Promise<{ reports: Map<string, { stats?: { schemaVersion: number; data: JsonValue }; statsProblem?: Problem; ms: number }>; problems: Problem[] }> {
+    const reports = new Map<string, { stats?: { schemaVersion: number; data: JsonValue }; statsProblem?: Problem; ms: number }>();
+    const problems: Problem[] = [];
+    for (const resource of this.resources) {
+      const statsHook = resource.hooks.stats;
+      if (!statsHook || !available.has(resource.name)) continue;
+      const started = performance.now();
+      try {
+        const data = await this.call(resource, 'stats', () => statsHook.call(resource.hooks));
+        validateStats(resource.plugin, data);
+        reports.set(resource.name, { stats: { schemaVersion: resource.plugin.stats!.version, data: data as JsonValue }, ms: performance.now() - started });
+      } catch (err) {
+        const problem = problemFrom(err, { plugin: resource.name, hook: 'stats' });
+        this.logger.error({ err, plugin: resource.name }, 'stats refused');
+        problems.push(problem);
+        reports.set(resource.name, { statsProblem: problem, ms: performance.now() - started });
+      }
+    }
+    return { reports, problems };
+  }
+
+  private attachStats(report: DiscoveryReport, stats: Awaited<ReturnType<HostTracker['collectStats']>>['reports']): void {
+    for (const plugin of report.plugins) {
+      const s = stats.get(plugin.plugin);
+      if (!s) continue;
+      if (s.stats) plugin.stats = s.stats;
+      if (s.statsProblem) plugin.statsProblem = s.statsProblem;
+      plugin.timingMs += s.ms;
+    }
+  }
+
+  /* ------------------------------------------------------------------ sync */
+
+  sync(): Promise<SyncReport> {
+    this.assertRunning();
+    return this.mutex.run(() => this.syncLocked(false));
+  }
+
+  async start(): Promise<SyncReport> {
+    if (this.state !== 'created') throw new TrackerError(TrackerErrorCodes.STATE, `tracker of host ${this.hostName} was already started`, { state: this.state });
+    this.state = 'started';
+    const report = await this.mutex.run(() => this.syncLocked(true));
+    this.scheduleUpdate();
+    return report;
+  }
+
+  private scheduleUpdate(): void {
+    if (this.state !== 'started') return;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      this.mutex
+        .run(() => this.syncLocked(false))
+        .catch((err: unknown) => this.logger.error({ err }, 'periodic update failed'))
+        .finally(() => this.scheduleUpdate());
+    }, this.config.tracker.interval);
+  }
+
+  async stop(): Promise<void> {
+    if (this.state === 'stopped') return;
+    this.state = 'stopped';
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    await this.mutex.idle();
+    for (const resource of this.resources) {
+      const close = resource.hooks.close;
+      if (!close) continue;
+      try {
+        await this.call(resource, 'close', () => close.call(resource.hooks));
+      } catch (err) {
+        this.logger.error({ err, plugin: resource.name }, 'close failed');
+      }
+    }
+    if (this.ownsStore && this.store) await this.store.close();
+  }
+
+  private async syncLocked(announce: boolean): Promise<SyncReport> {
+    const store = await this.openStore();
+    const discovered = await this.discoverLocked();
+    const changes: string[] = [];
+    const problems: Problem[] = [...discovered.report.problems];
+
+    await store.ensureResourceClasses([...new Set(discovered.providers.flatMap((p) => Object.keys(p.inventories)))]);
+    for (const provider of discovered.providers) await this.reconcileProvider(store, provider, changes, problems);
+    await this.retireProviders(store, discovered.providers, changes, problems);
+    // The host row comes before stats and instances, which the store keys by host.
+    const existing = await store.getHost(this.hostName);
+    const now = this.clock.now();
+    await store.upsertHost({
+      name: this.hostName,
+      rootProviderUuid: this.rootUuid,
+      // An operator's `disabled` stays; anything else is up again now that the host reported.
+      ...(existing?.status === 'disabled' ? {} : { status: 'up' as const }),
+      lastUpdate: now,
+    });
+
+    const live = await this.rebuildViews(store, problems);
+    const { reports, problems: statsProblems } = await this.collectStats(discovered.available);
+    this.attachStats(discovered.report, reports);
+    discovered.report.problems.push(...statsProblems);
+    problems.push(...statsProblems);
+    await this.writeStats(store, reports, changes);
+
+    const staleHosts = (await store.markStaleHosts(now - this.config.tracker.staleAfter)).filter((name) => name !== this.hostName);
+    if (staleHosts.length > 0) this.logger.warn({ hosts: staleHosts }, 'marked hosts stale');
+
+    if (announce) {
+      for (const { instance, assignments } of live) problems.push(...(await this.emit('updated', instance, assignments)));
+    }
+    const report: SyncReport = { host: this.hostName, rootUuid: this.rootUuid, discovery: discovered.report, changes, problems, instances: live.length, staleHosts };
+    this.lastSync = report;
+    if (changes.length > 0) this.logger.info({ changes }, 'host updated in the store');
+    return report;
+  }
+
+  /** Create the provider if missing, then bring its inventories and traits to what was discovered. */
+  private async reconcileProvider(store: Store, provider: DesiredProvider, changes: string[], problems: Problem[]): Promise<void> {
+    const existing = await store.getProvider(provider.uuid);
+    if (!existing) {
+      const clash = await store.getProviderByName(provider.name);
+      if (clash) {
+        problems.push({ code: 'ERT_STORE_CONFLICT', message: `provider name ${provider.name} is taken by ${clash.uuid} (expected ${provider.uuid}); left alone`, provider: provider.name });
+        return;
+      }
+      await store.createProvider({ uuid: provider.uuid, name: provider.name, ...(provider.parentUuid ? { parentUuid: provider.parentUuid } : {}) });
+      changes.push(`created provider ${provider.name}`);
+    }
+    await this.writeInventories(store, provider.uuid, provider.name, provider.inventories, changes, problems);
+    await this.withRetries(async () => {
+      const traits = await store.getTraits(provider.uuid);
+      if (sameSet(traits, provider.traits)) return;
+      const record = await store.getProvider(provider.uuid);
+      await store.setTraits(provider.uuid, record!.generation, provider.traits);
+      changes.push(`traits of ${provider.name}: ${[...provider.traits].sort().join(', ') || '(none)'}`);
+    });
+  }
+
+  /**
+   * Write `wanted` as the provider's inventory set when it differs from the store's.
+   * Inventory the store refuses to drop or shrink because allocations use it
+   * (ERT_STORE_INVENTORY_IN_USE) is kept as it was, and reported.
+   */
+  private async writeInventories(store: Store, uuid: string, name: string, wanted: Record<ResourceClass, Inventory>, changes: string[], problems: Problem[]): Promise<void> {
+    const kept: Record<ResourceClass, Inventory> = {};
+    for (let attempt = 1; ; attempt++) {
+      const { generation, inventories: current } = await store.getInventories(uuid);
+      const target = { ...wanted, ...kept };
+      if (jsonEqual(current, target)) return;
+      try {
+        await store.setInventories(uuid, generation, target);
+        const touched = [...new Set([...Object.keys(current), ...Object.keys(target)])].filter((c) => !jsonEqual(current[c], target[c]));
+        changes.push(`inventories of ${name}: ${touched.sort().join(', ')}`);
+        return;
+      } catch (err) {
+        if (attempt >= WRITE_ATTEMPTS) throw err;
+        if (codeOf(err) === STORE_INVENTORY_IN_USE) {
+          const usages = await store.getUsages(uuid);
+          for (const [resourceClass, inventory] of Object.entries(current)) {
+            const used = usages[resourceClass] ?? 0;
+            const next = target[resourceClass];
+            if (used > 0 && (next === undefined || capacityOf(next) < used) && !(resourceClass in kept)) {
+              kept[resourceClass] = inventory;
+              problems.push({
+                code: STORE_INVENTORY_IN_USE,
+                message: `provider ${name}: ${resourceClass} ${next === undefined ? 'is no longer reported' : `would shrink to capacity ${capacityOf(next)}`} but ${used} is allocated; kept the old inventory`,
+                provider: name,
+                resourceClass,
+              });
+            }
+          }
+          continue;
+        }
+        if (RETRIABLE.has(codeOf(err) ?? '')) continue;
+        throw err;
+      }
+    }
+  }
+
+  /** Empty, then delete, providers of this host's tree that nothing reports any more (children first). */
+  private async retireProviders(store: Store, desired: DesiredProvider[], changes: string[], problems: Problem[]): Promise<void> {
+    const wanted = new Set(desired.map((p) => p.uuid));
+    const tree = await store.listProviders({ rootUuid: this.rootUuid });
+    const depth = (uuid: string | undefined): number => {
+      let d = 0;
+      for (let p = tree.find((t) => t.uuid === uuid); p?.parentUuid; p = tree.find((t) => t.uuid === p!.parentUuid)) d++;
+      return d;
+    };
+    const retired = tree.filter((p) => !wanted.has(p.uuid)).sort((a, b) => depth(b.uuid) - depth(a.uuid));
+    for (const provider of retired) {
+      const before = problems.length;
+      await this.writeInventories(store, provider.uuid, provider.name, {}, changes, problems);
+      if (problems.length > before) continue; // allocations still use it
+      try {
+        await store.deleteProvider(provider.uuid);
+        changes.push(`deleted provider ${provider.name}`);
+      } catch (err) {
+        if (codeOf(err) !== STORE_PROVIDER_IN_USE) throw err;
+        problems.push(problemFrom(err, { provider: provider.name }));
+      }
+    }
+  }
+
+  private async writeStats(store: Store, reports: Map<string, { stats?: { schemaVersion: number; data: JsonValue } }>, changes: string[]): Promise<void> {
+    const current = await store.readStats(this.hostName);
+    for (const [plugin, { stats }] of reports) {
+      if (!stats) continue;
+      const old = current[plugin];
+      if (old && old.schemaVersion === stats.schemaVersion && jsonEqual(old.data, stats.data)) continue;
+      await store.writeStats(this.hostName, plugin, stats.schemaVersion, stats.data);
+      changes.push(`stats of ${plugin}`);
+    }
+  }
+
+  private async withRetries(fn: () => Promise<void>): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await fn();
+      } catch (err) {
+        if (attempt >= WRITE_ATTEMPTS || !RETRIABLE.has(codeOf(err) ?? '')) throw err;
+      }
+    }
+  }
+
+  /* ------------------------------------------------------------------ instances and views */
+
+  private async liveInstances(store: Store): Promise<LiveInstance[]> {
+    const records = await store.listInstances({ host: this.hostName });
+    const result: LiveInstance[] = [];
+    for (const record of records) {
+      const { generation, allocations } = await store.getAllocations(record.uuid);
+      result.push({ record, allocations, generation });
+    }
+    return result;
+  }
+
+  private async providerNames(store: Store, allocations: Allocation[]): Promise<Map<string, string>> {
+    const names = new Map<string, string>();
+    for (const p of await store.listProviders({ rootUuid: this.rootUuid })) names.set(p.uuid, p.name);
+    for (const a of allocations) {
+      if (names.has(a.providerUuid)) continue;
+      const p = await store.getProvider(a.providerUuid);
+      names.set(a.providerUuid, p?.name ?? a.providerUuid);
+    }
+    return names;
+  }
+
+  private toClaimed(record: InstanceRecord, spec: RequestSpec, allocations: Allocation[], names: Map<string, string>): ClaimedInstance {
+    return {
+      uuid: record.uuid,
+      request: { uuid: record.uuid, projectId: record.projectId, userId: record.userId, flavor: record.flavor },
+      spec,
+      allocations: allocations.map((a) => ({ providerName: names.get(a.providerUuid) ?? a.providerUuid, resourceClass: a.resourceClass, amount: a.amount })),
+    };
+  }
+
+  /** Give each plugin the instance, with its own assignment. Failures are problems (the store is already written). */
+  private async addToPlugins(instance: ClaimedInstance, assignments: Record<string, JsonValue>, problems: Problem[]): Promise<void> {
+    for (const resource of this.resources) {
+      const addInstance = resource.hooks.addInstance;
+      if (!addInstance) continue;
+      const own: ClaimedInstance = resource.name in assignments ? { ...instance, assignment: assignments[resource.name]! } : instance;
+      try {
+        await this.call(resource, 'addInstance', () => addInstance.call(resource.hooks, own));
+      } catch (err) {
+        this.logger.error({ err, plugin: resource.name, instance: instance.uuid }, 'addInstance failed');
+        problems.push(problemFrom(err, { plugin: resource.name, hook: 'addInstance', instance: instance.uuid }));
+      }
+    }
+  }
+
+  private async removeFromPlugins(uuid: string, problems: Problem[]): Promise<void> {
+    for (const resource of this.resources) {
+      const removeInstance = resource.hooks.removeInstance;
+      if (!removeInstance) continue;
+      try {
+        await this.call(resource, 'removeInstance', () => removeInstance.call(resource.hooks, uuid));
+      } catch (err) {
+        this.logger.error({ err, plugin: resource.name, instance: uuid }, 'removeInstance failed');
+        problems.push(problemFrom(err, { plugin: resource.name, hook: 'removeInstance', instance: uuid }));
+      }
+    }
+  }
+
+  /**
+   * `reset` every plugin, then re-add every instance the store records on this host
+   * (including a pending resize's migration record) with its stored allocations and
+   * assignment. Returns the instances re-added. Migration records whose instance is no
+   * longer resizing (a crash between two writes) are deleted.
+   */
+  private async rebuildViews(store: Store, problems: Problem[]): Promise<Array<{ instance: ClaimedInstance; assignments: Record<string, JsonValue> }>> {
+    for (const resource of this.resources) {
+      const reset = resource.hooks.reset;
+      if (!reset) continue;
+      try {
+        await this.call(resource, 'reset', () => reset.call(resource.hooks));
+      } catch (err) {
+        this.logger.error({ err, plugin: resource.name }, 'reset failed');
+        problems.push(problemFrom(err, { plugin: resource.name, hook: 'reset' }));
+      }
+    }
+    const live = await this.liveInstances(store);
+    const migrations = new Set(live.filter((l) => l.record.state === 'resizing' && l.record.migrationUuid).map((l) => l.record.migrationUuid!));
+    const names = await this.providerNames(store, live.flatMap((l) => l.allocations));
+    const added: Array<{ instance: ClaimedInstance; assignments: Record<string, JsonValue> }> = [];
+    for (const { record, allocations } of live) {
+      if (record.state === 'resizing' && !record.migrationUuid && !migrations.has(record.uuid)) {
+        await store.deleteAllocations(record.uuid);
+        await store.deleteInstance(record.uuid);
+        problems.push({ code: TrackerErrorCodes.INSTANCE, message: `deleted orphaned migration record ${record.uuid}`, instance: record.uuid });
+        continue;
+      }
+      let spec: RequestSpec;
+      try {
+        spec = this.parse(record.flavor);
+      } catch (err) {
+        problems.push(problemFrom(err, { instance: record.uuid }));
+        continue;
+      }
+      const instance = this.toClaimed(record, spec, allocations, names);
+      await this.addToPlugins(instance, record.assignments, problems);
+      added.push({ instance, assignments: record.assignments });
+    }
+    return added;
+  }
+
+  private parse(flavor: Flavor): RequestSpec {
+    return parseFlavor(flavor, { keys: this.runtime.extraSpecKeys });
+  }
+
+  /** Rewrite the stats of available plugins after a change of instances; refused stats are problems. */
+  private async refreshStats(store: Store, problems: Problem[]): Promise<void> {
+    const { reports, problems: statsProblems } = await this.collectStats(this.available);
+    problems.push(...statsProblems);
+    await this.writeStats(store, reports, []);
+  }
+
+  /* ------------------------------------------------------------------ claims */
+
+  claim(request: InstanceRequest): Promise<ClaimResult> {
+    this.assertRunning();
+    return this.mutex.run(() => this.claimLocked(request));
+  }
+
+  /**
+   * Call every plugin's `test` (concurrently: they are different plugins) and collect every
+   * refusal, or the grants. A throw, a timeout or a result that is neither nothing, a
+   * string nor a ClaimGrant refuses the claim (fail closed), naming the plugin.
+   */
+  private async testAll(request: ClaimRequest): Promise<{ reasons: Array<{ plugin?: string; reason: string }>; grants: Map<string, ClaimGrant> }> {
+    const validate = (result: unknown): string | undefined =>
+      result === undefined || result === null || typeof result === 'string' ? undefined : grantProblem(result);
+    const outcomes = await Promise.all(
+      this.resources.map(async (resource) => {
+        const test = resource.hooks.test;
+        if (!test) return { plugin: resource.name, result: undefined as unknown };
+        try {
+          const result: unknown = await this.call(resource, 'test', () => test.call(resource.hooks, request), validate);
+          return { plugin: resource.name, result };
+        } catch (err) {
+          return { plugin: resource.name, error: err };
+        }
+      }),
+    );
+    const reasons: Array<{ plugin?: string; reason: string }> = [];
+    const grants = new Map<string, ClaimGrant>();
+    for (const outcome of outcomes) {
+      const { plugin } = outcome;
+      if ('error' in outcome) reasons.push({ plugin, reason: outcome.error instanceof Error ? outcome.error.message : String(outcome.error) });
+      else if (typeof outcome.result === 'string') reasons.push({ plugin, reason: outcome.result === '' ? `plugin ${plugin} refused without a reason` : outcome.result });
+      else if (outcome.result !== undefined && outcome.result !== null) grants.set(plugin, outcome.result as ClaimGrant);
+    }
+    return { reasons, grants };
+  }
+
+  /**
+   * Turn plugins' grants into allocations on provider uuids. Returns a reason when a grant
+   * names a provider key the host does not have or two plugins grant the same class.
+   */
+  private resolveGrants(grants: Map<string, ClaimGrant>, tree: ProviderSnapshot[]): { allocations: Allocation[]; reasons: Array<{ plugin: string; reason: string }> } {
+    const allocations: Allocation[] = [];
+    const reasons: Array<{ plugin: string; reason: string }> = [];
+    const grantedBy = new Map<string, string>();
+    for (const [plugin, grant] of grants) {
+      for (const a of grant.allocations ?? []) {
+        const name = a.provider === undefined ? this.hostName : childProviderName(this.hostName, a.provider);
+        const provider = tree.find((p) => p.name === name);
+        if (!provider) {
+          reasons.push({ plugin, reason: `plugin ${plugin} granted ${a.resourceClass} on provider ${name}, which this host does not have` });
+          continue;
+        }
+        const other = grantedBy.get(a.resourceClass);
+        if (other !== undefined && other !== plugin) {
+          reasons.push({ plugin, reason: `plugins ${other} and ${plugin} both granted ${a.resourceClass}` });
+          continue;
+        }
+        grantedBy.set(a.resourceClass, plugin);
+        allocations.push({ providerUuid: provider.uuid, resourceClass: a.resourceClass, amount: a.amount });
+      }
+    }
+    return { allocations, reasons };
+  }
+
+  /** The host's tree as placement fits it, with usages minus the allocations of `exclude` (an adopted consumer). */
+  private async fitTree(store: Store, exclude: Allocation[]): Promise<{ tree: FitTree; providers: ProviderSnapshot[] }> {
+    const [snapshot] = await store.loadHosts([this.hostName]);
+    if (!snapshot) throw new TrackerError(TrackerErrorCodes.HOST_NOT_SYNCED, `host ${this.hostName} is not in the store yet; run sync() or start() first`, { host: this.hostName });
+    const toFit = (p: ProviderSnapshot): FitProvider => {
+      const usages = { ...p.usages };
+      for (const a of exclude) if (a.providerUuid === p.uuid) usages[a.resourceClass] = Math.max((usages[a.resourceClass] ?? 0) - a.amount, 0);
+      return {
+        uuid: p.uuid,
+        name: p.name,
+        ...(p.parentUuid ? { parentUuid: p.parentUuid } : {}),
+        inventories: p.inventories,
+        usages,
+        traits: new Set(p.traits),
+        aggregates: new Set(p.aggregates),
+      };
+    };
+    return { tree: { providers: snapshot.providers.map(toFit), sharingProviders: snapshot.sharingProviders.map(toFit) }, providers: [...snapshot.providers, ...snapshot.sharingProviders] };
+  }
+
+  /**
+   * Test and place `request` on this host. `held` are allocations that stay counted
+   * (resize); `adopt` are allocations of this consumer that the new ones replace.
+   */
+  private async place(
+    store: Store,
+    request: InstanceRequest,
+    kind: 'claim' | 'resize',
+    adopt: Allocation[],
+  ): Promise<{ ok: true; spec: RequestSpec; allocations: Allocation[]; assignments: Record<string, JsonValue> } | { ok: false; reasons: Array<{ plugin?: string; reason: string }> }> {
+    let spec: RequestSpec;
+    try {
+      spec = this.parse(request.flavor);
+    } catch (err) {
+      return { ok: false, reasons: [{ reason: `flavor ${request.flavor.name}: ${(err as Error).message}` }] };
+    }
+    const { reasons, grants } = await this.testAll({ instance: request, spec, kind });
+    if (reasons.length > 0) return { ok: false, reasons };
+    const { tree, providers } = await this.fitTree(store, adopt);
+    const granted = this.resolveGrants(grants, providers);
+    if (granted.reasons.length > 0) return { ok: false, reasons: granted.reasons };
+    const fit = fitRequest(spec, tree, { preallocated: granted.allocations });
+    if (!fit.ok) return { ok: false, reasons: [{ reason: fit.reason }] };
+    const allocations = mergeAllocations(granted.allocations, fit.allocations);
+    const assignments: Record<string, JsonValue> = {};
+    for (const [plugin, grant] of grants) if (grant.assignment !== undefined) assignments[plugin] = grant.assignment;
+    return { ok: true, spec, allocations, assignments };
+  }
+
+  private async claimLocked(request: InstanceRequest): Promise<ClaimResult> {
+    const store = await this.openStore();
+    const existing = await store.getInstance(request.uuid);
+    if (existing && (existing.host !== this.hostName || existing.state !== 'scheduled')) {
+      return { ok: false, reasons: [{ reason: `instance ${request.uuid} is already ${existing.state} on host ${existing.host}` }] };
+    }
+    // Allocations the scheduler wrote for this consumer are adopted: replaced, not added to.
+    const own = await store.getAllocations(request.uuid);
+    const placed = await this.place(store, request, 'claim', own.allocations);
+    if (!placed.ok) return placed;
+    const now = this.clock.now();
+    const record: InstanceRecord = {
+      uuid: request.uuid,
+      host: this.hostName,
+      projectId: request.projectId,
+      userId: request.userId,
+      flavor: request.flavor,
+      state: 'active',
+      assignments: placed.assignments,
+      createdAt: existing?.createdAt ?? now,
+      updatedAt: now,
+    };
+    try {
+      await store.writeAllocations([{ consumer: { uuid: request.uuid, projectId: request.projectId, userId: request.userId, generation: own.generation }, allocations: placed.allocations, instance: record }]);
+    } catch (err) {
+      return { ok: false, reasons: [{ reason: `store refused the allocations: ${(err as Error).message}` }] };
+    }
+    const problems: Problem[] = [];
+    const names = await this.providerNames(store, placed.allocations);
+    const instance = this.toClaimed(record, placed.spec, placed.allocations, names);
+    await this.addToPlugins(instance, record.assignments, problems);
+    await this.refreshStats(store, problems);
+    const enforcement = await this.emit('claimed', instance, record.assignments);
+    const undone = await this.applyEnforcementPolicy(store, request.uuid, enforcement, problems);
+    if (undone) return undone;
+    return { ok: true, instance, allocations: placed.allocations, record, problems };
+  }
+
+  /** Under `enforcementFailure: undo`, release the instance and turn the failures into a rejection. */
+  private async applyEnforcementPolicy(store: Store, uuid: string, enforcement: Problem[], problems: Problem[]): Promise<ClaimResult | undefined> {
+    problems.push(...enforcement);
+    if (enforcement.length === 0 || this.config.tracker.enforcementFailure !== 'undo') return undefined;
+    await this.releaseLocked(store, uuid, false);
+    return { ok: false, reasons: enforcement.map((p) => ({ ...(p.plugin ? { plugin: p.plugin } : {}), reason: `enforcement by plugin ${p.plugin} failed, claim undone: ${p.message}` })) };
+  }
+
+  release(uuid: string): Promise<ReleaseResult> {
+    this.assertRunning();
+    return this.mutex.run(async () => this.releaseLocked(await this.openStore(), uuid, true));
+  }
+
+  private async releaseLocked(store: Store, uuid: string, announce: boolean): Promise<ReleaseResult> {
+    const record = await store.getInstance(uuid);
+    if (!record || record.host !== this.hostName) return { released: false, problems: [] };
+    const { allocations } = await store.getAllocations(uuid);
+    const names = await this.providerNames(store, allocations);
+    const problems: Problem[] = [];
+    const writes = [{ consumer: { uuid, projectId: record.projectId, userId: record.userId }, allocations: [] }];
+    if (record.migrationUuid) writes.push({ consumer: { uuid: record.migrationUuid, projectId: record.projectId, userId: record.userId }, allocations: [] });
+    await store.writeAllocations(writes);
+    if (record.migrationUuid) await store.deleteInstance(record.migrationUuid);
+    await store.deleteInstance(uuid);
+    await this.removeFromPlugins(uuid, problems);
+    if (record.migrationUuid) await this.removeFromPlugins(record.migrationUuid, problems);
+    await this.refreshStats(store, problems);
+    if (announce) {
+      const spec = this.parseOr(record.flavor);
+      problems.push(...(await this.emit('released', this.toClaimed(record, spec, allocations, names), record.assignments)));
+    }
+    return { released: true, problems };
+  }
+
+  /** The parsed flavor of a recorded instance, or an empty spec when its keys are no longer owned (events only). */
+  private parseOr(flavor: Flavor): RequestSpec {
+    try {
+      return this.parse(flavor);
+    } catch {
+      return { flavor, groups: [{ suffix: '', resources: {}, requiredTraits: [], forbiddenTraits: [], memberOf: [] }], groupPolicy: 'none', aggregateExtraSpecs: {}, capabilities: [], pluginSpecs: {}, hints: {} };
+    }
+  }
+
+  /* ------------------------------------------------------------------ resize */
+
+  resize(uuid: string, flavor: Flavor): Promise<ClaimResult> {
+    this.assertRunning();
+    return this.mutex.run(async () => {
+      const store = await this.openStore();
+      const record = await store.getInstance(uuid);
+      if (!record || record.host !== this.hostName || record.state !== 'active') {
+        return { ok: false, reasons: [{ reason: `instance ${uuid} is ${record ? `${record.state} on host ${record.host}` : 'unknown'}; only an active instance of host ${this.hostName} can be resized` }] };
+      }
+      const old = await store.getAllocations(uuid);
+      const request: InstanceRequest = { uuid, projectId: record.projectId, userId: record.userId, flavor };
+      // The old allocations stay counted (they move to the migration consumer).
+      const placed = await this.place(store, request, 'resize', []);
+      if (!placed.ok) return placed;
+      const migration = migrationUuid(uuid);
+      const now = this.clock.now();
+      const migrationRecord: InstanceRecord = { ...record, uuid: migration, state: 'resizing', updatedAt: now };
+      delete migrationRecord.migrationUuid;
+      delete migrationRecord.previousFlavor;
+      const resized: InstanceRecord = { ...record, flavor, state: 'resizing', previousFlavor: record.flavor, migrationUuid: migration, assignments: placed.assignments, updatedAt: now };
+      try {
+        await store.writeAllocations([
+          { consumer: { uuid: migration, projectId: record.projectId, userId: record.userId, generation: null }, allocations: old.allocations, instance: migrationRecord },
+          { consumer: { uuid, projectId: record.projectId, userId: record.userId, generation: old.generation }, allocations: placed.allocations, instance: resized },
+        ]);
+      } catch (err) {
+        return { ok: false, reasons: [{ reason: `store refused the allocations: ${(err as Error).message}` }] };
+      }
+      const problems: Problem[] = [];
+      const names = await this.providerNames(store, [...old.allocations, ...placed.allocations]);
+      const previous = this.toClaimed(record, this.parseOr(record.flavor), old.allocations, names);
+      const held = this.toClaimed(migrationRecord, previous.spec, old.allocations, names);
+      const instance = this.toClaimed(resized, placed.spec, placed.allocations, names);
+      await this.removeFromPlugins(uuid, problems);
+      await this.addToPlugins(held, migrationRecord.assignments, problems);
+      await this.addToPlugins(instance, resized.assignments, problems);
+      await this.refreshStats(store, problems);
+      const enforcement = await this.emit('resized', instance, resized.assignments, { instance: previous, assignments: record.assignments });
+      problems.push(...enforcement);
+      if (enforcement.length > 0 && this.config.tracker.enforcementFailure === 'undo') {
+        await this.revertLocked(store, uuid, false);
+        return { ok: false, reasons: enforcement.map((p) => ({ ...(p.plugin ? { plugin: p.plugin } : {}), reason: `enforcement by plugin ${p.plugin} failed, resize reverted: ${p.message}` })) };
+      }
+      return { ok: true, instance, allocations: placed.allocations, record: resized, problems };
+    });
+  }
+
+  private async resizing(store: Store, uuid: string): Promise<{ record: InstanceRecord; migration: string } | { ok: false; reasons: Array<{ reason: string }> }> {
+    const record = await store.getInstance(uuid);
+    if (!record || record.host !== this.hostName || record.state !== 'resizing' || !record.migrationUuid) {
+      return { ok: false, reasons: [{ reason: `instance ${uuid} has no resize pending on host ${this.hostName}` }] };
+    }
+    return { record, migration: record.migrationUuid };
+  }
+
+  confirmResize(uuid: string): Promise<ClaimResult> {
+    this.assertRunning();
+    return this.mutex.run(async () => {
+      const store = await this.openStore();
+      const pending = await this.resizing(store, uuid);
+      if ('ok' in pending) return pending;
+      const { record, migration } = pending;
+      const current = await store.getAllocations(uuid);
+      const confirmed: InstanceRecord = { ...record, state: 'active', updatedAt: this.clock.now() };
+      delete confirmed.previousFlavor;
+      delete confirmed.migrationUuid;
+      await store.writeAllocations([
+        { consumer: { uuid: migration, projectId: record.projectId, userId: record.userId }, allocations: [] },
+        { consumer: { uuid, projectId: record.projectId, userId: record.userId, generation: current.generation }, allocations: current.allocations, instance: confirmed },
+      ]);
+      await store.deleteInstance(migration);
+      const problems: Problem[] = [];
+      await this.removeFromPlugins(migration, problems);
+      await this.refreshStats(store, problems);
+      const names = await this.providerNames(store, current.allocations);
+      const instance = this.toClaimed(confirmed, this.parseOr(confirmed.flavor), current.allocations, names);
+      problems.push(...(await this.emit('updated', instance, confirmed.assignments)));
+      return { ok: true, instance, allocations: current.allocations, record: confirmed, problems };
+    });
+  }
+
+  revertResize(uuid: string): Promise<ClaimResult> {
+    this.assertRunning();
+    return this.mutex.run(async () => this.revertLocked(await this.openStore(), uuid, true));
+  }
+
+  private async revertLocked(store: Store, uuid: string, announce: boolean): Promise<ClaimResult> {
+    const pending = await this.resizing(store, uuid);
+    if ('ok' in pending) return pending;
+    const { record, migration } = pending;
+    const held = await store.getAllocations(migration);
+    const heldRecord = await store.getInstance(migration);
+    const current = await store.getAllocations(uuid);
+    const reverted: InstanceRecord = { ...record, flavor: record.previousFlavor ?? record.flavor, state: 'active', assignments: heldRecord?.assignments ?? {}, updatedAt: this.clock.now() };
+    delete reverted.previousFlavor;
+    delete reverted.migrationUuid;
+    await store.writeAllocations([
+      { consumer: { uuid, projectId: record.projectId, userId: record.userId, generation: current.generation }, allocations: held.allocations, instance: reverted },
+      { consumer: { uuid: migration, projectId: record.projectId, userId: record.userId }, allocations: [] },
+    ]);
+    await store.deleteInstance(migration);
+    const problems: Problem[] = [];
+    const names = await this.providerNames(store, [...held.allocations, ...current.allocations]);
+    const instance = this.toClaimed(reverted, this.parseOr(reverted.flavor), held.allocations, names);
+    const previous = this.toClaimed(record, this.parseOr(record.flavor), current.allocations, names);
+    await this.removeFromPlugins(uuid, problems);
+    await this.removeFromPlugins(migration, problems);
+    await this.addToPlugins(instance, reverted.assignments, problems);
+    await this.refreshStats(store, problems);
+    if (announce) {
+      problems.push(...(await this.emit('resized', instance, reverted.assignments, { instance: previous, assignments: record.assignments })));
+    }
+    return { ok: true, instance, allocations: held.allocations, record: reverted, problems };
+  }
+}
+
+function sameSet(a: readonly string[], b: readonly string[]): boolean {
+  const sa = new Set(a);
+  return sa.size === new Set(b).size && b.every((x) => sa.has(x));
+}
+
+/** Grants first, then what placement placed; one entry per provider and class (amounts summed). */
+function mergeAllocations(granted: Allocation[], fitted: Allocation[]): Allocation[] {
+  const out: Allocation[] = [];
+  for (const a of [...granted, ...fitted]) {
+    const same = out.find((o) => o.providerUuid === a.providerUuid && o.resourceClass === a.resourceClass);
+    if (same) same.amount += a.amount;
+    else out.push({ ...a });
+  }
+  return out;
+}
+
+/** Why a `test` result is not a ClaimGrant, or undefined when it is one. */
+function grantProblem(value: unknown): string | undefined {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return `expected nothing, a reason string or a ClaimGrant, got ${describe(value)}`;
+  const grant = value as Record<string, unknown>;
+  const extra = Object.keys(grant).filter((k) => k !== 'allocations' && k !== 'assignment');
+  if (extra.length > 0) return `unknown field(s) ${extra.join(', ')} in the grant`;
+  if (grant['allocations'] !== undefined) {
+    if (!Array.isArray(grant['allocations'])) return 'allocations must be a list';
+    for (const [i, a] of (grant['allocations'] as unknown[]).entries()) {
+      const alloc = a as Record<string, unknown>;
+      if (typeof a !== 'object' || a === null) return `allocations[${i}] must be an object`;
+      if (alloc['provider'] !== undefined && typeof alloc['provider'] !== 'string') return `allocations[${i}].provider must be a child key`;
+      if (typeof alloc['resourceClass'] !== 'string') return `allocations[${i}].resourceClass must be a string`;
+      if (!Number.isSafeInteger(alloc['amount']) || (alloc['amount'] as number) < 1) return `allocations[${i}].amount must be a positive integer`;
+    }
+  }
+  if (grant['assignment'] !== undefined) {
+    try {
+      if (!jsonEqual(JSON.parse(JSON.stringify(grant['assignment'])), grant['assignment'])) return 'assignment is not plain JSON';
+    } catch {
+      return 'assignment is not JSON-serialisable';
+    }
+  }
+  return undefined;
+}
+
+function describe(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  return typeof value === 'object' ? 'an object' : `${typeof value} ${String(value)}`;
+}

@@ -1,0 +1,471 @@
+import { existsSync } from 'node:fs';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { InstanceEvent } from '@ert/plugin-api';
+import type { Store } from '@ert/store';
+import { providerUuid, TrackerErrorCodes, type ClaimResult, type SyncReport } from '../src/index.js';
+import { BACKENDS, Bench, flavor, request } from './harness.js';
+// @ts-expect-error plain-JS fixtures shared with the child process of the restart test
+import { counting, ways } from './fixtures/plugins.mjs';
+
+function ok(result: ClaimResult): Extract<ClaimResult, { ok: true }> {
+  if (!result.ok) throw new Error(`claim refused: ${JSON.stringify(result.reasons)}`);
+  return result;
+}
+function refused(result: ClaimResult): Array<{ plugin?: string; reason: string }> {
+  if (result.ok) throw new Error('claim unexpectedly accepted');
+  return result.reasons;
+}
+async function usage(store: Store, host: string): Promise<Record<string, number>> {
+  const [snapshot] = await store.loadHosts([host]);
+  const total: Record<string, number> = {};
+  for (const p of snapshot!.providers) for (const [c, n] of Object.entries(p.usages)) total[c] = (total[c] ?? 0) + n;
+  return total;
+}
+
+describe.each(BACKENDS)('tracker on %s', (backend) => {
+  let bench: Bench;
+  beforeEach(async () => {
+    bench = new Bench(backend);
+    await bench.init();
+  });
+  afterEach(async () => {
+    await bench.close();
+  });
+
+  function basics(faults: { cpu?: Record<string, string>; mem?: Record<string, string> } = {}, journal: string[] = []) {
+    return [
+      counting({ name: 'cpu', resourceClass: 'VCPU', total: 8, traits: ['HW_CPU_X86_AVX2'], faults: faults.cpu ?? {}, journal }),
+      counting({ name: 'mem', resourceClass: 'MEMORY_MB', total: 4096, faults: faults.mem ?? {}, journal }),
+    ];
+  }
+
+  describe('discovery and sync', () => {
+    it('discover() reports every plugin and writes nothing (the store is not even opened)', async () => {
+      const storeOptions = bench.storeOptions();
+      const tracker = await bench.tracker(bench.config({ store: storeOptions, resources: [...basics(), ways()] }));
+      const report = await tracker.discover();
+      expect(report.host).toBe('host1');
+      expect(report.rootUuid).toBe(providerUuid('host1'));
+      expect(report.plugins.map((p) => [p.plugin, p.available])).toEqual([
+        ['cpu', true],
+        ['mem', true],
+        ['ways', true],
+      ]);
+      expect(report.plugins[0]!.stats).toEqual({ schemaVersion: 1, data: { used: 0, instances: [] } });
+      expect(report.plugins[2]!.providers.map((p) => p.name)).toEqual(['host1', 'host1_cache_0', 'host1_cache_1']);
+      expect(report.providers.map((p) => p.name)).toEqual(['host1', 'host1_cache_0', 'host1_cache_1']);
+      expect(report.providers[0]!.inventories['VCPU']!.total).toBe(8);
+      if (backend === 'sqlite3') expect(existsSync(storeOptions.connection)).toBe(false);
+    });
+
+    it('sync() writes providers, inventories, traits, stats and the host row, then changes nothing when nothing changed', async () => {
+      const store = await bench.openStore(bench.storeOptions());
+      let now = 1_000_000;
+      const tracker = await bench.tracker(bench.config({ store: bench.storeOptions(), resources: [...basics(), ways()] }), store, { clock: { now: () => now } });
+      const first = await tracker.sync();
+      expect(first.problems).toEqual([]);
+      expect(first.changes).toEqual(expect.arrayContaining(['created provider host1', 'created provider host1_cache_0', 'stats of cpu', 'stats of ways']));
+      const root = await store.getInventories(providerUuid('host1'));
+      expect(Object.keys(root.inventories).sort()).toEqual(['MEMORY_MB', 'VCPU']);
+      expect((await store.getTraits(providerUuid('host1'))).sort()).toEqual(['CUSTOM_CACHE_WAYS', 'HW_CPU_X86_AVX2']);
+      expect((await store.getProvider(providerUuid('host1_cache_1')))!.parentUuid).toBe(providerUuid('host1'));
+      expect(await store.getHost('host1')).toMatchObject({ status: 'up', lastUpdate: now, rootProviderUuid: providerUuid('host1') });
+      expect((await store.readStats('host1'))['ways']).toMatchObject({ schemaVersion: 2, data: { domains: [{ used: 0 }, { used: 0 }] } });
+
+      const generations = await Promise.all(first.discovery.providers.map(async (p) => (await store.getProvider(p.uuid))!.generation));
+      now += 1000;
+      const second = await tracker.sync();
+      expect(second.changes).toEqual([]);
+      expect(await Promise.all(first.discovery.providers.map(async (p) => (await store.getProvider(p.uuid))!.generation))).toEqual(generations);
+      expect((await store.getHost('host1'))!.lastUpdate).toBe(now);
+    });
+
+    it('writes only the inventory that changed, keeps inventory allocations use, and retires providers nothing reports', async () => {
+      const store = await bench.openStore(bench.storeOptions());
+      const shape = { total: 8 };
+      const cpu = counting({ name: 'cpu', resourceClass: 'VCPU', total: 8, shape });
+      const memFaults: Record<string, string> = {};
+      const mem = counting({ name: 'mem', resourceClass: 'MEMORY_MB', total: 4096, faults: memFaults });
+      const tracker = await bench.tracker(bench.config({ store: bench.storeOptions(), resources: [cpu, mem, ways({ domains: 2 })] }), store);
+      await tracker.sync();
+      ok(await tracker.claim(request(4, 1024)));
+
+      shape.total = 16;
+      const grown = await tracker.sync();
+      expect(grown.changes).toEqual(['inventories of host1: VCPU']);
+      expect((await store.getInventories(providerUuid('host1'))).inventories['VCPU']!.total).toBe(16);
+
+      shape.total = 2; // below the 4 in use
+      const shrunk = await tracker.sync();
+      expect(shrunk.problems).toEqual([expect.objectContaining({ code: 'ERT_STORE_INVENTORY_IN_USE', provider: 'host1', resourceClass: 'VCPU' })]);
+      expect((await store.getInventories(providerUuid('host1'))).inventories['VCPU']!.total).toBe(16);
+
+      memFaults['discover'] = 'unavailable'; // MEMORY_MB (1024 used) would disappear
+      const gone = await tracker.sync();
+      expect(gone.problems.filter((p) => p.code === 'ERT_STORE_INVENTORY_IN_USE').map((p) => p.resourceClass).sort()).toEqual(['MEMORY_MB', 'VCPU']);
+      expect((await store.getInventories(providerUuid('host1'))).inventories['MEMORY_MB']!.total).toBe(4096);
+    });
+
+    it('deletes nested providers that nothing reports any more', async () => {
+      const store = await bench.openStore(bench.storeOptions());
+      const config = bench.config({ store: bench.storeOptions(), resources: [...basics(), ways({ domains: 2 })] });
+      await (await bench.tracker(config, store)).sync();
+      const fewer = await bench.tracker(bench.config({ store: bench.storeOptions(), resources: [...basics(), ways({ domains: 1 })] }), store);
+      const report = await fewer.sync();
+      expect(report.changes).toEqual(expect.arrayContaining(['deleted provider host1_cache_1']));
+      expect(await store.getProvider(providerUuid('host1_cache_1'))).toBeUndefined();
+      expect(await store.getProvider(providerUuid('host1_cache_0'))).toBeDefined();
+    });
+
+    it.each([
+      ['throws', 'throw', 'ERT_PLUGIN_HOOK_FAILED'],
+      ['hangs', 'hang', 'ERT_PLUGIN_HOOK_TIMEOUT'],
+      ['returns garbage', 'garbage', TrackerErrorCodes.INVALID_DISCOVERY],
+    ])('a plugin whose discover %s is unavailable and reported; the others go on', async (_label, fault, code) => {
+      const store = await bench.openStore(bench.storeOptions());
+      const tracker = await bench.tracker(bench.config({ store: bench.storeOptions(), resources: basics({ mem: { discover: fault } }) }), store);
+      const report = await tracker.sync();
+      const mem = report.discovery.plugins.find((p) => p.plugin === 'mem')!;
+      expect(mem.available).toBe(false);
+      expect(report.problems).toEqual([expect.objectContaining({ code, plugin: 'mem' })]);
+      expect(Object.keys((await store.getInventories(providerUuid('host1'))).inventories)).toEqual(['VCPU']);
+      expect(Object.keys(await store.readStats('host1'))).toEqual(['cpu']);
+    });
+
+    it('refuses stats that fail their schema, keeps the last valid ones, and writes the other plugins\u2019 stats', async () => {
+      const store = await bench.openStore(bench.storeOptions());
+      const faults: Record<string, string> = {};
+      const cpu = counting({ name: 'cpu', resourceClass: 'VCPU', total: 8, faults });
+      const tracker = await bench.tracker(bench.config({ store: bench.storeOptions(), resources: [cpu, counting({ name: 'mem', resourceClass: 'MEMORY_MB', total: 4096 })] }), store);
+      await tracker.sync();
+      const r = ok(await tracker.claim(request(1, 512)));
+      faults['stats'] = 'invalid';
+      const report = await tracker.sync();
+      expect(report.problems).toEqual([expect.objectContaining({ code: 'ERT_PLUGIN_STATS_INVALID', plugin: 'cpu' })]);
+      expect(report.discovery.plugins[0]!.statsProblem?.code).toBe('ERT_PLUGIN_STATS_INVALID');
+      const stats = await store.readStats('host1');
+      expect(stats['cpu']!.data).toEqual({ used: 1, instances: [r.instance.uuid] });
+      expect(stats['mem']!.data).toEqual({ used: 512, instances: [r.instance.uuid] });
+    });
+
+    it('refuses to start when two plugins report the same class on one provider, naming both', async () => {
+      const tracker = await bench.tracker(
+        bench.config({ store: bench.storeOptions(), resources: [...basics(), counting({ name: 'cpu2', resourceClass: 'VCPU', total: 4 })] }),
+      );
+      await expect(tracker.start()).rejects.toMatchObject({
+        code: TrackerErrorCodes.INVENTORY_CONFLICT,
+        details: { provider: 'host1', resourceClass: 'VCPU', plugins: ['cpu', 'cpu2'] },
+      });
+    });
+
+    it('marks other hosts stale whose last update is older than staleAfter', async () => {
+      const store = await bench.openStore(bench.storeOptions());
+      const now = 10_000_000;
+      await store.createProvider({ uuid: providerUuid('old'), name: 'old' });
+      await store.upsertHost({ name: 'old', rootProviderUuid: providerUuid('old'), status: 'up', lastUpdate: now - 181_000 });
+      await store.createProvider({ uuid: providerUuid('fresh'), name: 'fresh' });
+      await store.upsertHost({ name: 'fresh', rootProviderUuid: providerUuid('fresh'), status: 'up', lastUpdate: now - 179_000 });
+      const tracker = await bench.tracker(bench.config({ store: bench.storeOptions(), resources: basics(), staleAfter: '3m' }), store, { clock: { now: () => now } });
+      const report = await tracker.sync();
+      expect(report.staleHosts).toEqual(['old']);
+      expect((await store.getHost('old'))!.status).toBe('stale');
+      expect((await store.getHost('fresh'))!.status).toBe('up');
+      expect((await store.getHost('host1'))!.status).toBe('up');
+    });
+  });
+
+  describe('provider config files', () => {
+    it('adds operator inventories and traits, and a nested provider under the host', async () => {
+      const dir = await bench.providerDir({
+        'a.yaml': `schema_version: "1.0"
+providers:
+  - identification: { name: "$HOST" }
+    inventories: { additional: [ { CUSTOM_LICENSE: { total: 3, max_unit: 1 } } ] }
+    traits: { additional: [CUSTOM_RACK_A] }
+  - identification: { name: fpga }
+    parent: "$HOST"
+    inventories: { additional: [ { CUSTOM_FPGA: { total: 2 } } ] }
+  - identification: { name: cache_0 }
+    traits: { additional: [CUSTOM_MANAGED] }
+`,
+      });
+      const store = await bench.openStore(bench.storeOptions());
+      const tracker = await bench.tracker(bench.config({ store: bench.storeOptions(), resources: [...basics(), ways()], providerConfigs: dir }), store);
+      const report = await tracker.start();
+      expect(report.problems).toEqual([]);
+      const root = await store.getInventories(providerUuid('host1'));
+      expect(root.inventories['CUSTOM_LICENSE']).toEqual({ total: 3, reserved: 0, minUnit: 1, maxUnit: 1, stepSize: 1, allocationRatio: 1 });
+      expect(await store.getTraits(providerUuid('host1'))).toContain('CUSTOM_RACK_A');
+      expect((await store.getProvider(providerUuid('host1_fpga')))!.parentUuid).toBe(providerUuid('host1'));
+      expect((await store.getInventories(providerUuid('host1_fpga'))).inventories['CUSTOM_FPGA']!.total).toBe(2);
+      expect(await store.getTraits(providerUuid('host1_cache_0'))).toContain('CUSTOM_MANAGED');
+      // Operator classes are claimable like any other.
+      ok(await tracker.claim(request(1, 128, { 'resources:CUSTOM_FPGA': '1' })));
+      expect((await usage(store, 'host1'))['CUSTOM_FPGA']).toBe(1);
+    });
+
+    it('stops start-up when an entry adds a class a plugin reports, naming file and entry', async () => {
+      const dir = await bench.providerDir({
+        'x.yaml': 'schema_version: "1.0"\nproviders:\n  - identification: { name: cache_1 }\n    inventories: { additional: [ { CUSTOM_WAYS: { total: 4 } } ] }\n',
+      });
+      const tracker = await bench.tracker(bench.config({ store: bench.storeOptions(), resources: [...basics(), ways()], providerConfigs: dir }));
+      const err = await tracker.start().then(() => undefined, (e: unknown) => e as { code: string; message: string; details: Record<string, unknown> });
+      expect(err?.code).toBe(TrackerErrorCodes.PROVIDER_CONFIG_CONFLICT);
+      expect(err?.message).toContain('x.yaml providers[0] (name=cache_1)');
+      expect(err?.details).toMatchObject({ index: 0, resourceClass: 'CUSTOM_WAYS', owner: 'ways' });
+    });
+
+    it.each([
+      ['a malformed file', 'schema_version: "1.0"\nproviders: [ {\n', TrackerErrorCodes.PROVIDER_CONFIG_INVALID],
+      ['an unknown key', 'schema_version: "1.0"\nproviders:\n  - identification: { name: "$HOST" }\n    extra: 1\n', TrackerErrorCodes.PROVIDER_CONFIG_INVALID],
+      ['a non-CUSTOM class', 'schema_version: "1.0"\nproviders:\n  - identification: { name: "$HOST" }\n    inventories: { additional: [ { DISK_GB: { total: 1 } } ] }\n', TrackerErrorCodes.PROVIDER_CONFIG_INVALID],
+    ])('createTracker refuses %s in a provider config file', async (_label, text, code) => {
+      const dir = await bench.providerDir({ 'bad.yaml': text });
+      await expect(bench.tracker(bench.config({ store: bench.storeOptions(), resources: basics(), providerConfigs: dir }))).rejects.toMatchObject({
+        code,
+        message: expect.stringContaining('bad.yaml'),
+      });
+    });
+
+    it('createTracker refuses a provider described in two files', async () => {
+      const dir = await bench.providerDir({
+        '1.yaml': 'schema_version: "1.0"\nproviders:\n  - identification: { name: fpga }\n    parent: "$HOST"\n',
+        '2.yaml': 'schema_version: "1.0"\nproviders:\n  - identification: { name: fpga }\n',
+      });
+      await expect(bench.tracker(bench.config({ store: bench.storeOptions(), resources: basics(), providerConfigs: dir }))).rejects.toMatchObject({
+        code: TrackerErrorCodes.PROVIDER_CONFIG_DUPLICATE,
+      });
+    });
+  });
+
+  describe('claims', () => {
+    async function started(resources: unknown[], extra: Parameters<Bench['config']>[0] extends infer C ? Partial<C> : never = {}) {
+      const store = await bench.openStore(bench.storeOptions());
+      const tracker = await bench.tracker(bench.config({ store: bench.storeOptions(), resources: resources as never, ...extra }), store);
+      await tracker.start();
+      return { store, tracker };
+    }
+
+    it('claims atomically: allocations and instance record written, views, stats and events updated', async () => {
+      const journal: string[] = [];
+      const { store, tracker } = await started(basics({}, journal));
+      const events: InstanceEvent[] = [];
+      tracker.on('claimed', (e) => events.push(e));
+      const req = request(2, 1024);
+      const result = ok(await tracker.claim(req));
+      expect(result.allocations.sort((a, b) => a.resourceClass.localeCompare(b.resourceClass))).toEqual([
+        { providerUuid: providerUuid('host1'), resourceClass: 'MEMORY_MB', amount: 1024 },
+        { providerUuid: providerUuid('host1'), resourceClass: 'VCPU', amount: 2 },
+      ]);
+      expect((await store.getAllocations(req.uuid)).allocations).toHaveLength(2);
+      expect(await store.getInstance(req.uuid)).toMatchObject({ host: 'host1', state: 'active', flavor: req.flavor });
+      expect((await store.readStats('host1'))['cpu']!.data).toEqual({ used: 2, instances: [req.uuid] });
+      expect(journal.filter((j) => j.endsWith(req.uuid))).toEqual(['cpu.test:' + req.uuid, 'mem.test:' + req.uuid, 'cpu.add:' + req.uuid, 'mem.add:' + req.uuid]);
+      expect(events).toEqual([expect.objectContaining({ type: 'claimed', host: 'host1', instance: expect.objectContaining({ uuid: req.uuid }) })]);
+      expect(events[0]!.instance.allocations).toEqual(expect.arrayContaining([{ providerName: 'host1', resourceClass: 'VCPU', amount: 2 }]));
+    });
+
+    it('collects every plugin\u2019s reason and writes nothing', async () => {
+      const { store, tracker } = await started(basics());
+      const req = request(9, 5000);
+      const reasons = refused(await tracker.claim(req));
+      expect(reasons).toEqual([
+        { plugin: 'cpu', reason: 'cpu: needs 9 VCPU, 8 free' },
+        { plugin: 'mem', reason: 'mem: needs 5000 MEMORY_MB, 4096 free' },
+      ]);
+      expect((await store.getAllocations(req.uuid)).allocations).toEqual([]);
+      expect(await store.getInstance(req.uuid)).toBeUndefined();
+    });
+
+    it.each([
+      ['throws', 'throw', /mem.*test/],
+      ['hangs past its timeout', 'hang', /did not finish within 300 ms/],
+      ['returns garbage', 'garbage', /invalid result/],
+    ])('fails closed when a plugin\u2019s test %s, naming the plugin', async (_label, fault, message) => {
+      const { store, tracker } = await started(basics({ mem: { test: fault } }));
+      const req = request(1, 128);
+      const reasons = refused(await tracker.claim(req));
+      expect(reasons).toEqual([{ plugin: 'mem', reason: expect.stringMatching(message) }]);
+      expect(reasons[0]!.reason).toContain('mem');
+      expect((await store.getAllocations(req.uuid)).allocations).toEqual([]);
+    });
+
+    it('refuses a grant that is not a ClaimGrant', async () => {
+      const { tracker } = await started([...basics(), ways({ faults: { test: 'garbage' } })]);
+      expect(refused(await tracker.claim(request(1, 128)))).toEqual([{ plugin: 'ways', reason: expect.stringMatching(/allocations must be a list/) }]);
+    });
+
+    it('refuses an extra spec key no plugin owns, naming it', async () => {
+      const { tracker } = await started(basics());
+      const reasons = refused(await tracker.claim(request(1, 128, { 'bogus:key': '1' })));
+      expect(reasons).toHaveLength(1);
+      expect(reasons[0]!.reason).toContain('bogus:key');
+    });
+
+    it('refuses what placement cannot fit (a class nobody has) with placement\u2019s reason', async () => {
+      const { store, tracker } = await started(basics());
+      const req = { ...request(1, 128), flavor: { ...flavor(1, 128), diskGb: 10 } };
+      const reasons = refused(await tracker.claim(req));
+      expect(reasons[0]!.reason).toMatch(/DISK_GB/);
+      expect(await store.getInstance(req.uuid)).toBeUndefined();
+    });
+
+    it('places plugin grants on nested providers, stores assignments and passes ert:policy untouched', async () => {
+      const policies: unknown[] = [];
+      const { store, tracker } = await started([...basics(), ways({ domains: 2, perDomain: 4, policies })]);
+      const a = ok(await tracker.claim(request(1, 128, { 'ways:count': '3', 'ert:policy': 'gold; tier=1' })));
+      expect(policies).toContain('gold; tier=1');
+      expect(a.allocations).toContainEqual({ providerUuid: providerUuid('host1_cache_0'), resourceClass: 'CUSTOM_WAYS', amount: 3 });
+      expect(a.record.assignments).toEqual({ ways: { domain: 0, mask: 0b0111 } });
+      expect((await store.getInstance(a.instance.uuid))!.assignments).toEqual({ ways: { domain: 0, mask: 0b0111 } });
+      const b = ok(await tracker.claim(request(1, 128, { 'ways:count': '2' })));
+      expect(b.record.assignments).toEqual({ ways: { domain: 1, mask: 0b0011 } });
+      expect((await store.readStats('host1'))['ways']!.data).toEqual({ domains: [{ used: 0b0111 }, { used: 0b0011 }] });
+      expect(refused(await tracker.claim(request(1, 128, { 'ways:count': '3' })))).toEqual([{ plugin: 'ways', reason: 'ways: no cache domain has 3 contiguous free ways' }]);
+    });
+
+    it('adopts allocations the scheduler wrote for the instance instead of counting them twice', async () => {
+      const { store, tracker } = await started(basics());
+      const req = request(6, 1024);
+      await store.writeAllocations([
+        {
+          consumer: { uuid: req.uuid, projectId: 'p1', userId: 'u1', generation: null },
+          allocations: [
+            { providerUuid: providerUuid('host1'), resourceClass: 'VCPU', amount: 6 },
+            { providerUuid: providerUuid('host1'), resourceClass: 'MEMORY_MB', amount: 1024 },
+          ],
+          instance: { uuid: req.uuid, host: 'host1', projectId: 'p1', userId: 'u1', flavor: req.flavor, state: 'scheduled', assignments: {} },
+        },
+      ]);
+      // 6 of 8 VCPU are already used by this very consumer: only adoption lets it fit.
+      ok(await tracker.claim(req));
+      expect(await usage(store, 'host1')).toEqual({ VCPU: 6, MEMORY_MB: 1024 });
+      expect((await store.getInstance(req.uuid))!.state).toBe('active');
+      refused(await tracker.claim(req));
+    });
+
+    it('serializes concurrent claims: the plugins never see two interleaved, and capacity holds', async () => {
+      const journal: string[] = [];
+      const { store, tracker } = await started(basics({}, journal));
+      const requests = Array.from({ length: 6 }, () => request(3, 256));
+      journal.length = 0;
+      const results = await Promise.all(requests.map((r) => tracker.claim(r)));
+      expect(results.filter((r) => r.ok)).toHaveLength(2); // 8 VCPU / 3
+      expect((await usage(store, 'host1'))['VCPU']).toBe(6);
+      // Each claim's tests run before the next claim starts.
+      const order = journal.filter((j) => j.startsWith('cpu.test') || j.startsWith('cpu.add')).map((j) => j.split(':')[1]);
+      const firstSeen = [...new Set(order)];
+      expect(firstSeen).toEqual(requests.map((r) => r.uuid));
+      for (const uuid of firstSeen) {
+        const idx = order.flatMap((u, i) => (u === uuid ? [i] : []));
+        expect(idx[idx.length - 1]! - idx[0]!).toBe(idx.length - 1); // contiguous
+      }
+    });
+
+    it('releases: allocations, instance record and views are gone; unknown instances are a no-op', async () => {
+      const { store, tracker } = await started(basics());
+      const events: string[] = [];
+      tracker.on('released', (e) => events.push(e.instance.uuid));
+      const req = request(2, 256);
+      ok(await tracker.claim(req));
+      expect(await tracker.release(req.uuid)).toEqual({ released: true, problems: [] });
+      expect((await store.getAllocations(req.uuid)).allocations).toEqual([]);
+      expect(await store.getInstance(req.uuid)).toBeUndefined();
+      expect((await store.readStats('host1'))['cpu']!.data).toEqual({ used: 0, instances: [] });
+      expect(events).toEqual([req.uuid]);
+      expect(await tracker.release(req.uuid)).toEqual({ released: false, problems: [] });
+    });
+
+    it('resize holds old and new amounts until confirmed', async () => {
+      const { store, tracker } = await started(basics());
+      const req = request(2, 512);
+      ok(await tracker.claim(req));
+      const resized = ok(await tracker.resize(req.uuid, flavor(4, 1024)));
+      expect(resized.record.state).toBe('resizing');
+      expect(await usage(store, 'host1')).toEqual({ VCPU: 6, MEMORY_MB: 1536 });
+      expect((await store.readStats('host1'))['cpu']!.data).toMatchObject({ used: 6 });
+      // Too big while both are held:
+      refused(await tracker.claim(request(3, 128)));
+      const confirmed = ok(await tracker.confirmResize(req.uuid));
+      expect(confirmed.record).toMatchObject({ state: 'active', flavor: flavor(4, 1024) });
+      expect(confirmed.record.previousFlavor).toBeUndefined();
+      expect(await usage(store, 'host1')).toEqual({ VCPU: 4, MEMORY_MB: 1024 });
+      expect((await store.readStats('host1'))['cpu']!.data).toEqual({ used: 4, instances: [req.uuid] });
+      expect((await store.listInstances({ host: 'host1' })).map((i) => i.uuid)).toEqual([req.uuid]);
+    });
+
+    it('revertResize restores the old flavor, allocations and assignments', async () => {
+      const { store, tracker } = await started([...basics(), ways({ domains: 1, perDomain: 8 })]);
+      const events: InstanceEvent[] = [];
+      tracker.on('resized', (e) => events.push(e));
+      const req = request(2, 512, { 'ways:count': '2' });
+      const before = ok(await tracker.claim(req));
+      const usageBefore = await usage(store, 'host1');
+      ok(await tracker.resize(req.uuid, flavor(3, 512, { 'ways:count': '4' })));
+      expect((await usage(store, 'host1'))['CUSTOM_WAYS']).toBe(6);
+      const reverted = ok(await tracker.revertResize(req.uuid));
+      expect(reverted.record).toMatchObject({ state: 'active', flavor: req.flavor, assignments: before.record.assignments });
+      expect(await usage(store, 'host1')).toEqual(usageBefore);
+      expect((await store.readStats('host1'))['ways']!.data).toEqual({ domains: [{ used: 0b11 }] });
+      expect(events.map((e) => [e.instance.request.flavor.vcpus, e.previous?.request.flavor.vcpus])).toEqual([
+        [3, 2],
+        [2, 3],
+      ]);
+      refused(await tracker.revertResize(req.uuid));
+    });
+
+    it('reports enforcement failures under the report policy, and only calls enabled plugins', async () => {
+      const journal: string[] = [];
+      const { tracker } = await started(basics({ cpu: { enforce: 'throw' } }, journal), { enforce: ['cpu'], enforcementFailure: 'report' });
+      const req = request(1, 128);
+      const result = ok(await tracker.claim(req));
+      expect(result.problems).toEqual([expect.objectContaining({ plugin: 'cpu', hook: 'enforce', code: 'ERT_PLUGIN_HOOK_FAILED' })]);
+      expect(journal).toContain(`cpu.enforce:claimed:${req.uuid}`);
+      expect(journal.some((j) => j.startsWith('mem.enforce'))).toBe(false);
+    });
+
+    it('undoes the claim when enforcement fails under the undo policy', async () => {
+      const { store, tracker } = await started(basics({ mem: { enforce: 'throw' } }), { enforce: ['cpu', 'mem'], enforcementFailure: 'undo' });
+      const req = request(1, 128);
+      const reasons = refused(await tracker.claim(req));
+      expect(reasons).toEqual([{ plugin: 'mem', reason: expect.stringContaining('enforcement by plugin mem failed') }]);
+      expect((await store.getAllocations(req.uuid)).allocations).toEqual([]);
+      expect(await store.getInstance(req.uuid)).toBeUndefined();
+      expect((await store.readStats('host1'))['cpu']!.data).toEqual({ used: 0, instances: [] });
+    });
+
+    it('enforce sees the plugin\u2019s own assignment', async () => {
+      const journal: string[] = [];
+      const { tracker } = await started([...basics(), ways({ journal })], { enforce: ['ways'] });
+      ok(await tracker.claim(request(1, 128, { 'ways:count': '2' })));
+      expect(journal).toContain('ways.enforce:claimed:{"domain":0,"mask":3}');
+    });
+
+    it('reports (does not crash on) plugins that throw in reset, addInstance and removeInstance', async () => {
+      const faults: Record<string, string> = {};
+      const { tracker } = await started([counting({ name: 'cpu', resourceClass: 'VCPU', total: 8, faults }), counting({ name: 'mem', resourceClass: 'MEMORY_MB', total: 4096 })]);
+      faults['addInstance'] = 'throw';
+      const req = request(1, 128);
+      const claimed = ok(await tracker.claim(req));
+      expect(claimed.problems).toEqual([expect.objectContaining({ plugin: 'cpu', hook: 'addInstance' })]);
+      faults['reset'] = 'throw';
+      const report: SyncReport = await tracker.sync();
+      expect(report.problems.map((p) => `${p.plugin}.${p.hook}`)).toEqual(['cpu.reset', 'cpu.addInstance']);
+      faults['removeInstance'] = 'throw';
+      const released = await tracker.release(req.uuid);
+      expect(released.released).toBe(true);
+      expect(released.problems).toEqual([expect.objectContaining({ plugin: 'cpu', hook: 'removeInstance' })]);
+    });
+
+    it('stop() waits for a claim in flight, closes plugins, and refuses later calls', async () => {
+      const journal: string[] = [];
+      const { tracker } = await started(basics({}, journal));
+      const claim = tracker.claim(request(1, 128));
+      const stopping = tracker.stop();
+      expect((await claim).ok).toBe(true);
+      await stopping;
+      expect(journal.slice(-2)).toEqual(['cpu.close', 'mem.close']);
+      expect(() => tracker.claim(request(1, 128))).toThrow(expect.objectContaining({ code: TrackerErrorCodes.STATE }));
+    });
+  });
+});

@@ -68,6 +68,8 @@ interface CompiledRequest {
   readonly isolate: boolean;
 }
 
+const NO_PROVIDERS: readonly FitProvider[] = [];
+const NO_ALLOCATIONS: readonly FitAllocation[] = [];
 const EMPTY_GROUP: RequestGroup = { suffix: '', resources: {}, requiredTraits: [], forbiddenTraits: [], memberOf: [] };
 
 // The scheduler fits one spec against thousands of hosts: compile it once.
@@ -103,13 +105,13 @@ function groupLabel(group: RequestGroup): string {
 class Search {
   /** Tree providers (root first) followed by the usable sharing providers. */
   readonly candidates: readonly FitProvider[];
-  /** Root of each candidate (the tree's root, or the sharing provider itself). */
-  readonly roots: readonly FitProvider[];
+  /** How many of `candidates` are the tree's own (the rest are sharing providers). */
+  readonly treeSize: number;
   readonly root: FitProvider | undefined;
   /** Provider index per demand; -1 while unassigned. */
   readonly assignment: number[];
-  /** Extra usage from preallocated amounts, by candidate index and class. */
-  readonly preUsed: Array<Record<string, number> | undefined>;
+  /** Extra usage from preallocated amounts, by candidate index and class (allocated only when needed). */
+  preUsed: Array<Record<string, number> | undefined> | undefined;
   readonly preProviders: number[] = [];
 
   constructor(
@@ -117,19 +119,23 @@ class Search {
     readonly request: CompiledRequest,
   ) {
     const providers = tree.providers;
-    this.root = providers.find((p) => p.parentUuid === undefined) ?? providers[0];
+    const first = providers[0];
+    this.root = first === undefined || first.parentUuid === undefined ? first : (providers.find((p) => p.parentUuid === undefined) ?? first);
     const sharing = usableSharingProviders(tree);
     this.candidates = sharing.length === 0 ? providers : [...providers, ...sharing];
-    const root = this.root;
-    this.roots = this.candidates.map((p, i) => (i < providers.length && root !== undefined ? root : p));
+    this.treeSize = providers.length;
     this.assignment = new Array<number>(request.demands.length).fill(-1);
-    this.preUsed = new Array<Record<string, number> | undefined>(this.candidates.length);
+  }
+
+  /** Root of candidate `p`: the tree's root, or a sharing provider itself. */
+  rootOf(p: number): FitProvider {
+    return p < this.treeSize && this.root !== undefined ? this.root : this.candidates[p]!;
   }
 
   /** Used amount of `resourceClass` on candidate `p`, plus what demands before `upto` and preallocations put there. */
   used(p: number, resourceClass: ResourceClass, upto: number): number {
     let used = this.candidates[p]!.usages[resourceClass] ?? 0;
-    const pre = this.preUsed[p];
+    const pre = this.preUsed?.[p];
     if (pre !== undefined) used += pre[resourceClass] ?? 0;
     const demands = this.request.demands;
     for (let j = 0; j < upto; j++) {
@@ -145,7 +151,7 @@ class Search {
     const lists = group.memberOf;
     if (lists.length === 0) return true;
     const provider = this.candidates[p]!;
-    const root = this.roots[p]!;
+    const root = this.rootOf(p);
     return lists.every((any) => any.some((agg) => provider.aggregates.has(agg) || root.aggregates.has(agg)));
   }
 
@@ -205,6 +211,18 @@ class Search {
   unnumberedTraitsOk(): boolean {
     const group = this.request.unnumbered;
     if (group.requiredTraits.length === 0 && group.forbiddenTraits.length === 0 && group.memberOf.length === 0 && this.preProviders.length === 0) return true;
+    // The common case (one provider used, all traits there) without building the reason.
+    if (this.preProviders.length === 0 && group.forbiddenTraits.length === 0 && group.memberOf.length === 0) {
+      const demands = this.request.demands;
+      let only = -1;
+      for (let i = 0; i < demands.length; i++) {
+        if (demands[i]!.numbered) continue;
+        if (only === -1) only = this.assignment[i]!;
+        else if (only !== this.assignment[i]) return this.unnumberedTraitProblem() === undefined;
+      }
+      const provider = only === -1 ? this.root : this.candidates[only];
+      return provider !== undefined && group.requiredTraits.every((t) => provider.traits.has(t));
+    }
     return this.unnumberedTraitProblem() === undefined;
   }
 
@@ -248,9 +266,9 @@ class Search {
  * Sharing providers that may serve this tree: they carry MISC_SHARES_VIA_AGGREGATE, are
  * not in the tree, and share an aggregate with a provider of the tree (Placement's anchors).
  */
-function usableSharingProviders(tree: FitTree): FitProvider[] {
+function usableSharingProviders(tree: FitTree): readonly FitProvider[] {
   const sharing = tree.sharingProviders;
-  if (sharing === undefined || sharing.length === 0) return [];
+  if (sharing === undefined || sharing.length === 0) return NO_PROVIDERS;
   const inTree = new Set(tree.providers.map((p) => p.uuid));
   return sharing.filter(
     (s) =>
@@ -280,8 +298,8 @@ function usableSharingProviders(tree: FitTree): FitProvider[] {
  * class; or the reason naming the group and class that failed. Pure; never throws for
  * a well-formed spec.
  */
-export function fitRequest(spec: RequestSpec, tree: FitTree, opts: FitOptions = {}): FitResult {
-  const preallocated = opts.preallocated ?? [];
+export function fitRequest(spec: RequestSpec, tree: FitTree, opts?: FitOptions): FitResult {
+  const preallocated = opts?.preallocated ?? NO_ALLOCATIONS;
   const removed = preallocated.length > 0 ? new Set(preallocated.map((a) => a.resourceClass)) : undefined;
   const search = new Search(tree, compile(spec, removed));
 
@@ -301,6 +319,7 @@ function applyPreallocated(search: Search, preallocated: readonly FitAllocation[
     if (inventory === undefined) return `preallocated ${a.amount} ${a.resourceClass}: ${provider.name} has no ${a.resourceClass} inventory`;
     const problem = amountProblem(inventory, search.used(p, a.resourceClass, 0), a.amount);
     if (problem !== undefined) return `preallocated ${a.resourceClass} on ${provider.name}: ${problem}`;
+    search.preUsed ??= new Array<Record<string, number> | undefined>(search.candidates.length);
     const pre = (search.preUsed[p] ??= {});
     pre[a.resourceClass] = (pre[a.resourceClass] ?? 0) + a.amount;
     if (!search.preProviders.includes(p)) search.preProviders.push(p);

@@ -68,7 +68,7 @@ export function parseOpExpression(raw: string): OpExpression | string {
  * every value as a substring; `<or>` needs one value equal to `actual`. A missing
  * (`undefined`) or, for numeric operators, non-numeric `actual` never matches. Pure.
  */
-export function matchCapability(req: OpExpression, actual: string | number | undefined): boolean {
+export function matchCapability(req: CapabilityRequirement | OpExpression, actual: string | number | undefined): boolean {
   if (actual === undefined) return false;
   const text = String(actual);
   switch (req.op) {

@@ -12,7 +12,12 @@ afterEach(async () => {
   await Promise.all(temps.splice(0).map(removeTemp));
 });
 async function temp(profile: string): Promise<string> {
-  const dir = await tempProfile(profile);
+  // Tests write only below resctrl (cloud-vm's small CPU tree is copied for cache changes).
+  const parts =
+    profile === 'cloud-vm'
+      ? { copy: ['sys/devices/system/cpu'] }
+      : { copy: ['sys/fs/resctrl'], link: ['sys/devices/system/cpu'] };
+  const dir = await tempProfile(profile, parts);
   temps.push(dir);
   return dir;
 }
@@ -174,12 +179,12 @@ describe('llc discovery on broken trees', () => {
   });
 
   it('a garbled cache size names the file', async () => {
-    const root = await temp('xeon-2s-cat');
-    await writeFile(path.join(root, 'sys/devices/system/cpu/cpu7/cache/index3/size'), 'lots\n');
+    const root = await temp('cloud-vm');
+    await writeFile(path.join(root, 'sys/devices/system/cpu/cpu3/cache/index3/size'), 'lots\n');
     const { discovery } = await hooks(root);
     expect(discovery).toEqual({
       available: false,
-      reason: '/sys/devices/system/cpu/cpu7/cache/index3/size is missing or not "<n>K" (got "lots")',
+      reason: '/sys/devices/system/cpu/cpu3/cache/index3/size is missing or not "<n>K" (got "lots")',
     });
   });
 

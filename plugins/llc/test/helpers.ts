@@ -1,4 +1,4 @@
-import { cp, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { cp, mkdir, mkdtemp, readdir, readFile, rm, symlink } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -65,10 +65,23 @@ export async function resourceOf<O, S>(
   return plugin.resource!(ctx);
 }
 
-/** Copy the sys/ tree of a host profile to a temp dir that a test may change. */
-export async function tempProfile(profile: string): Promise<string> {
+/**
+ * A temp root for a test that changes files: the `copy` parts of a host profile are copied
+ * (the test may write there), the `link` parts are symlinks to the fixture (read only).
+ * Only those parts: the trees hold thousands of files and copying them is slow.
+ */
+export async function tempProfile(profile: string, parts: { copy: readonly string[]; link?: readonly string[] }): Promise<string> {
   const dir = await mkdtemp(path.join(os.tmpdir(), `ert-${profile}-`));
-  await cp(path.join(HOSTS, profile, 'sys'), path.join(dir, 'sys'), { recursive: true });
+  const source = path.join(HOSTS, profile);
+  for (const part of parts.link ?? []) {
+    await mkdir(path.dirname(path.join(dir, part)), { recursive: true });
+    await symlink(path.join(source, part), path.join(dir, part));
+  }
+  for (const part of parts.copy) {
+    await cp(path.join(source, part), path.join(dir, part), { recursive: true }).catch((err: NodeJS.ErrnoException) => {
+      if (err.code !== 'ENOENT') throw err;
+    });
+  }
   return dir;
 }
 

@@ -84,7 +84,13 @@ export interface ExtraSpecKey<T = unknown> {
   key: string;
   /** One line for `--help` and docs. */
   description: string;
-  /** JSON Schema of the parsed value; `type` picks the conversion from the string. */
+  /**
+   * JSON Schema of the parsed value; `type` picks the conversion from the string (integer:
+   * strict decimal; number; boolean: true/false/yes/no/1/0, any case; string, the default).
+   * Supported keywords: type, enum, minimum, maximum, pattern, and the annotations title,
+   * description, default, examples, $comment; any other keyword is refused
+   * (`@ert/placement`'s `extraSpecKeyProblem`).
+   */
   schema: JsonSchema;
   /**
    * Adjust the unnumbered group's resources when the key is present, e.g. `cu:units=N`

@@ -5,7 +5,7 @@ import type { ResourceHooks } from '@ert/plugin-api';
 import computeUnits from '../src/compute.js';
 import { CuErrorCodes } from '../src/errors.js';
 import type { ComputeUnitsOptions, ComputeUnitsStatsV1 } from '../src/shared.js';
-import { instanceOf, profileCopy, profileRoot, resourceContext, specOf, type Profile } from '../../vcpu/test/support.js';
+import { instanceOf, profileCopy, schemaProblems, profileRoot, resourceContext, specOf, type Profile } from '../../vcpu/test/support.js';
 
 async function hooksFor(root: string, options: Partial<ComputeUnitsOptions> = {}): Promise<ResourceHooks<ComputeUnitsStatsV1>> {
   return computeUnits.resource!(resourceContext(computeUnits, root, options));
@@ -32,7 +32,9 @@ describe('compute units with the default 10 CU per core', () => {
       available: true,
       host: { inventories: { CUSTOM_CU: { total, reserved: 0, minUnit: 1, maxUnit: total, stepSize: 1, allocationRatio: 1 } } },
     });
-    expect(await hooks.stats!()).toEqual({ model: models[profile], perCore: 10, cores: cores[profile], total, matchedBy: null });
+    const stats = await hooks.stats!();
+    expect(stats).toEqual({ model: models[profile], perCore: 10, cores: cores[profile], total, matchedBy: null });
+    expect(schemaProblems(computeUnits.stats!.schema, stats)).toEqual([]);
   });
 });
 

@@ -7,6 +7,13 @@ import { hostState, instanceOf, mapContainer, recordingLogger, specOf, withDefau
 const ctx = () => ({ name: 'compute-units', options: withDefaults(computeUnits, {}), logger: recordingLogger(), services: mapContainer() });
 const stats: ComputeUnitsStatsV1 = { model: 'm', perCore: 10, cores: 8, total: 80, matchedBy: null };
 
+describe('compute-units options', () => {
+  it('defaults to 10 CU per core and no model rules', () => {
+    expect(withDefaults(computeUnits, {})).toEqual({ perCore: 10, models: [] });
+    expect(() => withDefaults(computeUnits, { models: [{ match: 'x' } as never] })).toThrow(/must have required property 'perCore'/);
+  });
+});
+
 describe('cu:units', () => {
   it('adds CUSTOM_CU, the larger amount winning over resources:CUSTOM_CU', () => {
     const resources: Record<string, number> = { VCPU: 2 };

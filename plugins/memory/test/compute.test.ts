@@ -5,7 +5,7 @@ import type { ClaimGrant, ClaimedInstance, ResourceHooks } from '@ert/plugin-api
 import memory from '../src/compute.js';
 import { MemoryErrorCodes } from '../src/errors.js';
 import type { MemoryOptions, MemoryStatsV1 } from '../src/shared.js';
-import { instanceOf, profileCopy, profileRoot, resourceContext, specOf, type Profile } from '../../vcpu/test/support.js';
+import { instanceOf, profileCopy, schemaProblems, profileRoot, resourceContext, specOf, type Profile } from '../../vcpu/test/support.js';
 
 async function hooksFor(root: string, options: Partial<MemoryOptions> = {}): Promise<ResourceHooks<MemoryStatsV1>> {
   return memory.resource!(resourceContext(memory, root, options));
@@ -55,7 +55,9 @@ describe('memory discovery on the host profiles', () => {
       available: true,
       host: { inventories: { MEMORY_MB: { total, reserved: 512, minUnit: 1, maxUnit: total, stepSize: 1, allocationRatio: 1 } } },
     });
-    expect(await hooks.stats!()).toEqual(expected[profile]);
+    const stats = await hooks.stats!();
+    expect(stats).toEqual(expected[profile]);
+    expect(schemaProblems(memory.stats!.schema, stats)).toEqual([]);
   });
 
   it('applies reservedMb and allocationRatio', async () => {

@@ -16,6 +16,13 @@ const stats: MemoryStatsV1 = {
 };
 const withPages = (memoryMb: number, size: string) => specOf({ MEMORY_MB: memoryMb }, { pluginSpecs: { 'hw:mem_page_size': size } });
 
+describe('memory options', () => {
+  it('defaults to 512 MB reserved and ratio 1.0', () => {
+    expect(withDefaults(memory, {})).toEqual({ reservedMb: 512, allocationRatio: 1 });
+    expect(() => withDefaults(memory, { reservedMb: -1 })).toThrow(/reservedMb must be >= 0/);
+  });
+});
+
 describe('hw:mem_page_size', () => {
   it('parses names and sizes (a bare number is KB)', () => {
     expect(parsePageSize('large')).toEqual({ kind: 'large' });

@@ -5,7 +5,7 @@ import type { ClaimedInstance, Discovery, ResourceHooks } from '@ert/plugin-api'
 import vcpu from '../src/compute.js';
 import { VcpuErrorCodes } from '../src/errors.js';
 import type { VcpuOptions, VcpuStatsV1 } from '../src/shared.js';
-import { instanceOf, profileCopy, profileRoot, resourceContext, specOf, type Profile } from './support.js';
+import { instanceOf, profileCopy, schemaProblems, profileRoot, resourceContext, specOf, type Profile } from './support.js';
 
 async function hooksFor(root: string, options: Partial<VcpuOptions> = {}): Promise<ResourceHooks<VcpuStatsV1>> {
   return vcpu.resource!(resourceContext(vcpu, root, options));
@@ -84,7 +84,17 @@ describe('vcpu discovery on the host profiles', () => {
         traits: [...want.traits].sort(),
       },
     });
-    expect(await hooks.stats!()).toEqual(want.stats);
+    const stats = await hooks.stats!();
+    expect(stats).toEqual(want.stats);
+    expect(schemaProblems(vcpu.stats!.schema, stats)).toEqual([]);
+  });
+
+  it('has a stats schema that refuses what a reader could not use', () => {
+    const stats = { ...expected['cloud-vm'].stats, sockets: 0, numaNodes: [{ id: 0, cpus: '0-3' }] };
+    expect(schemaProblems(vcpu.stats!.schema, stats)).toEqual([
+      '/sockets must be >= 1',
+      "/numaNodes/0 must have required property 'dedicatedCpus'",
+    ]);
   });
 
   it('splits xeon-2s-cat into reserved, shared and dedicated CPUs', async () => {

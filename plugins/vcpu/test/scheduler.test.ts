@@ -11,6 +11,15 @@ const stats = (dedicatedPerNode: number[]): VcpuStatsV1 => ({
   sharedCpus: '', dedicatedCpus: '', reservedCpus: '',
 });
 
+describe('vcpu options', () => {
+  it('defaults to ratio 4.0 and no reserved or dedicated CPUs, and refuses malformed CPU lists', () => {
+    expect(withDefaults(vcpu, {})).toEqual({ allocationRatio: 4, reservedCpus: '', dedicatedCpus: '' });
+    expect(withDefaults(vcpu, { dedicatedCpus: '2-3, 6' })).toMatchObject({ dedicatedCpus: '2-3, 6' });
+    expect(() => withDefaults(vcpu, { reservedCpus: 'all' })).toThrow(/reservedCpus must match pattern/);
+    expect(() => withDefaults(vcpu, { allocationRatio: 0 })).toThrow(/allocationRatio must be > 0/);
+  });
+});
+
 describe('hw:cpu_policy', () => {
   it('moves the VCPU amount to PCPU when dedicated', () => {
     const resources: Record<string, number> = { VCPU: 4, MEMORY_MB: 2048 };

@@ -4,6 +4,7 @@
  * states and temporary copies of host profiles.
  */
 import { cp, mkdtemp, rm } from 'node:fs/promises';
+import { Ajv2020 } from 'ajv/dist/2020.js';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -55,11 +56,13 @@ export function mapContainer(): ServiceContainer {
   };
 }
 
-/** The options a host would pass: the schema's defaults, overridden by `options`. */
+/** The options a host would pass: `options` validated by the plugin's schema with its
+ *  defaults applied (as core does with Ajv's useDefaults); throws on invalid options. */
 export function withDefaults<O>(plugin: Plugin<O>, options: Partial<O>): O {
-  const properties = (plugin.optionsSchema?.properties ?? {}) as Record<string, { default?: unknown }>;
-  const defaults = Object.fromEntries(Object.entries(properties).flatMap(([key, s]) => ('default' in s ? [[key, s.default]] : [])));
-  return { ...defaults, ...options } as O;
+  const data = structuredClone(options) as Record<string, unknown>;
+  const problems = schemaProblems(plugin.optionsSchema ?? {}, data, optionsAjv);
+  if (problems.length > 0) throw new Error(`invalid options for ${plugin.name}: ${problems.join('; ')}`);
+  return data as O;
 }
 
 export function resourceContext<O>(plugin: Plugin<O>, root: string, options: Partial<O> = {}): ResourceContext<O> & { logger: RecordingLogger } {
@@ -131,4 +134,13 @@ export function hostState(
     free: (cls) => (full[cls] ? capacityOf(full[cls]) - (usages[cls] ?? 0) : 0),
     pluginData: <T>(plugin: string) => pluginData[plugin] as T | undefined,
   };
+}
+
+const statsAjv = new Ajv2020({ strict: false, allowUnionTypes: true, allErrors: true });
+const optionsAjv = new Ajv2020({ strict: false, allowUnionTypes: true, allErrors: true, useDefaults: true });
+
+/** Problems of `data` against a JSON Schema, as core's validation would see them ([] when valid). */
+export function schemaProblems(schema: object, data: unknown, ajv: Ajv2020 = statsAjv): string[] {
+  const validate = ajv.compile(schema);
+  return validate(data) ? [] : (validate.errors ?? []).map((e) => `${e.instancePath || '/'} ${e.message ?? ''}`);
 }

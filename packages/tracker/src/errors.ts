@@ -11,6 +11,8 @@ export const TrackerErrorCodes = {
   PROVIDER_CONFIG_DUPLICATE: 'ERT_TRACKER_PROVIDER_CONFIG_DUPLICATE',
   /** A provider config entry adds a class a plugin already reports on that provider (details: file, index, identification, resourceClass, plugin). */
   PROVIDER_CONFIG_CONFLICT: 'ERT_TRACKER_PROVIDER_CONFIG_CONFLICT',
+  /** A provider config entry without `parent` matches no provider of this host; it is skipped and reported, not thrown (details: file, index). */
+  PROVIDER_CONFIG_UNMATCHED: 'ERT_TRACKER_PROVIDER_CONFIG_UNMATCHED',
   /** Two plugins report the same class on the same provider (details: provider, resourceClass, plugins). */
   INVENTORY_CONFLICT: 'ERT_TRACKER_INVENTORY_CONFLICT',
   /** A plugin's `discover` returned something that is not a valid Discovery (details: plugin, path). */

@@ -286,7 +286,7 @@ class HostTracker implements Tracker {
     const { providers, unmatched } = buildTree(this.hostName, discoveries, this.entries);
     for (const entry of unmatched) {
       problems.push({
-        code: TrackerErrorCodes.PROVIDER_CONFIG_INVALID,
+        code: TrackerErrorCodes.PROVIDER_CONFIG_UNMATCHED,
         message: `${entry.file} providers[${entry.index}] matches no provider of host ${this.hostName}; it was skipped`,
         file: entry.file,
       });

@@ -181,6 +181,19 @@ class Search {
     return true;
   }
 
+  /**
+   * True when every demand, taken alone, fits some provider (a necessary condition). Call
+   * before `place`: with nothing assigned yet, `fits` sees no other demand.
+   */
+  eachDemandFitsSomewhere(): boolean {
+    for (let i = 0; i < this.assignment.length; i++) {
+      let found = false;
+      for (let p = 0; p < this.candidates.length && !found; p++) found = this.fits(i, p);
+      if (!found) return false;
+    }
+    return true;
+  }
+
   /** Depth-first over demands in order, providers in candidate order: the first full assignment wins. */
   place(i: number): boolean {
     if (i === this.assignment.length) return this.unnumberedTraitsOk();
@@ -305,6 +318,9 @@ export function fitRequest(spec: RequestSpec, tree: FitTree, opts?: FitOptions):
 
   const preProblem = applyPreallocated(search, preallocated);
   if (preProblem !== undefined) return { ok: false, reason: preProblem };
+  // With several providers the search can branch; a demand that fits nowhere on its own
+  // (the usual "host too full") is found in linear time first.
+  if (search.candidates.length > 1 && !search.eachDemandFitsSomewhere()) return { ok: false, reason: explainFailure(search) };
   if (search.place(0)) return { ok: true, allocations: search.allocations() };
   return { ok: false, reason: explainFailure(search) };
 }

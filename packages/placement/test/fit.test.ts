@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { fitRequest, parseFlavor, type FitAllocation, type FitTree } from '@ert/placement';
-import type { RequestSpec } from '@ert/plugin-api';
+import { normalizeInventory, type HostState, type ProviderState, type RequestSpec } from '@ert/plugin-api';
 import { group, provider, spec } from './helpers.js';
 
 const alloc = (name: string, resourceClass: string, amount: number): FitAllocation => ({ providerUuid: `uuid-${name}`, resourceClass, amount });
@@ -389,5 +389,33 @@ describe('fitRequest: Placement allocation-candidate scenarios', () => {
       ok: true,
       allocations: [alloc('cn', 'VCPU', 2), alloc('cn', 'MEMORY_MB', 1024), alloc('pf1', 'SRIOV_NET_VF', 1), alloc('pf2', 'SRIOV_NET_VF', 1)],
     });
+  });
+
+  it('accepts the scheduler HostState (ProviderState) as a tree', () => {
+    const root: ProviderState = {
+      uuid: 'uuid-h1',
+      name: 'h1',
+      parentUuid: undefined,
+      generation: 3,
+      inventories: { VCPU: normalizeInventory({ total: 4 }) },
+      usages: { VCPU: 1 },
+      traits: new Set(),
+      aggregates: new Set(),
+    };
+    const host: Pick<HostState, 'providers' | 'sharingProviders'> = { providers: [root], sharingProviders: [] };
+    expect(fitRequest(spec([group('', { VCPU: 3 })]), host)).toEqual({ ok: true, allocations: [alloc('h1', 'VCPU', 3)] });
+    expect(fitRequest(spec([group('', { VCPU: 4 })]), host)).toEqual({ ok: false, reason: 'resources: no provider has 4 free VCPU (most free: 3 on h1)' });
+  });
+
+  it('finds the isolated assignment in a wide tree where most providers are full', () => {
+    const providers = [provider('cn', { inv: { VCPU: 8 } })];
+    for (let i = 0; i < 12; i++) providers.push(provider(`pf${i}`, { parent: 'cn', inv: { SRIOV_NET_VF: 2 }, used: { SRIOV_NET_VF: i % 4 === 3 ? 0 : 2 } }));
+    const groups = [group('', {}), ...[1, 2, 3].map((n) => group(String(n), { SRIOV_NET_VF: 2 }))];
+    expect(fitRequest(spec(groups, 'isolate'), { providers })).toEqual({
+      ok: true,
+      allocations: [alloc('pf3', 'SRIOV_NET_VF', 2), alloc('pf7', 'SRIOV_NET_VF', 2), alloc('pf11', 'SRIOV_NET_VF', 2)],
+    });
+    const four = [...groups, group('4', { SRIOV_NET_VF: 2 })];
+    expect(fitRequest(spec(four, 'isolate'), { providers })).toMatchObject({ ok: false, reason: expect.stringMatching(/not together with group_policy=isolate/) });
   });
 });

@@ -104,6 +104,8 @@ export class HostManager {
     }
     await this.reload(changed);
     this.updateStaleness();
+    // Interned values of hosts reloaded many times pile up: start over when they outgrow the fleet.
+    if (this.interner.size > 8 * this.byName.size + 10_000) this.interner.clear();
     return { loaded: changed.length, removed };
   }
 
@@ -256,13 +258,18 @@ export class HostManager {
   /**
    * HostState.capabilities: `status` and `name` of the host, plus every plugin's stats scalar
    * fields flattened as `<plugin>.<field>` (nested objects as `<plugin>.<a>.<b>`; booleans as
-   * the strings `true`/`false`; arrays are skipped).
+   * the strings `true`/`false`; arrays are skipped). The stats part is interned (hosts of one
+   * hardware profile share it) and is the prototype of the per-host object holding name and
+   * status, so read capabilities by key (`capabilities[key]`, `key in capabilities`).
    */
   private capabilities(snapshot: HostSnapshot): Readonly<Record<string, string | number>> {
-    const capabilities: Record<string, string | number> = { name: snapshot.host.name, status: snapshot.host.status };
+    const flat: Record<string, string | number> = {};
     for (const plugin of Object.keys(snapshot.stats).sort()) {
-      this.flatten(plugin, snapshot.stats[plugin]!.data, capabilities, 0);
+      this.flatten(plugin, snapshot.stats[plugin]!.data, flat, 0);
     }
+    const capabilities = Object.create(this.interner.capabilities(flat)) as Record<string, string | number>;
+    capabilities.name = snapshot.host.name;
+    capabilities.status = snapshot.host.status;
     return capabilities;
   }
 

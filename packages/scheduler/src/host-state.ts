@@ -19,6 +19,18 @@ export class Interner {
   private readonly sets = new Map<string, ReadonlySet<string>>();
   private readonly records = new Map<string, Readonly<Record<string, string>>>();
   private readonly strings = new Map<string, string>();
+  private readonly capabilityRecords = new Map<string, Readonly<Record<string, string | number>>>();
+
+  /** A frozen shared copy of a flat capability record (equal records share one object). */
+  capabilities(values: Record<string, string | number>): Readonly<Record<string, string | number>> {
+    const key = JSON.stringify(values);
+    let shared = this.capabilityRecords.get(key);
+    if (!shared) {
+      shared = Object.freeze({ ...values });
+      this.capabilityRecords.set(key, shared);
+    }
+    return shared;
+  }
 
   inventoryRecord(inventories: Record<ResourceClass, Inventory>): Readonly<Record<ResourceClass, Inventory>> {
     const classes = Object.keys(inventories).sort();
@@ -59,6 +71,23 @@ export class Interner {
       this.records.set(key, shared);
     }
     return shared;
+  }
+
+  /** Entries held across all tables. */
+  get size(): number {
+    return this.inventories.size + this.sets.size + this.records.size + this.strings.size + this.capabilityRecords.size;
+  }
+
+  /**
+   * Forget every interned value (values in use stay valid; only future sharing restarts).
+   * Called when the tables outgrow the fleet, so values no host uses any more are not kept.
+   */
+  clear(): void {
+    this.inventories.clear();
+    this.sets.clear();
+    this.records.clear();
+    this.strings.clear();
+    this.capabilityRecords.clear();
   }
 
   string(value: string): string {

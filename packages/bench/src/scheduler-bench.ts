@@ -1,0 +1,271 @@
+/**
+ * Scheduler benchmark: `npm run bench -- scheduler [--hosts N] [--decisions D] [--strategy indexed|full-scan]
+ * [--plugins vcpu,memory,...] [--seed S] [--heap-only] [--json]`.
+ *
+ * Builds a fleet of N hosts through the real discovery (the tracker's `buildFleet` over the host
+ * profiles in config/hosts/* with the five first-party plugins), imports it into a fresh SQLite
+ * file, creates a scheduler from config/ert.config.yaml (all five plugins as consumers, filters
+ * and weighers where they provide them, every built-in filter, three weighers) and makes D
+ * decisions, one instance each, drawn from a seeded mix of flavors. Every decision includes the
+ * durable claim (`writeAllocations` with the instance record). Prints decisions per second and
+ * latency percentiles, plus the heap the host states take per host (measured with
+ * `process.memoryUsage().heapUsed` after GC; the script re-runs itself with --expose-gc).
+ */
+import { spawnSync } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { performance } from 'node:perf_hooks';
+import { loadConfig } from '@ert/core';
+import type { ErtConfig } from '@ert/core';
+import type { Flavor } from '@ert/plugin-api';
+import { createScheduler, NoValidHostError } from '@ert/scheduler';
+import type { RankingStrategy, Scheduler } from '@ert/scheduler';
+import { createStore } from '@ert/store';
+import type { Store } from '@ert/store';
+import { buildFleet } from '@ert/tracker';
+
+const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
+
+interface Args {
+  hosts: number;
+  decisions: number;
+  strategy: RankingStrategy;
+  heapOnly: boolean;
+  json: boolean;
+  seed: number;
+  /** First-party plugins to use (default all five); the others are left out of the config. */
+  plugins: string[];
+}
+
+const FIRST_PARTY = ['vcpu', 'memory', 'compute-units', 'llc', 'pstate'];
+
+function parseArgs(argv: string[]): Args {
+  const args: Args = { hosts: 10_000, decisions: 5_000, strategy: 'indexed', heapOnly: false, json: false, seed: 42, plugins: FIRST_PARTY };
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    const value = (): string => {
+      const v = argv[++i];
+      if (v === undefined) throw new Error(`scheduler-bench: ${arg} needs a value`);
+      return v;
+    };
+    const positive = (v: string): number => {
+      const n = Number(v);
+      if (!Number.isSafeInteger(n) || n < 1) throw new Error(`scheduler-bench: ${arg} must be a positive integer, got "${v}"`);
+      return n;
+    };
+    if (arg === '--hosts') args.hosts = positive(value());
+    else if (arg === '--decisions') args.decisions = positive(value());
+    else if (arg === '--seed') args.seed = positive(value());
+    else if (arg === '--strategy') {
+      const v = value();
+      if (v !== 'indexed' && v !== 'full-scan') throw new Error(`scheduler-bench: --strategy must be indexed or full-scan, got "${v}"`);
+      args.strategy = v;
+    } else if (arg === '--plugins') {
+      args.plugins = value().split(',').filter((p) => p.length > 0);
+      const unknown = args.plugins.filter((p) => !FIRST_PARTY.includes(p));
+      if (unknown.length > 0) throw new Error(`scheduler-bench: --plugins takes ${FIRST_PARTY.join(',')}, got "${unknown.join(',')}"`);
+    } else if (arg === '--heap-only') args.heapOnly = true;
+    else if (arg === '--json') args.json = true;
+    else throw new Error(`scheduler-bench: unknown option "${arg}"`);
+  }
+  return args;
+}
+
+/** The workload: general-purpose flavors plus one per plugin's extra specs (no disk: the fleet has none). */
+const WORKLOAD: Array<Flavor & { needs?: string }> = [
+  { name: 'm1.small', vcpus: 1, memoryMb: 2048, diskGb: 0, extraSpecs: {} },
+  { name: 'm1.medium', vcpus: 2, memoryMb: 4096, diskGb: 0, extraSpecs: {} },
+  { name: 'cu.medium', vcpus: 4, memoryMb: 8192, diskGb: 0, extraSpecs: { 'cu:units': '40' }, needs: 'compute-units' },
+  { name: 'llc.gold', vcpus: 4, memoryMb: 8192, diskGb: 0, extraSpecs: { 'llc:ways': '2' }, needs: 'llc' },
+  { name: 'perf.turbo', vcpus: 2, memoryMb: 4096, diskGb: 0, extraSpecs: { 'pstate:governor': 'performance' }, needs: 'pstate' },
+];
+
+/** The config with only the chosen first-party plugins. */
+function withPlugins(config: ErtConfig, chosen: readonly string[]): ErtConfig {
+  const keep = <T extends { name: string }>(refs: T[]): T[] => refs.filter((r) => !FIRST_PARTY.includes(r.name) || chosen.includes(r.name));
+  return {
+    ...config,
+    tracker: { ...config.tracker, resources: keep(config.tracker.resources) },
+    scheduler: { ...config.scheduler, consumers: keep(config.scheduler.consumers), filters: keep(config.scheduler.filters), weighers: keep(config.scheduler.weighers) },
+  };
+}
+
+function mulberry32(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+function gc(): void {
+  const collect = (globalThis as { gc?: () => void }).gc;
+  if (!collect) throw new Error('scheduler-bench: run with --expose-gc');
+  for (let i = 0; i < 3; i++) collect();
+}
+
+function percentile(sorted: Float64Array, p: number): number {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
+}
+
+const round = (n: number, digits = 3): number => Number(n.toFixed(digits));
+
+/** Heap taken by a scheduler's host states: heapUsed after GC with it minus without it. */
+async function measureHeap(config: ErtConfig, store: Store, hosts: number): Promise<{ scheduler: Scheduler; bytesPerHost: number }> {
+  gc();
+  const before = process.memoryUsage().heapUsed;
+  const scheduler = await createScheduler({ config, store });
+  gc();
+  const after = process.memoryUsage().heapUsed;
+  return { scheduler, bytesPerHost: (after - before) / hosts };
+}
+
+async function main(): Promise<void> {
+  const args = parseArgs(process.argv.slice(2));
+  const work = mkdtempSync(path.join(tmpdir(), 'ert-sched-bench-'));
+  try {
+    const base = await loadConfig({ path: path.join(repoRoot, 'config', 'ert.config.yaml'), env: {} });
+    const config: ErtConfig = {
+      ...withPlugins(base, args.plugins),
+      store: { client: 'sqlite3', connection: path.join(work, 'bench.db') },
+      log: { level: 'silent' },
+    };
+    // Without consumers (and the plugin filters and weighers that need their data): the heap
+    // of the host states alone, beyond what plugins keep per host.
+    const plugins = new Set(config.scheduler.consumers.map((c) => c.name));
+    const bare: ErtConfig = {
+      ...config,
+      scheduler: {
+        ...config.scheduler,
+        consumers: [],
+        filters: config.scheduler.filters.filter((f) => !plugins.has(f.name)),
+        weighers: [],
+      },
+    };
+
+    let started = performance.now();
+    let fleet = await buildFleet({ config, profilesDir: path.join(repoRoot, 'config', 'hosts'), hosts: args.hosts, seed: args.seed });
+    const buildMs = performance.now() - started;
+    const store = await createStore(config.store);
+    await store.migrate();
+    started = performance.now();
+    await store.importHosts(fleet);
+    const importMs = performance.now() - started;
+    const providers = fleet.reduce((n, h) => n + h.providers.length, 0);
+    fleet = [];
+
+    const bareHeap = await measureHeap(bare, store, args.hosts);
+    await bareHeap.scheduler.close();
+    started = performance.now();
+    const { scheduler, bytesPerHost } = await measureHeap(config, store, args.hosts);
+    const loadMs = performance.now() - started;
+
+    const result: Record<string, unknown> = {
+      hosts: args.hosts,
+      providers,
+      strategy: args.strategy,
+      buildFleetMs: round(buildMs, 0),
+      importMs: round(importMs, 0),
+      loadMs: round(loadMs, 0),
+      heapBytesPerHost: Math.round(bytesPerHost),
+      heapBytesPerHostWithoutPluginData: Math.round(bareHeap.bytesPerHost),
+    };
+    if (!args.heapOnly) {
+      await scheduler.close();
+      const random = mulberry32(args.seed);
+      const workload = WORKLOAD.filter((f) => f.needs === undefined || args.plugins.includes(f.needs));
+      // Time the durable claims apart, to tell the store's part of a decision from the scheduler's.
+      let claimMs = 0;
+      const timedStore: Store = new Proxy(store, {
+        get(target, prop, receiver) {
+          if (prop === 'writeAllocations') {
+            return async (...callArgs: Parameters<Store['writeAllocations']>) => {
+              const t0 = performance.now();
+              try {
+                return await target.writeAllocations(...callArgs);
+              } finally {
+                claimMs += performance.now() - t0;
+              }
+            };
+          }
+          const value: unknown = Reflect.get(target, prop, receiver);
+          return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+        },
+      });
+      const timed = await createScheduler({ config, store: timedStore, strategy: args.strategy, random });
+      const claims = new Float64Array(args.decisions);
+      const decides = new Float64Array(args.decisions);
+      const latencies = new Float64Array(args.decisions);
+      const firstOfFlavor: number[] = [];
+      const seen = new Set<string>();
+      let failed = 0;
+      const begin = performance.now();
+      for (let i = 0; i < args.decisions; i++) {
+        const { needs: _needs, ...flavor } = workload[Math.floor(random() * workload.length)]!;
+        claimMs = 0;
+        const t0 = performance.now();
+        try {
+          await timed.select({ flavor, instances: [{ uuid: randomUUID(), projectId: 'bench', userId: 'bench' }] });
+        } catch (error) {
+          if (!(error instanceof NoValidHostError)) throw error;
+          failed++;
+        }
+        latencies[i] = performance.now() - t0;
+        claims[i] = claimMs;
+        decides[i] = latencies[i]! - claimMs;
+        if (!seen.has(flavor.name)) {
+          seen.add(flavor.name);
+          firstOfFlavor.push(latencies[i]!);
+        }
+      }
+      const totalMs = performance.now() - begin;
+      await timed.close();
+      const sorted = latencies.slice().sort();
+      const sortedClaims = claims.slice().sort();
+      const sortedDecides = decides.slice().sort();
+      Object.assign(result, {
+        decisions: args.decisions,
+        failed,
+        decisionsPerSecond: round((args.decisions / totalMs) * 1000, 0),
+        p50Ms: round(percentile(sorted, 50)),
+        p90Ms: round(percentile(sorted, 90)),
+        p99Ms: round(percentile(sorted, 99)),
+        maxMs: round(sorted[sorted.length - 1]!),
+        // The same decisions split: the store's durable claim, and everything else (refresh, ranking, bookkeeping).
+        claimP50Ms: round(percentile(sortedClaims, 50)),
+        claimP99Ms: round(percentile(sortedClaims, 99)),
+        schedulerP50Ms: round(percentile(sortedDecides, 50)),
+        schedulerP99Ms: round(percentile(sortedDecides, 99)),
+        firstDecisionPerFlavorMs: firstOfFlavor.map((ms) => round(ms, 1)),
+        flavors: workload.map((f) => f.name),
+        plugins: args.plugins,
+        weighers: config.scheduler.weighers.map((w) => `${w.name}x${w.multiplier}`),
+      });
+    } else {
+      await scheduler.close();
+    }
+    await store.close();
+    if (args.json) process.stdout.write(`${JSON.stringify(result)}\n`);
+    else for (const [key, value] of Object.entries(result)) process.stdout.write(`${key.padEnd(36)} ${JSON.stringify(value)}\n`);
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+}
+
+if (!(globalThis as { gc?: unknown }).gc) {
+  // Heap figures need a real GC between measurements: re-run this script with --expose-gc.
+  const child = spawnSync(process.execPath, ['--expose-gc', fileURLToPath(import.meta.url), ...process.argv.slice(2)], { stdio: 'inherit' });
+  process.exit(child.status ?? 1);
+} else {
+  main().catch((error: unknown) => {
+    process.stderr.write(`${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+    process.exit(1);
+  });
+}

@@ -4,7 +4,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { ClaimGrant, ClaimedInstance, ClaimRequest, RequestSpec } from '@ert/plugin-api';
 import llc from '../src/compute.js';
 import type { LlcStats } from '../src/shared.js';
-import { HOSTS, group, removeTemp, resourceOf, snapshot, specOf, tempProfile, validator } from './helpers.js';
+import { HOSTS, group, removeTemp, resourceOf, snapshot, specOf, tempProfile, validator, withDefaults } from './helpers.js';
 
 const validStats = validator(llc.stats!.schema);
 const temps: string[] = [];
@@ -149,6 +149,12 @@ describe('llc discovery on the host profiles', () => {
     expect(stats.domains[0]).toMatchObject({ ways: 9, reservedMask: '3', freeMask: '7fc', largestFreeRun: 9 });
     const grant = (await h.test!(claim('a', 3))) as ClaimGrant;
     expect(grant.assignment).toEqual({ domain: 0, mask: '1c', closid: 1 });
+  });
+
+  it('options: reservedWays defaults to 0; negative or unknown options are refused', async () => {
+    expect(withDefaults(llc, {})).toEqual({ reservedWays: 0 });
+    expect(() => withDefaults(llc, { reservedWays: -1 })).toThrow(/reservedWays/);
+    expect(() => withDefaults(llc, { reservedways: 1 } as object)).toThrow(/additionalProperties/);
   });
 
   it('reservedWays covering every way leaves the plugin unavailable', async () => {

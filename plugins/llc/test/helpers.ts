@@ -2,7 +2,7 @@ import { cp, mkdir, mkdtemp, readdir, readFile, rm, symlink } from 'node:fs/prom
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Ajv } from 'ajv';
+import { Ajv2020 } from 'ajv/dist/2020.js';
 import type {
   HostState,
   Logger,
@@ -41,11 +41,12 @@ export function services(): ServiceContainer {
   };
 }
 
-/** Apply the defaults of an options schema, as the host does. */
+/** Validate options against the plugin's schema with its defaults applied, as core's loader does (Ajv, draft 2020-12). */
 export function withDefaults<O>(plugin: Plugin<O, any, any>, options: Partial<O> = {}): O {
-  const props = (plugin.optionsSchema?.properties ?? {}) as Record<string, { default?: unknown }>;
-  const defaults = Object.fromEntries(Object.entries(props).filter(([, s]) => 'default' in s).map(([k, s]) => [k, s.default]));
-  return { ...defaults, ...options } as O;
+  const copy = structuredClone(options) as O;
+  const validate = new Ajv2020({ allErrors: true, strict: false, useDefaults: true }).compile(plugin.optionsSchema ?? {});
+  if (!validate(copy)) throw new Error(`invalid ${plugin.name} options: ${JSON.stringify(validate.errors)}`);
+  return copy;
 }
 
 export async function resourceOf<O, S>(
@@ -101,7 +102,7 @@ export async function snapshot(dir: string): Promise<Map<string, string>> {
 }
 
 export function validator(schema: object): (data: unknown) => string | undefined {
-  const validate = new Ajv({ allErrors: true, strict: false }).compile(schema);
+  const validate = new Ajv2020({ allErrors: true, strict: false }).compile(schema);
   return (data) => (validate(data) ? undefined : JSON.stringify(validate.errors));
 }
 

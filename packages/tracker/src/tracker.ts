@@ -730,8 +730,11 @@ class HostTracker implements Tracker {
   }
 
   /**
-   * Test and place `request` on this host. `held` are allocations that stay counted
-   * (resize); `adopt` are allocations of this consumer that the new ones replace.
+   * Parse, test and place `request` on this host; writes nothing. `adopt` are allocations
+   * of this consumer that the new ones replace (not counted as used while fitting); on a
+   * resize it is empty, so the old allocations stay counted (they move to the migration
+   * consumer). Returns the allocations (grants first) and the plugins' assignments, or
+   * every reason.
    */
   private async place(
     store: Store,

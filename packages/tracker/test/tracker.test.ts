@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { InstanceEvent } from '@ert/plugin-api';
 import type { Store } from '@ert/store';
 import { providerUuid, TrackerErrorCodes, type ClaimResult, type SyncReport } from '../src/index.js';
@@ -172,6 +172,29 @@ describe.each(BACKENDS)('tracker on %s', (backend) => {
       expect((await store.getHost('fresh'))!.status).toBe('up');
       expect((await store.getHost('host1'))!.status).toBe('up');
     });
+  });
+
+  it('start() re-syncs every interval: discover again, reset, re-add live instances, write what changed, touch the host', async () => {
+    const store = await bench.openStore(bench.storeOptions());
+    const journal: string[] = [];
+    const shape = { total: 8 };
+    let now = 5_000_000;
+    const config = bench.config({ store: bench.storeOptions(), resources: [counting({ name: 'cpu', resourceClass: 'VCPU', total: 8, shape, journal }), counting({ name: 'mem', resourceClass: 'MEMORY_MB', total: 4096 })] });
+    const tracker = await bench.tracker({ ...config, tracker: { ...config.tracker, interval: 20 } }, store, { clock: { now: () => now } });
+    await tracker.start();
+    const req = request(2, 256);
+    ok(await tracker.claim(req));
+    journal.length = 0;
+    shape.total = 12;
+    now += 60_000;
+    await vi.waitFor(async () => expect((await store.getInventories(providerUuid('host1'))).inventories['VCPU']!.total).toBe(12), { timeout: 10_000, interval: 20 });
+    await vi.waitFor(() => expect(journal.join(',')).toContain(`cpu.discover,cpu.reset,cpu.add:${req.uuid}`), { timeout: 10_000, interval: 20 });
+    await vi.waitFor(async () => expect((await store.getHost('host1'))!.lastUpdate).toBe(now), { timeout: 10_000, interval: 20 });
+    await vi.waitFor(() => expect(tracker.lastSync).toMatchObject({ instances: 1, changes: [] }), { timeout: 10_000, interval: 20 });
+    await tracker.stop();
+    const calls = journal.length;
+    await new Promise((r) => setTimeout(r, 100));
+    expect(journal.length).toBe(calls); // no update after stop()
   });
 
   describe('provider config files', () => {

@@ -130,7 +130,9 @@ function resource(ctx: ResourceContext<LlcOptions>): ResourceHooks<LlcStats> {
     const except = request.kind === 'resize' ? request.instance.uuid : undefined;
     const choice = chooseWays(wayView(except), ways);
     if (typeof choice === 'string') return choice;
-    const assignment: WayAssignment = { domain: choice.domain, mask: formatMask(choice.mask), closid: freeSlot(except) };
+    // A resized instance keeps its class of service; a new one takes the lowest free slot.
+    const closid = (except !== undefined ? held.get(except)?.closid : undefined) ?? freeSlot(except);
+    const assignment: WayAssignment = { domain: choice.domain, mask: formatMask(choice.mask), closid };
     const grant: ClaimGrant = {
       allocations: [{ provider: domainKey(choice.domain), resourceClass: LLC_WAYS, amount: ways }],
       assignment: { ...assignment },

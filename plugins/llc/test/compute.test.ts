@@ -275,7 +275,7 @@ describe('llc claims', () => {
     await h.addInstance!(claimed('a', { assignment: { domain: 0, mask: '7ff', closid: 1 } }));
     await h.addInstance!(claimed('b', { assignment: { domain: 1, mask: '7ff', closid: 2 } }));
     expect(await h.test!(claim('a', 6))).toMatch(/no cache domain has 6 contiguous free ways/);
-    expect(((await h.test!(claim('a', 6, 'resize'))) as ClaimGrant).assignment).toEqual({ domain: 0, mask: '3f', closid: 1 });
+    expect(((await h.test!(claim('b', 6, 'resize'))) as ClaimGrant).assignment).toEqual({ domain: 1, mask: '3f', closid: 2 });
   });
 
   it('accepts requests without cache ways and refuses ways asked in two groups', async () => {

@@ -1,4 +1,3 @@
-import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -76,17 +75,10 @@ describe('buildFleet', () => {
   });
 });
 
-/**
- * The default config with only the first-party plugins whose compute entry exists yet
- * (they are written in parallel); the report names any left out.
- */
+/** The shipped default config (all five first-party plugins), with enforcement off: the profiles are fixtures, not hardware. */
 async function defaultConfig() {
   const config = await loadConfig({ path: DEFAULT_CONFIG });
-  const landed = config.tracker.resources.filter((ref) => {
-    const entry = path.join(REPO, 'plugins', ref.name, 'src/compute.ts');
-    return existsSync(entry) && readFileSync(entry, 'utf8').includes('export default');
-  });
-  return { ...config, tracker: { ...config.tracker, resources: landed, enforce: [] } };
+  return { ...config, tracker: { ...config.tracker, enforce: [] } };
 }
 
 describe('the first-party plugins on the host profiles', () => {
@@ -102,7 +94,8 @@ describe('the first-party plugins on the host profiles', () => {
       expect(report.plugins.find((p) => p.plugin === 'vcpu')!.available).toBe(true);
       expect(report.providers[0]!.inventories['VCPU']!.total).toBeGreaterThan(0);
       expect(report.providers[0]!.inventories['MEMORY_MB']!.total).toBeGreaterThan(0);
-      for (const plugin of report.plugins) if (plugin.available && plugin.plugin !== 'pstate') expect(plugin.stats, plugin.plugin).toBeDefined();
+      expect(report.plugins.map((p) => p.plugin)).toEqual(['vcpu', 'memory', 'compute-units', 'llc', 'pstate']);
+      for (const plugin of report.plugins) if (plugin.available) expect(plugin.stats, plugin.plugin).toBeDefined();
     } finally {
       await tracker.stop();
     }

@@ -156,7 +156,7 @@ describe('ert commands on a project', () => {
     expect(result.code, result.stderr).toBe(0);
     const explanation = json(result);
     expect(explanation).toMatchObject({ flavor: 'gpu2', hosts: 1, passed: 1 });
-    expect(explanation.filters.map((f: any) => f.filter)).toEqual(expect.arrayContaining(['status', 'traits', 'resources', 'gpu']));
+    expect(explanation.filters.map((f: any) => f.filter)).toEqual(expect.arrayContaining(['status', 'resources', 'gpu']));
     expect(explanation.weighed.map((w: any) => w.host)).toEqual(['node1']);
     expect(json(await project.run(['hosts', '--json'])).hosts[0].instances).toBe(before);
   });
@@ -168,7 +168,7 @@ describe('ert commands on a project', () => {
     expect(result.stderr).toMatch(/^ert: /);
     const { error } = json(result);
     expect(error.code).toBe('ERT_SCHEDULER_NO_VALID_HOST');
-    const resources = error.details.explanation.filters.find((f: any) => f.filter === 'resources');
+    const resources = error.details.summary.filters.find((f: any) => f.filter === 'resources');
     expect(resources.removed).toBe(1);
     expect(resources.examples[0].host).toBe('node1');
     expect(resources.examples[0].reason).toContain('VCPU');

@@ -1,6 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm, writeFile, cp, mkdir } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { stringify } from 'yaml';
@@ -45,6 +44,16 @@ export function json<T = any>(result: RunResult): T {
   }
 }
 
+/**
+ * A new directory under the repository's tmp/ (git-ignored): plugin names in a config
+ * resolve from its directory, so the workspace's plugin packages must be reachable from it
+ * (as in a project where ert is installed).
+ */
+export async function scratchDir(prefix: string): Promise<string> {
+  await mkdir(join(REPO, 'tmp'), { recursive: true });
+  return mkdtemp(join(REPO, 'tmp', prefix));
+}
+
 export const SMALL = { name: 'small', vcpus: 2, memory_mb: 2048, disk_gb: 0, extra_specs: {} };
 export const HUGE = { name: 'huge', vcpus: 4096, memory_mb: 2048, disk_gb: 0, extra_specs: {} };
 export const GPU2 = { name: 'gpu2', vcpus: 2, memory_mb: 2048, disk_gb: 0, extra_specs: { 'gpu:count': '2' } };
@@ -61,7 +70,7 @@ export class Project {
   ) {}
 
   static async create(profile = 'xeon-2s-cat'): Promise<Project> {
-    const dir = await mkdtemp(join(tmpdir(), 'ert-cli-test-'));
+    const dir = await scratchDir('ert-cli-test-');
     const root = join(dir, 'root');
     await cp(join(PROFILES, profile), root, { recursive: true });
     for (const [card, vendor] of [['card0', '0x10de'], ['card1', '0x10de']] as const) {
@@ -81,7 +90,7 @@ export class Project {
   async writeConfig(patch: Record<string, unknown> = {}): Promise<void> {
     const config = {
       store: { client: 'sqlite3', connection: './ert.db' },
-      tracker: { hostName: 'node1', root: './root', resources: ['vcpu', 'memory', { name: 'gpu', use: GPU_PLUGIN }], interval: '1s' },
+      tracker: { hostName: 'node1', root: './root', resources: ['vcpu', 'memory', { name: 'gpu', use: GPU_PLUGIN }] },
       scheduler: {
         consumers: ['vcpu', 'memory', { name: 'gpu', use: GPU_PLUGIN }],
         filters: ['status', 'traits', 'resources', { name: 'gpu', use: GPU_PLUGIN }],

@@ -170,7 +170,13 @@ export async function runCli(argv: string[], io: CliIo = processIo()): Promise<n
 
 function reportError(io: CliIo, err: unknown, globals: GlobalOptions): void {
   const message = err instanceof Error ? err.message : String(err);
-  io.stderr.write(`ert: ${message.split('\n')[0]}\n`);
+  // One line: a multi-line message (one line per config problem) is joined, not cut.
+  const oneLine = message
+    .split('\n')
+    .map((line) => line.trim())
+    .filter((line) => line.length > 0)
+    .join(' ');
+  io.stderr.write(`ert: ${oneLine}\n`);
   if (globals.logLevel === 'debug' || globals.logLevel === 'trace') {
     io.stderr.write(`${err instanceof Error ? (err.stack ?? message) : message}\n`);
     let cause = err instanceof Error ? err.cause : undefined;

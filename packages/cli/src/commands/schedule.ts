@@ -42,8 +42,8 @@ export async function scheduleCommand(ctx: CommandContext, opts: ScheduleOptions
         ]),
       );
     } catch (err) {
-      if (!ctx.out.json && isErtError(err) && err.code === 'ERT_SCHEDULER_NO_VALID_HOST' && err.details.explanation) {
-        ctx.io.stdout.write(renderExplanation(ctx.out, err.details.explanation as never));
+      if (!ctx.out.json && isErtError(err) && err.code === 'ERT_SCHEDULER_NO_VALID_HOST' && err.details.summary) {
+        ctx.io.stdout.write(renderExplanation(ctx.out, err.details.summary as never));
       }
       throw err;
     }

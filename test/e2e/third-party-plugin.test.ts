@@ -1,0 +1,159 @@
+/**
+ * A third-party plugin, end to end, as a user would install it: the ert packages and the
+ * out-of-tree `ert-plugin-gpu` are packed with `npm pack`, installed into a fresh project,
+ * and the installed `ert` binary discovers, syncs, schedules and explains with the plugin
+ * named by its short name `gpu` (resolved to the `ert-plugin-gpu` package).
+ */
+import { execFile } from 'node:child_process';
+import { cp, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { stringify } from 'yaml';
+
+const run = promisify(execFile);
+const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const GPU_PLUGIN = join(REPO, 'test/fixtures/ert-plugin-gpu');
+/** The workspaces an installed `ert` with the vcpu and memory plugins needs. */
+const WORKSPACES = [
+  '@ert/plugin-api',
+  '@ert/placement',
+  '@ert/store',
+  '@ert/core',
+  '@ert/sysfs',
+  '@ert/tracker',
+  '@ert/scheduler',
+  '@ert/cli',
+  '@ert/plugin-vcpu',
+  '@ert/plugin-memory',
+];
+/** Build-time dependencies of sqlite3 that its (skipped) install script would use. */
+const SQLITE_BUILD_ONLY = new Set(['prebuild-install', 'tar', 'node-addon-api']);
+
+/** Copy the repository's compiled sqlite3 and its runtime dependencies, so npm does not rebuild it. */
+async function copySqlite(target: string): Promise<void> {
+  const pending = ['sqlite3'];
+  const copied = new Set<string>();
+  while (pending.length > 0) {
+    const name = pending.pop()!;
+    if (copied.has(name) || SQLITE_BUILD_ONLY.has(name)) continue;
+    copied.add(name);
+    const from = join(REPO, 'node_modules', name);
+    await cp(from, join(target, 'node_modules', name), { recursive: true, dereference: true });
+    const pkg = JSON.parse(await readFile(join(from, 'package.json'), 'utf8')) as { dependencies?: Record<string, string> };
+    pending.push(...Object.keys(pkg.dependencies ?? {}));
+  }
+}
+
+interface Result {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+describe('a third-party plugin installed from packed tarballs', () => {
+  let project: string;
+  const ert = async (...args: string[]): Promise<Result> => {
+    const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('ERT_') && !k.startsWith('npm_')));
+    try {
+      const { stdout, stderr } = await run(process.execPath, [join(project, 'node_modules/@ert/cli/dist/bin.js'), ...args], { cwd: project, env });
+      return { code: 0, stdout, stderr };
+    } catch (err) {
+      const e = err as { code: number; stdout: string; stderr: string };
+      return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+    }
+  };
+  const json = (result: Result) => {
+    expect(result.code, result.stderr).toBe(0);
+    return JSON.parse(result.stdout);
+  };
+
+  beforeAll(async () => {
+    project = await mkdtemp(join(tmpdir(), 'ert-e2e-'));
+    const packs = join(project, 'packs');
+    await mkdir(packs, { recursive: true });
+    const packArgs = ['pack', '--json', '--pack-destination', packs, ...WORKSPACES.flatMap((w) => ['-w', w])];
+    const packed = JSON.parse((await run('npm', packArgs, { cwd: REPO })).stdout) as Array<{ name: string; filename: string }>;
+    const gpu = JSON.parse((await run('npm', ['pack', '--json', '--pack-destination', packs], { cwd: GPU_PLUGIN })).stdout) as Array<{ name: string; filename: string }>;
+    const dependencies = Object.fromEntries([...packed, ...gpu].map((p) => [p.name, `file:packs/${p.filename}`]));
+    await writeFile(join(project, 'package.json'), JSON.stringify({ name: 'ert-e2e-site', private: true, type: 'module', dependencies }, null, 2));
+    await copySqlite(project);
+    await run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund'], { cwd: project });
+
+    // The machine: a copy of the xeon-2s-cat profile with three DRM cards, two of them GPUs.
+    const root = join(project, 'root');
+    await cp(join(REPO, 'config/hosts/xeon-2s-cat'), root, { recursive: true });
+    for (const [card, vendor] of [['card0', '0x10de'], ['card1', '0x10de'], ['card2', '0x1234']]) {
+      await mkdir(join(root, 'sys/class/drm', card, 'device'), { recursive: true });
+      await writeFile(join(root, 'sys/class/drm', card, 'device/vendor'), `${vendor}\n`);
+    }
+    const config = {
+      store: { client: 'sqlite3', connection: './ert.db' },
+      tracker: { hostName: 'gpu-node', root: './root', resources: ['vcpu', 'memory', 'gpu'] },
+      scheduler: { consumers: ['vcpu', 'memory', 'gpu'], filters: ['status', 'resources', 'gpu'], weighers: [{ name: 'memory', multiplier: 1 }] },
+      plugins: { gpu: { vendors: ['0x10de'] } },
+      flavors: [
+        { name: 'gpu.one', vcpus: 4, memory_mb: 8192, disk_gb: 0, extra_specs: { 'gpu:count': '1' } },
+        { name: 'gpu.three', vcpus: 4, memory_mb: 8192, disk_gb: 0, extra_specs: { 'gpu:count': '3' } },
+      ],
+    };
+    await writeFile(join(project, 'ert.config.yaml'), stringify(config));
+  }, 600_000);
+
+  afterAll(async () => {
+    if (project) await rm(project, { recursive: true, force: true });
+  });
+
+  it('installs the ert binary and the plugin from the tarballs', () => {
+    expect(existsSync(join(project, 'node_modules/.bin/ert'))).toBe(true);
+    expect(existsSync(join(project, 'node_modules/ert-plugin-gpu/compute.js'))).toBe(true);
+  });
+
+  it('resolves the short name gpu to the installed ert-plugin-gpu package', async () => {
+    const { plugins } = json(await ert('plugins', '--json'));
+    const gpu = plugins.filter((p: any) => p.name === 'gpu');
+    expect(gpu.map((p: any) => `${p.side}/${p.use}`)).toEqual(['compute/resource', 'scheduler/consumer', 'scheduler/filter']);
+    for (const p of gpu) expect(p).toMatchObject({ package: 'ert-plugin-gpu', version: '1.0.0', options: { vendors: ['0x10de'] } });
+  });
+
+  it('discovers the GPUs of the configured vendor', async () => {
+    const report = json(await ert('host', 'discover', '--json'));
+    const gpu = report.plugins.find((p: any) => p.plugin === 'gpu');
+    expect(gpu.available).toBe(true);
+    expect(gpu.stats.data).toEqual({ cards: [{ card: 'card0', vendor: '0x10de' }, { card: 'card1', vendor: '0x10de' }], total: 2, used: 0 });
+    expect(report.providers[0].inventories.CUSTOM_GPU.total).toBe(2);
+  });
+
+  it('syncs, schedules on the GPUs and explains when they run out', async () => {
+    json(await ert('host', 'sync', '--json'));
+    const usage = json(await ert('usage', '--json')).usage;
+    expect(usage.find((u: any) => u.resourceClass === 'CUSTOM_GPU')).toEqual({ host: 'gpu-node', resourceClass: 'CUSTOM_GPU', capacity: 2, used: 0, free: 2 });
+
+    const { selections } = json(await ert('schedule', '--flavor', 'gpu.one', '--count', '2', '--json'));
+    expect(selections.map((s: any) => s.host)).toEqual(['gpu-node', 'gpu-node']);
+    for (const s of selections) expect(s.allocations).toContainEqual(expect.objectContaining({ resourceClass: 'CUSTOM_GPU', amount: 1 }));
+
+    const explained = json(await ert('schedule', '--flavor', 'gpu.one', '--explain', '--json'));
+    expect(explained.passed).toBe(0);
+    const removedBy = explained.filters.filter((f: any) => f.removed > 0).map((f: any) => f.filter);
+    expect(removedBy).toHaveLength(1);
+    expect(['resources', 'gpu']).toContain(removedBy[0]);
+
+    const none = await ert('schedule', '--flavor', 'gpu.three', '--json');
+    expect(none.code).toBe(3);
+    expect(JSON.parse(none.stdout).error.code).toBe('ERT_SCHEDULER_NO_VALID_HOST');
+  });
+
+  it('the gpu filter removes a host with too few free GPUs, naming how many it has', async () => {
+    // Without the generic resources filter, the plugin's own filter is what decides.
+    const config = (await readFile(join(project, 'ert.config.yaml'), 'utf8')).replace('- resources\n', '');
+    await writeFile(join(project, 'gpu-only.yaml'), config);
+    const explained = json(await ert('--config', 'gpu-only.yaml', 'schedule', '--flavor', 'gpu.one', '--explain', '--json'));
+    const gpu = explained.filters.find((f: any) => f.filter === 'gpu');
+    expect(gpu.removed).toBe(1);
+    expect(gpu.examples[0]).toEqual({ host: 'gpu-node', reason: 'gpu: needs 1 GPU(s), host has 0 free of 2' });
+  });
+});

@@ -28,7 +28,9 @@ export class Bench {
     if (this.backend === 'sqlite3') return { client: 'sqlite3', connection: path.join(this.dir, `ert-${this.counter}.db`) };
     const schema = `tracker_${process.pid}_${Date.now().toString(36)}_${this.counter}`;
     this.cleanups.push(async () => {
-      const pg = await import('pg');
+      // pg ships no types here; only these three calls are used.
+      type PgClient = { connect(): Promise<void>; query(sql: string): Promise<unknown>; end(): Promise<void> };
+      const pg = (await import('pg' as string)) as { default: { Client: new (options: { connectionString?: string }) => PgClient } };
       const client = new pg.default.Client({ connectionString: process.env['ERT_TEST_PG_URL'] });
       await client.connect();
       await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);

@@ -138,8 +138,8 @@ export function createProgram(io: CliIo = processIo()): Command {
   program
     .command('demo')
     .description('what npm start runs: migrate a demo database, register this machine, schedule a sample workload')
-    .option('--hosts <n>', 'simulated fleet size', '24')
-    .option('--requests <m>', 'sample workload size', '120')
+    .option('--hosts <n>', 'simulated fleet size', '12')
+    .option('--requests <m>', 'sample workload size', '300')
     .action(action(demoCommand));
 
   return program;

@@ -83,9 +83,14 @@ function profileOf(name: string): string {
   return name.replace(/^sim-/, '').replace(/-\d+$/, '');
 }
 
-/** The flavor asking for the most (vCPUs, then memory, then disk): the fragmentation probe. */
+/**
+ * The fragmentation probe: the flavor asking for the most (vCPUs, then memory, then disk)
+ * among those without extra specs (a plain size, which any host could take if it had the
+ * room), or among all flavors when every one has extra specs.
+ */
 export function largestFlavor(flavors: readonly Flavor[]): Flavor | undefined {
-  return [...flavors].sort((a, b) => b.vcpus - a.vcpus || b.memoryMb - a.memoryMb || b.diskGb - a.diskGb)[0];
+  const plain = flavors.filter((f) => Object.keys(f.extraSpecs).length === 0);
+  return [...(plain.length > 0 ? plain : flavors)].sort((a, b) => b.vcpus - a.vcpus || b.memoryMb - a.memoryMb || b.diskGb - a.diskGb)[0];
 }
 
 /**

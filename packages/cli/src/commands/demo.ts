@@ -21,8 +21,8 @@ export const DEMO_SEED = 42;
 export async function demoCommand(ctx: CommandContext, opts: { hosts: string; requests: string }): Promise<void> {
   const base = existsSync(join(REPO_ROOT, 'config/ert.config.yaml')) ? REPO_ROOT : ctx.io.cwd;
   const loaded = await ctx.config(join(base, 'config/ert.config.yaml'));
-  const hosts = positiveInt('--hosts', opts.hosts, 24);
-  const requests = positiveInt('--requests', opts.requests, 120);
+  const hosts = positiveInt('--hosts', opts.hosts, 12);
+  const requests = positiveInt('--requests', opts.requests, 300);
   const profiles = profilesDir(ctx, loaded, undefined);
 
   const dir = join(base, '.ert');
@@ -49,5 +49,5 @@ export async function demoCommand(ctx: CommandContext, opts: { hosts: string; re
 
   ctx.out.note(`2. a fleet of ${hosts} hosts from ${profiles}, ${requests} requests (seed ${DEMO_SEED}):`);
   const simulation = await simulateInto(ctx, config, database, { profilesDir: profiles, hosts, requests, seed: DEMO_SEED });
-  ctx.out.result({ database, localHost, simulation }, () => renderSimulation(ctx.out, simulation) + `\nexplore: npx ert --config config/ert.config.yaml hosts (with ERT_STORE_CONNECTION=${database})\n`);
+  ctx.out.result({ database, localHost, simulation }, () => renderSimulation(ctx.out, simulation) + `\nexplore it: ERT_STORE_CONNECTION=${database} npx ert --config config/ert.config.yaml usage\n`);
 }

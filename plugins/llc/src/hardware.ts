@@ -52,43 +52,25 @@ export async function readLastLevelCache(fs: HostFs): Promise<Read<LastLevelCach
   const cpus = entries.filter((e) => /^cpu\d+$/.test(e)).map((e) => Number(e.slice(3)));
   if (cpus.length === 0) return { problem: `no cpuN directories in ${CPU_DIR}` };
 
-  // Per CPU, the unified cache of the highest level.
+  // Per CPU, the unified cache of the highest level. CPUs are read concurrently; the first
+  // problem in CPU order is reported, so the reason does not depend on timing.
   const perCpu: Array<{ cpu: number; index: CacheIndex }> = [];
-  for (const cpu of cpus) {
-    const cacheDir = `${CPU_DIR}/cpu${cpu}/cache`;
-    const indexes = (await fs.list(cacheDir))?.filter((e) => /^index\d+$/.test(e));
-    if (!indexes || indexes.length === 0) continue; // offline CPUs have no cache description
-    let top: CacheIndex | undefined;
-    for (const name of indexes) {
-      const dir = `${cacheDir}/${name}`;
-      const level = await fs.int(`${dir}/level`);
-      if (level === undefined) return { problem: `${dir}/level is missing or not an integer` };
-      const type = await fs.text(`${dir}/type`);
-      if (type === undefined) return { problem: `${dir}/type is missing` };
-      if (type.trim() === 'Unified' && (!top || level > top.level)) top = { level, type, dir };
-    }
-    if (top) perCpu.push({ cpu, index: top });
+  for (const read of await Promise.all(cpus.map((cpu) => topUnifiedCache(fs, cpu)))) {
+    if (read.problem !== undefined) return read;
+    if (read.value) perCpu.push(read.value);
   }
   if (perCpu.length === 0) return { problem: `no Unified cache described under ${CPU_DIR}/cpuN/cache/indexM/type` };
   const level = Math.max(...perCpu.map((p) => p.index.level));
 
+  const described = await Promise.all(perCpu.filter((p) => p.index.level === level).map((p) => describeCache(fs, p.index.dir)));
   const domains = new Map<number, CacheDomain>();
   let geometry: { sizeKiB: number; ways: number; dir: string } | undefined;
-  for (const { index } of perCpu) {
-    if (index.level !== level) continue;
-    const sizeText = await fs.text(`${index.dir}/size`);
-    const sizeMatch = sizeText === undefined ? null : /^(\d+)K$/.exec(sizeText.trim());
-    if (!sizeMatch) return { problem: `${index.dir}/size is missing or not "<n>K" (got ${JSON.stringify(sizeText)})` };
-    const ways = await fs.int(`${index.dir}/ways_of_associativity`);
-    if (ways === undefined || ways < 1) return { problem: `${index.dir}/ways_of_associativity is missing or not a positive integer` };
-    const shared = await fs.cpuList(`${index.dir}/shared_cpu_list`);
-    if (!shared || shared.length === 0) return { problem: `${index.dir}/shared_cpu_list is missing or malformed` };
-    // Kernels before 4.14 have no `id`: the lowest CPU sharing the cache names the domain then.
-    const id = (await fs.int(`${index.dir}/id`)) ?? Math.min(...shared);
-    const sizeKiB = Number(sizeMatch[1]);
-    if (!geometry) geometry = { sizeKiB, ways, dir: index.dir };
+  for (const read of described) {
+    if (read.problem !== undefined) return read;
+    const { id, sizeKiB, ways, shared, dir } = read.value;
+    if (!geometry) geometry = { sizeKiB, ways, dir };
     else if (geometry.sizeKiB !== sizeKiB || geometry.ways !== ways) {
-      return { problem: `${index.dir} describes a ${sizeKiB}K ${ways}-way cache, ${geometry.dir} a ${geometry.sizeKiB}K ${geometry.ways}-way one` };
+      return { problem: `${dir} describes a ${sizeKiB}K ${ways}-way cache, ${geometry.dir} a ${geometry.sizeKiB}K ${geometry.ways}-way one` };
     }
     const domain = domains.get(id) ?? { id, cpus: [] };
     domain.cpus = [...new Set([...domain.cpus, ...shared])].sort((a, b) => a - b);
@@ -102,6 +84,38 @@ export async function readLastLevelCache(fs: HostFs): Promise<Read<LastLevelCach
       domains: [...domains.values()].sort((a, b) => a.id - b.id),
     },
   };
+}
+
+/** The highest-level Unified cache of one CPU; undefined value for a CPU without cache description (offline). */
+async function topUnifiedCache(fs: HostFs, cpu: number): Promise<Read<{ cpu: number; index: CacheIndex } | undefined>> {
+  const cacheDir = `${CPU_DIR}/cpu${cpu}/cache`;
+  const indexes = (await fs.list(cacheDir))?.filter((e) => /^index\d+$/.test(e));
+  if (!indexes || indexes.length === 0) return { value: undefined };
+  let top: CacheIndex | undefined;
+  for (const name of indexes) {
+    const dir = `${cacheDir}/${name}`;
+    const [level, type] = await Promise.all([fs.int(`${dir}/level`), fs.text(`${dir}/type`)]);
+    if (level === undefined) return { problem: `${dir}/level is missing or not an integer` };
+    if (type === undefined) return { problem: `${dir}/type is missing` };
+    if (type.trim() === 'Unified' && (!top || level > top.level)) top = { level, type, dir };
+  }
+  return { value: top && { cpu, index: top } };
+}
+
+/** Size, ways, sharing CPUs and id of one cache index directory. */
+async function describeCache(fs: HostFs, dir: string): Promise<Read<{ id: number; sizeKiB: number; ways: number; shared: number[]; dir: string }>> {
+  const [sizeText, ways, shared, id] = await Promise.all([
+    fs.text(`${dir}/size`),
+    fs.int(`${dir}/ways_of_associativity`),
+    fs.cpuList(`${dir}/shared_cpu_list`),
+    fs.int(`${dir}/id`),
+  ]);
+  const sizeMatch = sizeText === undefined ? null : /^(\d+)K$/.exec(sizeText.trim());
+  if (!sizeMatch) return { problem: `${dir}/size is missing or not "<n>K" (got ${JSON.stringify(sizeText)})` };
+  if (ways === undefined || ways < 1) return { problem: `${dir}/ways_of_associativity is missing or not a positive integer` };
+  if (!shared || shared.length === 0) return { problem: `${dir}/shared_cpu_list is missing or malformed` };
+  // Kernels before 4.14 have no `id`: the lowest CPU sharing the cache names the domain then.
+  return { value: { id: id ?? Math.min(...shared), sizeKiB: Number(sizeMatch[1]), ways, shared, dir } };
 }
 
 /** Read resctrl's L3 allocation. A problem when resctrl is not mounted, lacks L3 CAT, or a file is garbled. */

@@ -45,9 +45,9 @@ export async function readCpufreq(fs: HostFs): Promise<Read<CpufreqFacts>> {
   const names = entries.filter((e) => /^policy\d+$/.test(e));
   if (names.length === 0) return { problem: `no cpufreq policies in ${CPUFREQ_DIR}` };
 
+  // Policies are read concurrently; the first problem in policy order is reported.
   const policies: Policy[] = [];
-  for (const name of names) {
-    const policy = await readPolicy(fs, `${CPUFREQ_DIR}/${name}`);
+  for (const policy of await Promise.all(names.map((name) => readPolicy(fs, `${CPUFREQ_DIR}/${name}`)))) {
     if (policy.problem !== undefined) return policy;
     policies.push(policy.value);
   }

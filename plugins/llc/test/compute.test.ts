@@ -194,6 +194,31 @@ describe('llc discovery on broken trees', () => {
     });
   });
 
+  it('without cache ids (kernels before 4.14) the lowest sharing CPU names the domain', async () => {
+    const root = await temp('cloud-vm');
+    for (const cpu of [0, 1, 2, 3]) {
+      const dir = path.join(root, `sys/devices/system/cpu/cpu${cpu}/cache/index3`);
+      await rm(path.join(dir, 'id'));
+      await writeFile(path.join(dir, 'shared_cpu_list'), cpu % 2 === 0 ? '0,2\n' : '1,3\n');
+    }
+    const { h } = await hooks(root);
+    expect(((await h.stats!()) as LlcStats).cache!.domains).toEqual([
+      { id: 0, cpus: '0,2' },
+      { id: 1, cpus: '1,3' },
+    ]);
+  });
+
+  it('CPUs that disagree on the cache geometry: the reason names both', async () => {
+    const root = await temp('cloud-vm');
+    await writeFile(path.join(root, 'sys/devices/system/cpu/cpu2/cache/index3/ways_of_associativity'), '12\n');
+    const { discovery } = await hooks(root);
+    expect(discovery).toEqual({
+      available: false,
+      reason:
+        '/sys/devices/system/cpu/cpu2/cache/index3 describes a 36608K 12-way cache, /sys/devices/system/cpu/cpu0/cache/index3 a 36608K 11-way one',
+    });
+  });
+
   it('missing cache directories: unavailable with the reason', async () => {
     const root = await temp('cloud-vm');
     for (const cpu of [0, 1, 2, 3]) await rm(path.join(root, `sys/devices/system/cpu/cpu${cpu}/cache`), { recursive: true });

@@ -16,6 +16,14 @@ export interface ConsumerEntry {
  */
 export type HookCaller = <T>(plugin: string, hook: string, fn: () => T) => T;
 
+/** What `HostManager.fetch` read: snapshots of changed hosts, and names of removed ones. */
+export interface HostChanges {
+  snapshots: HostSnapshot[];
+  /** Names whose snapshots were asked for (one missing from `snapshots` was removed meanwhile). */
+  requested: string[];
+  removed: string[];
+}
+
 /** Hosts loaded per `loadHosts` call, so one refresh of a big fleet is not one huge query. */
 const LOAD_BATCH = 1000;
 
@@ -82,48 +90,76 @@ export class HostManager {
    * clock. Returns what changed. Safe to call at any time between decisions.
    */
   async refresh(): Promise<{ loaded: number; removed: number }> {
-    if (!this.loaded) {
-      const snapshots = await this.store.loadHosts();
-      for (const snapshot of snapshots) this.put(snapshot);
-      this.loaded = true;
-      this.updateStaleness();
-      return { loaded: snapshots.length, removed: 0 };
-    }
+    return this.apply(await this.fetch());
+  }
+
+  /**
+   * Read what changed in the store since the hosts were loaded, without touching them: all
+   * hosts the first time, then `hostGenerations()` and the snapshots of the changed hosts.
+   * Pass the result to `apply` (possibly later: snapshots that are no newer than what is held
+   * are skipped there).
+   */
+  async fetch(): Promise<HostChanges> {
+    if (!this.loaded) return { snapshots: await this.store.loadHosts(), requested: [], removed: [] };
     const generations = await this.store.hostGenerations();
     const changed: string[] = [];
     for (const [name, generation] of generations) {
       const host = this.byName.get(name);
       if (!host || host.generation !== generation) changed.push(name);
     }
+    const removed = [...this.byName.keys()].filter((name) => !generations.has(name));
+    return { snapshots: await this.loadBatches(changed), requested: changed, removed };
+  }
+
+  /** Apply what `fetch` read. Returns how many hosts were (re)loaded and removed. */
+  apply(changes: HostChanges): { loaded: number; removed: number } {
+    let loaded = 0;
     let removed = 0;
-    for (const host of [...this.byName.values()]) {
-      if (!generations.has(host.name)) {
-        this.remove(host);
+    const seen = new Set<string>();
+    for (const snapshot of changes.snapshots) {
+      seen.add(snapshot.host.name);
+      const held = this.byName.get(snapshot.host.name);
+      // Same generation: nothing changed in the store; reloading would only drop placements
+      // this scheduler counted since (claims still being written).
+      if (held && held.generation === snapshot.host.generation && this.loaded) continue;
+      this.put(snapshot);
+      loaded++;
+    }
+    for (const name of [...changes.removed, ...changes.requested.filter((n) => !seen.has(n))]) {
+      const gone = this.byName.get(name);
+      if (gone) {
+        this.remove(gone);
         removed++;
       }
     }
-    await this.reload(changed);
+    this.loaded = true;
     this.updateStaleness();
     // Interned values of hosts reloaded many times pile up: start over when they outgrow the fleet.
     if (this.interner.size > 8 * this.byName.size + 10_000) this.interner.clear();
-    return { loaded: changed.length, removed };
+    return { loaded, removed };
   }
 
-  /** Reload the named hosts from the store now (after a lost claim race, or a rollback). */
+  /**
+   * Reload the named hosts from the store now, whatever their generation (after a lost claim
+   * race, a failed claim, or a rollback: the store is the truth).
+   */
   async reload(names: readonly string[]): Promise<void> {
-    for (let i = 0; i < names.length; i += LOAD_BATCH) {
-      const batch = names.slice(i, i + LOAD_BATCH);
-      const snapshots = await this.store.loadHosts(batch);
-      const seen = new Set<string>();
-      for (const snapshot of snapshots) {
-        seen.add(snapshot.host.name);
-        this.put(snapshot);
-      }
-      for (const name of batch) {
-        const gone = this.byName.get(name);
-        if (gone && !seen.has(name)) this.remove(gone);
-      }
+    const snapshots = await this.loadBatches(names);
+    const seen = new Set<string>();
+    for (const snapshot of snapshots) {
+      seen.add(snapshot.host.name);
+      this.put(snapshot);
     }
+    for (const name of names) {
+      const gone = this.byName.get(name);
+      if (gone && !seen.has(name)) this.remove(gone);
+    }
+  }
+
+  private async loadBatches(names: readonly string[]): Promise<HostSnapshot[]> {
+    const snapshots: HostSnapshot[] = [];
+    for (let i = 0; i < names.length; i += LOAD_BATCH) snapshots.push(...(await this.store.loadHosts(names.slice(i, i + LOAD_BATCH))));
+    return snapshots;
   }
 
   /**

@@ -53,6 +53,14 @@ export interface SchedulerOptions {
   random?: () => number;
   clock?: Clock;
   strategy?: RankingStrategy;
+  /**
+   * Let decisions of concurrent `select` calls go on while earlier claims are being written
+   * (default false: each `select` runs alone, claims included). Decisions stay serialised and
+   * each counts every earlier placement in memory before its claim is written; the store's
+   * write-combining then commits concurrent claims together. A claim that fails is undone in
+   * memory by reloading its host.
+   */
+  overlapClaims?: boolean;
 }
 
 /** The scheduler: see packages/scheduler/README.md. */
@@ -69,7 +77,8 @@ export interface Scheduler {
    * exceeded) reloads that host and tries the next candidate, up to `maxAttempts` hosts. All or
    * nothing: when an instance cannot be placed, what the batch claimed is released and a
    * NoValidHostError is thrown. A malformed flavor (unknown key, bad value) throws the
-   * placement RequestSpecError before any host is looked at. Calls are serialised.
+   * placement RequestSpecError before any host is looked at. Calls are serialised (with
+   * `overlapClaims`, only their decisions are; claims are written concurrently).
    */
   select(request: ScheduleRequest): Promise<Selection[]>;
   /**
@@ -114,14 +123,22 @@ export async function createScheduler(options: SchedulerOptions): Promise<Schedu
     clock,
     random: options.random ?? Math.random,
     strategy: options.strategy ?? 'indexed',
+    overlapClaims: options.overlapClaims ?? false,
   });
   await scheduler.refresh();
   return scheduler;
 }
 
+/** Runs `fn` holding the decision lock (or directly, when the caller already holds it). */
+type Locked = <T>(fn: () => Promise<T>) => Promise<T>;
+
 class DefaultScheduler implements Scheduler {
   private readonly memos = new Map<string, Memo>();
+  /** The decision lock: every change to host states in memory runs in this chain. */
   private queue: Promise<unknown> = Promise.resolve();
+  /** Selects running with overlapping claims (for close). */
+  private readonly running = new Set<Promise<unknown>>();
+  private backgroundRefresh: Promise<void> | undefined;
   private lastRefresh = -Infinity;
   private closed = false;
 
@@ -131,7 +148,7 @@ class DefaultScheduler implements Scheduler {
     private readonly runtime: PluginRuntime,
     private readonly manager: HostManager,
     private readonly ranker: Ranker,
-    private readonly env: { logger: Logger; clock: Clock; random: () => number; strategy: RankingStrategy },
+    private readonly env: { logger: Logger; clock: Clock; random: () => number; strategy: RankingStrategy; overlapClaims: boolean },
   ) {}
 
   get hostCount(): number {
@@ -151,7 +168,12 @@ class DefaultScheduler implements Scheduler {
   }
 
   select(request: ScheduleRequest): Promise<Selection[]> {
-    return this.serial(() => this.selectNow(request));
+    if (!this.env.overlapClaims) return this.serial(() => this.selectNow(request, (fn) => fn()));
+    if (this.closed) return Promise.reject(closedError());
+    const run = this.selectNow(request, (fn) => this.serial(fn));
+    this.running.add(run);
+    void run.catch(() => undefined).finally(() => this.running.delete(run));
+    return run;
   }
 
   explain(request: ScheduleRequest): Promise<Explanation> {
@@ -166,11 +188,13 @@ class DefaultScheduler implements Scheduler {
 
   async close(): Promise<void> {
     this.closed = true;
+    await Promise.allSettled([...this.running]);
+    await this.backgroundRefresh;
     await this.queue.catch(() => undefined);
   }
 
   private serial<T>(fn: () => Promise<T>): Promise<T> {
-    if (this.closed) return Promise.reject(new SchedulerError(SchedulerErrorCode.CLOSED, 'the scheduler is closed'));
+    if (this.closed && this.running.size === 0) return Promise.reject(closedError());
     const run = this.queue.then(fn, fn);
     this.queue = run.catch(() => undefined);
     return run;
@@ -182,8 +206,27 @@ class DefaultScheduler implements Scheduler {
     return result;
   }
 
+  /**
+   * Called holding the lock before a decision. With `refreshInterval` 0 the hosts are refreshed
+   * right now; otherwise, when the interval has passed, the changes are read in the background
+   * and applied under the lock once read, so no decision waits for the store's reads.
+   */
   private async refreshIfDue(): Promise<void> {
-    if (this.env.clock.now() - this.lastRefresh >= this.config.scheduler.refreshInterval) await this.refreshNow();
+    const interval = this.config.scheduler.refreshInterval;
+    const now = this.env.clock.now();
+    if (interval <= 0) {
+      await this.refreshNow();
+      return;
+    }
+    if (now - this.lastRefresh < interval || this.backgroundRefresh) return;
+    this.lastRefresh = now;
+    this.backgroundRefresh = this.manager
+      .fetch()
+      .then((changes) => (this.closed ? undefined : this.serial(async () => void this.manager.apply(changes))))
+      .catch((error: unknown) => this.env.logger.warn({ err: error }, `host refresh failed: ${messageOf(error)}`))
+      .finally(() => {
+        this.backgroundRefresh = undefined;
+      });
   }
 
   /** Validate the request and parse its flavor; throws before anything is touched. */
@@ -193,50 +236,64 @@ class DefaultScheduler implements Scheduler {
     return parseFlavor(request.flavor, { keys: this.runtime.extraSpecKeys, hints });
   }
 
-  private async selectNow(request: ScheduleRequest): Promise<Selection[]> {
+  private async selectNow(request: ScheduleRequest, locked: Locked): Promise<Selection[]> {
     const spec = this.parse(request);
-    await this.refreshIfDue();
+    await locked(() => this.refreshIfDue());
     const selections: Selection[] = [];
     try {
       for (const instance of request.instances) {
-        selections.push(await this.placeOne({ ...instance, flavor: request.flavor }, spec));
+        selections.push(await this.placeOne({ ...instance, flavor: request.flavor }, spec, locked));
       }
     } catch (error) {
-      await this.release(selections);
+      await this.release(selections, locked);
       throw error;
     }
     return selections;
   }
 
-  /** Claim the best host for one instance, trying the next candidates on lost races. */
-  private async placeOne(instance: InstanceRequest, spec: RequestSpec): Promise<Selection> {
+  /**
+   * Claim the best host for one instance. The decision (rank, fit, count the placement in
+   * memory) holds the lock; the claim is written after it, so with `overlapClaims` the next
+   * decision need not wait for the store. A lost race or a failed write reloads that host
+   * (undoing the placement counted in memory) and tries the next candidate.
+   */
+  private async placeOne(instance: InstanceRequest, spec: RequestSpec, locked: Locked): Promise<Selection> {
     const { maxAttempts, hostSubsetSize } = this.config.scheduler;
-    const tried = new Set<Host>();
+    const tried = new Set<string>();
     const attempts: Array<{ host: string; error: string }> = [];
     while (attempts.length < maxAttempts) {
-      const memo = this.memoFor(spec);
-      const limit = Math.max(maxAttempts, hostSubsetSize) + tried.size;
-      const ranking = this.rank(memo, limit);
-      const candidates = ranking.candidates.filter((c) => !tried.has(c.host));
-      if (candidates.length === 0) {
-        throw new NoValidHostError(instance.uuid, spec.flavor.name, summarize(buildExplanation(this.manager.slots, memo, ranking)), attempts);
-      }
-      const pick = Math.min(Math.floor(this.env.random() * Math.min(hostSubsetSize, candidates.length)), candidates.length - 1);
-      const chosen = candidates[pick]!.host;
-      tried.add(chosen);
-      const fit = fitRequest(spec, { providers: chosen.providers, sharingProviders: chosen.sharingProviders });
-      if (!fit.ok) {
-        attempts.push({ host: chosen.name, error: fit.reason });
+      const decision = await locked(async () => {
+        const memo = this.memoFor(spec);
+        const limit = Math.max(maxAttempts, hostSubsetSize) + tried.size;
+        const ranking = this.rank(memo, limit);
+        const candidates = ranking.candidates.filter((c) => !tried.has(c.host.name));
+        if (candidates.length === 0) {
+          throw new NoValidHostError(instance.uuid, spec.flavor.name, summarize(buildExplanation(this.manager.slots, memo, ranking)), attempts);
+        }
+        const pick = Math.min(Math.floor(this.env.random() * Math.min(hostSubsetSize, candidates.length)), candidates.length - 1);
+        const chosen = candidates[pick]!.host;
+        tried.add(chosen.name);
+        const fit = fitRequest(spec, { providers: chosen.providers, sharingProviders: chosen.sharingProviders });
+        if (!fit.ok) return { host: chosen.name, problem: fit.reason };
+        this.manager.applyPlacement(chosen, instance, spec, fit.allocations);
+        const alternates = candidates
+          .filter((c) => c.host !== chosen)
+          .slice(0, maxAttempts - 1)
+          .map((c) => c.host.name);
+        return { host: chosen.name, allocations: fit.allocations, alternates };
+      });
+      if (!decision.allocations) {
+        attempts.push({ host: decision.host, error: decision.problem! });
         continue;
       }
       try {
         await this.store.writeAllocations([
           {
             consumer: { uuid: instance.uuid, projectId: instance.projectId, userId: instance.userId, generation: null },
-            allocations: fit.allocations,
+            allocations: decision.allocations,
             instance: {
               uuid: instance.uuid,
-              host: chosen.name,
+              host: decision.host,
               projectId: instance.projectId,
               userId: instance.userId,
               flavor: instance.flavor,
@@ -246,35 +303,29 @@ class DefaultScheduler implements Scheduler {
           },
         ]);
       } catch (error) {
+        // Nothing was written: the placement counted in memory must go (the store is the truth).
+        await locked(() => this.manager.reload([decision.host]));
         if (!isErtError(error) || !RETRY_ON_OTHER_HOST.has(error.code)) {
           if (isErtError(error) && error.code === 'ERT_STORE_CONSUMER_GENERATION_CONFLICT') {
             throw new SchedulerError(SchedulerErrorCode.INSTANCE_EXISTS, `instance ${instance.uuid} already has allocations in the store`, { instanceUuid: instance.uuid }, { cause: error });
           }
           throw error;
         }
-        // Another writer got there first: re-read that host and go on with the next candidate.
-        attempts.push({ host: chosen.name, error: `${error.code}: ${error.message}` });
-        this.env.logger.debug({ host: chosen.name, instance: instance.uuid, code: error.code }, 'claim lost a race; trying the next host');
-        await this.manager.reload([chosen.name]);
+        // Another writer got there first: go on with the next candidate.
+        attempts.push({ host: decision.host, error: `${error.code}: ${error.message}` });
+        this.env.logger.debug({ host: decision.host, instance: instance.uuid, code: error.code }, 'claim lost a race; trying the next host');
         continue;
       }
-      this.manager.applyPlacement(chosen, instance, spec, fit.allocations);
-      return {
-        instanceUuid: instance.uuid,
-        host: chosen.name,
-        allocations: fit.allocations.map((a) => ({ ...a })),
-        alternates: candidates
-          .filter((c) => c.host !== chosen)
-          .slice(0, maxAttempts - 1)
-          .map((c) => c.host.name),
-      };
+      return { instanceUuid: instance.uuid, host: decision.host, allocations: decision.allocations.map((a) => ({ ...a })), alternates: decision.alternates };
     }
-    const memo = this.memoFor(spec);
-    throw new NoValidHostError(instance.uuid, spec.flavor.name, summarize(buildExplanation(this.manager.slots, memo, this.rank(memo, 0))), attempts);
+    return locked(async () => {
+      const memo = this.memoFor(spec);
+      throw new NoValidHostError(instance.uuid, spec.flavor.name, summarize(buildExplanation(this.manager.slots, memo, this.rank(memo, 0))), attempts);
+    });
   }
 
   /** Undo the claims of a failed batch (store first, then the in-memory hosts by reloading them). */
-  private async release(selections: readonly Selection[]): Promise<void> {
+  private async release(selections: readonly Selection[], locked: Locked): Promise<void> {
     for (const selection of selections) {
       try {
         await this.store.deleteAllocations(selection.instanceUuid);
@@ -283,7 +334,7 @@ class DefaultScheduler implements Scheduler {
         this.env.logger.error({ instance: selection.instanceUuid, host: selection.host, err: error }, `could not release the claim of a failed batch: ${messageOf(error)}`);
       }
     }
-    if (selections.length > 0) await this.manager.reload([...new Set(selections.map((s) => s.host))]);
+    if (selections.length > 0) await locked(() => this.manager.reload([...new Set(selections.map((s) => s.host))]));
   }
 
   private rank(memo: Memo, limit: number): Ranking {
@@ -309,6 +360,10 @@ class DefaultScheduler implements Scheduler {
     if (this.memos.size > MEMO_LIMIT) this.memos.delete(this.memos.keys().next().value!);
     return memo;
   }
+}
+
+function closedError(): SchedulerError {
+  return new SchedulerError(SchedulerErrorCode.CLOSED, 'the scheduler is closed');
 }
 
 /** Refuse malformed requests with the field at fault named. */

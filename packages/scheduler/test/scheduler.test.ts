@@ -32,7 +32,7 @@ describe.each(BACKENDS)('scheduler on %s', (client) => {
     store: Store,
     sched: Parameters<typeof schedulerConfig>[2],
     extra: Parameters<typeof schedulerConfig>[3] = {},
-    more: { random?: () => number; clock?: { now(): number } } = {},
+    more: { random?: () => number; clock?: { now(): number }; overlapClaims?: boolean } = {},
   ): Promise<Scheduler> {
     const s = await createScheduler({ config: schedulerConfig(options, tmp.dir, sched, extra), store, ...more });
     schedulers.push(s);
@@ -303,5 +303,27 @@ describe.each(BACKENDS)('scheduler on %s', (client) => {
     const s2 = await scheduler(options2, store2, { filters: ['resources'], weighers: [{ name: 'free-vcpu', plugin: freeVcpu, multiplier: 1 }], hostSubsetSize: 3 }, {}, { random: () => 0.99 });
     const [picked] = await s2.select({ flavor: small, instances: instances(1) });
     expect(picked!.host).toBe('t3');
+  });
+
+  it('with overlapClaims, concurrent selects decide in turn, claim concurrently and never overcommit', async () => {
+    const names = ['o1', 'o2', 'o3', 'o4'];
+    const { store, options } = await fleet('overlap', names.map((name) => ({ name, inventories: { VCPU: 4, MEMORY_MB: 16384 } })));
+    const s = await scheduler(options, store, { filters: ['resources'], weighers: [{ name: 'free-vcpu', plugin: freeVcpu, multiplier: 1 }], refreshInterval: '1h' }, {}, { overlapClaims: true });
+    const requests = instances(20).map((inst) => s.select({ flavor: flavor('one', 1, 256), instances: [inst] }));
+    const results = await Promise.allSettled(requests);
+    const placed = results.flatMap((r) => (r.status === 'fulfilled' ? r.value : []));
+    const failed = results.filter((r) => r.status === 'rejected');
+    expect(placed).toHaveLength(16);
+    expect(failed).toHaveLength(4);
+    for (const r of failed) expect((r as PromiseRejectedResult).reason).toBeInstanceOf(NoValidHostError);
+    // Spreading by free vCPU: each decision saw the placements before it, so 4 per host.
+    for (const name of names) {
+      expect(placed.filter((p) => p.host === name)).toHaveLength(4);
+      expect((await store.getUsages(uuidFor(name))).VCPU).toBe(4);
+      expect(s.host(name)!.free('VCPU')).toBe(0);
+    }
+    for (const p of placed) expect((await store.getInstance(p.instanceUuid))?.host).toBe(p.host);
+    await s.close();
+    await expect(s.select({ flavor: small, instances: instances(1) })).rejects.toMatchObject({ code: 'ERT_SCHEDULER_CLOSED' });
   });
 });

@@ -23,9 +23,11 @@ export type PstateHostData = PstateCapabilities;
 
 /** Keep only what filters and weighers read; a host without stats has no P-state control. */
 export function consume(stats: PstateStats | undefined): PstateHostData {
-  if (!stats) return { available: false, reason: 'the host reports no pstate stats', control: false, governors: [], maxFreqMhz: null, epp: null };
-  const { available, control, governors, maxFreqMhz, epp } = stats;
-  return { available, ...(stats.reason === undefined ? {} : { reason: stats.reason }), control, governors, maxFreqMhz, epp };
+  if (!stats) {
+    return { available: false, reason: 'the host reports no pstate stats', intelPstate: null, control: false, governors: [], maxFreqMhz: null, epp: null };
+  }
+  const { available, intelPstate, control, governors, maxFreqMhz, epp } = stats;
+  return { available, ...(stats.reason === undefined ? {} : { reason: stats.reason }), intelPstate, control, governors, maxFreqMhz, epp };
 }
 
 /** The pstate plugin's scheduler entry. The weigher applies to every request: it prefers faster hosts. */

@@ -156,13 +156,14 @@ export function asksForPstate(request: PstateRequest): boolean {
 }
 
 /** What a host can do, as both sides see it (the stats carry all of it). */
-export type PstateCapabilities = Pick<PstateStats, 'available' | 'reason' | 'control' | 'governors' | 'maxFreqMhz' | 'epp'>;
+export type PstateCapabilities = Pick<PstateStats, 'available' | 'reason' | 'intelPstate' | 'control' | 'governors' | 'maxFreqMhz' | 'epp'>;
 
 /**
  * Why the host cannot apply the requested settings, or undefined when it can (or nothing
  * is asked). Every setting needs control over the policies; a governor must be offered by
  * every policy, the minimum frequency must not exceed the hardware maximum, and an EPP
- * must be one of the offered names (or a raw 0-255 value) on a host with EPP.
+ * must be one of the offered names (or a raw 0-255 value) on a host with EPP, and not a
+ * non-zero one with the performance governor under intel_pstate (the kernel refuses it).
  */
 export function pstateProblem(host: PstateCapabilities | undefined, request: PstateRequest): string | undefined {
   if (!asksForPstate(request)) return undefined;
@@ -178,6 +179,11 @@ export function pstateProblem(host: PstateCapabilities | undefined, request: Pst
     if (!host.epp) return `energy-performance preference "${request.epp}" asked, but the host has no EPP`;
     if (!/^\d+$/.test(request.epp) && !host.epp.available.includes(request.epp)) {
       return `energy-performance preference "${request.epp}" is not offered (available: ${host.epp.available.join(', ')})`;
+    }
+    // intel_pstate (active) answers EBUSY to any EPP but 0 ("performance") under the performance governor.
+    const eppIsZero = request.epp === 'performance' || Number(request.epp) === 0;
+    if (host.intelPstate?.status === 'active' && request.governor === 'performance' && !eppIsZero) {
+      return `intel_pstate keeps EPP at "performance" under the performance governor; "${request.epp}" cannot be set with it`;
     }
   }
   return undefined;

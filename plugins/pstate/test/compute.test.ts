@@ -176,10 +176,10 @@ describe('pstate claims', () => {
   it('grants what the host can do and records the values to restore', async () => {
     const { h } = await hooks('xeon-2s-cat');
     expect(await h.test!(claim({}))).toBeUndefined();
-    expect(await h.test!(claim({ 'pstate:governor': 'performance', 'pstate:epp': 'power', 'pstate:min_freq_mhz': 3000 }))).toEqual({
+    expect(await h.test!(claim({ 'pstate:governor': 'performance', 'pstate:epp': 'performance', 'pstate:min_freq_mhz': 3000 }))).toEqual({
       assignment: {
         governor: 'performance',
-        epp: 'power',
+        epp: 'performance',
         minFreqMhz: 3000,
         previous: [{ cpus: '0-79', governor: 'powersave', scalingMinKhz: 1000000, epp: 'balance_performance' }],
       },
@@ -191,6 +191,9 @@ describe('pstate claims', () => {
     const { h } = await hooks('xeon-2s-cat');
     expect(await h.test!(claim({ 'pstate:governor': 'schedutil' }))).toBe('governor "schedutil" is not offered (available: performance, powersave)');
     expect(await h.test!(claim({ 'pstate:min_freq_mhz': 4000 }))).toBe('min_freq_mhz 4000 is above the maximum frequency 3900 MHz');
+    expect(await h.test!(claim({ 'pstate:governor': 'performance', 'pstate:epp': '128' }))).toBe(
+      'intel_pstate keeps EPP at "performance" under the performance governor; "128" cannot be set with it',
+    );
     expect(await h.test!(claim({ 'pstate:epp': 'turbo' }))).toBe(
       'energy-performance preference "turbo" is not offered (available: default, performance, balance_performance, balance_power, power)',
     );
@@ -207,12 +210,12 @@ describe('pstate enforcement', () => {
   it('sets governor, EPP and minimum frequency on the instance CPUs and restores them at release', async () => {
     const root = await temp('xeon-2s-cat');
     const { h } = await hooks(root, true);
-    const grant = (await h.test!(claim({ 'pstate:governor': 'performance', 'pstate:epp': 'power', 'pstate:min_freq_mhz': 3000 }))) as ClaimGrant;
+    const grant = (await h.test!(claim({ 'pstate:governor': 'performance', 'pstate:epp': 'performance', 'pstate:min_freq_mhz': 3000 }))) as ClaimGrant;
     const instance = claimed('i1', grant, [1, 41]);
     await h.enforce!({ type: 'claimed', host: 'host1', instance });
     for (const cpu of [1, 41]) {
       expect(await policyFile(root, cpu, 'scaling_governor')).toBe('performance\n');
-      expect(await policyFile(root, cpu, 'energy_performance_preference')).toBe('power\n');
+      expect(await policyFile(root, cpu, 'energy_performance_preference')).toBe('performance\n');
       expect(await policyFile(root, cpu, 'scaling_min_freq')).toBe('3000000\n');
     }
     expect(await policyFile(root, 2, 'scaling_governor')).toBe('powersave\n');

@@ -39,6 +39,7 @@ describe('pstate scheduler side', () => {
     expect(consumer.reads).toEqual([1]);
     expect(xeon.pluginData('pstate')).toEqual({
       available: true,
+      intelPstate: { status: 'active', noTurbo: false },
       control: true,
       governors: ['performance', 'powersave'],
       maxFreqMhz: 3900,
@@ -63,6 +64,11 @@ describe('pstate scheduler side', () => {
     expect(filter.filter(fixed, specOf([], { 'pstate:governor': 'performance' }))).toBe(
       'P-state settings unavailable: no writable cpufreq policy with a choice of governors',
     );
+    expect(filter.filter(xeon, specOf([], { 'pstate:governor': 'performance', 'pstate:epp': 'power' }))).toBe(
+      'intel_pstate keeps EPP at "performance" under the performance governor; "power" cannot be set with it',
+    );
+    expect(filter.filter(xeon, specOf([], { 'pstate:governor': 'performance', 'pstate:epp': 'performance' }))).toBeUndefined();
+    expect(filter.filter(xeon, specOf([], { 'pstate:governor': 'powersave', 'pstate:epp': 'power' }))).toBeUndefined();
     expect(filter.filter(vm, epp)).toBe('P-state settings unavailable: no cpufreq (no /sys/devices/system/cpu/cpufreq)');
     expect(filter.filter(unknown, epp)).toBe('P-state settings unavailable: the host reports no pstate stats');
   });

@@ -86,3 +86,19 @@ export function mapDriverError(err: unknown, what: string): unknown {
   }
   return err;
 }
+
+/**
+ * Drops a PostgreSQL schema and everything in it (test and benchmark isolation). Idempotent:
+ * a missing schema is not an error. Refuses `public` so that it cannot wipe a real store.
+ */
+export async function dropPostgresSchema(connection: string, schema: string): Promise<void> {
+  if (!SCHEMA_NAME.test(schema) || schema === 'public') {
+    throw new StoreError('ERT_STORE_INVALID', `dropPostgresSchema: refusing schema ${JSON.stringify(schema)}`, { key: 'schema', value: schema });
+  }
+  const knex = knexFactory({ client: 'pg', connection, pool: { min: 0, max: 1 } });
+  try {
+    await knex.raw('DROP SCHEMA IF EXISTS ?? CASCADE', [schema]);
+  } finally {
+    await knex.destroy();
+  }
+}

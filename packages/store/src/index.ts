@@ -8,7 +8,7 @@ import { KnexStore } from './store.js';
 export type * from './api.js';
 export * from './errors.js';
 export { MIGRATIONS_TABLE } from './migrations.js';
-export { SQLITE_BUSY_TIMEOUT_MS } from './connection.js';
+export { SQLITE_BUSY_TIMEOUT_MS, dropPostgresSchema } from './connection.js';
 
 /**
  * Opens a store (a connection pool; no query is run yet). Call `await store.migrate()`

@@ -462,6 +462,14 @@ export class KnexStore implements Store {
     }
   }
 
+  /** A select column `sharing`: whether provider `p` has the sharing trait. */
+  private sharingFlag(): Knex.Raw {
+    return this.knex.raw(
+      'exists (select 1 from provider_traits pt join traits t on t.id = pt.trait_id where pt.provider_id = p.id and t.name = ?) as sharing',
+      [TRAIT_SHARING_PROVIDER],
+    );
+  }
+
   /* ---------------------------------------------------------------- inventories */
 
   async getInventories(uuid: string): Promise<{ generation: number; inventories: Record<ResourceClass, Inventory> }> {
@@ -677,16 +685,16 @@ export class KnexStore implements Store {
 
     let consumers = await this.readConsumers(trx, consumerUuids, false);
     const heldIds = (states: Map<string, ConsumerState>) => [...new Set([...states.values()].flatMap((c) => [...c.allocations.keys()].map(providerOfKey)))];
-    const providerQuery = trx('providers')
-      .select('id', 'uuid', 'name')
+    const providerQuery = trx('providers as p')
+      .select('p.id', 'p.uuid', 'p.name', 'p.root_id', this.sharingFlag())
       .where((q) => {
-        q.whereIn('uuid', newUuids);
+        q.whereIn('p.uuid', newUuids);
         const held = heldIds(consumers);
-        if (held.length > 0) q.orWhereIn('id', held);
+        if (held.length > 0) q.orWhereIn('p.id', held);
       })
       .orderBy('id');
     if (pg) providerQuery.forUpdate();
-    const providers: Array<{ id: number; uuid: string; name: string }> = await providerQuery;
+    const providers: Array<{ id: number; uuid: string; name: string; root_id: number; sharing: number | boolean }> = await providerQuery;
     if (pg) {
       // Lock the consumers and read them again: they are now stable until commit.
       consumers = await this.readConsumers(trx, consumerUuids, true);
@@ -765,7 +773,12 @@ export class KnexStore implements Store {
     if (final.size > 0) await this.writeConsumers(trx, consumers, final);
     if (touched.size > 0) await trx('providers').whereIn('id', [...touched]).increment('generation', 1);
     if (instances.length > 0) await this.upsertInstancesIn(trx, instances, hostIds);
-    await this.bumpHostsOf(trx, [...touched]);
+    // Host generations: by root for the trees touched, plus the general path for sharing providers.
+    const touchedProviders = providers.filter((p) => touched.has(p.id));
+    const roots = [...new Set(touchedProviders.map((p) => p.root_id))];
+    for (const part of chunks(roots)) await trx('hosts').whereIn('root_provider_id', part).increment('generation', 1);
+    const sharing = touchedProviders.filter((p) => Boolean(p.sharing)).map((p) => p.id);
+    if (sharing.length > 0) await this.bumpHostsOf(trx, sharing);
     return outcomes;
   }
 

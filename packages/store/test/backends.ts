@@ -1,9 +1,8 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import knexFactory from 'knex';
 import { normalizeInventory, type Inventory } from '@ert/plugin-api';
-import { createStore, type Store, type StoreOptions } from '@ert/store';
+import { createStore, dropPostgresSchema, type Store, type StoreOptions } from '@ert/store';
 
 /** The backends the store suites run against: SQLite always, PostgreSQL when ERT_TEST_PG_URL is set. */
 export const backends: Array<'sqlite3' | 'pg'> = process.env.ERT_TEST_PG_URL ? ['sqlite3', 'pg'] : ['sqlite3'];
@@ -27,12 +26,7 @@ export function isolatedOptions(client: 'sqlite3' | 'pg', label: string): { opti
   return {
     options: { client, connection: url, schema: `t_${unique}` },
     async cleanup() {
-      const admin = knexFactory({ client: 'pg', connection: url, pool: { min: 0, max: 1 } });
-      try {
-        await admin.raw('DROP SCHEMA IF EXISTS ?? CASCADE', [`t_${unique}`]);
-      } finally {
-        await admin.destroy();
-      }
+      await dropPostgresSchema(url, `t_${unique}`);
     },
   };
 }

@@ -48,6 +48,20 @@ async function copySqlite(target: string): Promise<void> {
   }
 }
 
+/** The site's config: the third-party plugin by its short name on both sides. */
+function siteConfig(filters: string[]) {
+  return {
+    store: { client: 'sqlite3', connection: './ert.db' },
+    tracker: { hostName: 'gpu-node', root: './root', resources: ['vcpu', 'memory', 'gpu'] },
+    scheduler: { consumers: ['vcpu', 'memory', 'gpu'], filters, weighers: [{ name: 'memory', multiplier: 1 }] },
+    plugins: { gpu: { vendors: ['0x10de'] } },
+    flavors: [
+      { name: 'gpu.one', vcpus: 4, memory_mb: 8192, disk_gb: 0, extra_specs: { 'gpu:count': '1' } },
+      { name: 'gpu.three', vcpus: 4, memory_mb: 8192, disk_gb: 0, extra_specs: { 'gpu:count': '3' } },
+    ],
+  };
+}
+
 interface Result {
   code: number;
   stdout: string;
@@ -90,17 +104,9 @@ describe('a third-party plugin installed from packed tarballs', () => {
       await mkdir(join(root, 'sys/class/drm', card, 'device'), { recursive: true });
       await writeFile(join(root, 'sys/class/drm', card, 'device/vendor'), `${vendor}\n`);
     }
-    const config = {
-      store: { client: 'sqlite3', connection: './ert.db' },
-      tracker: { hostName: 'gpu-node', root: './root', resources: ['vcpu', 'memory', 'gpu'] },
-      scheduler: { consumers: ['vcpu', 'memory', 'gpu'], filters: ['status', 'resources', 'gpu'], weighers: [{ name: 'memory', multiplier: 1 }] },
-      plugins: { gpu: { vendors: ['0x10de'] } },
-      flavors: [
-        { name: 'gpu.one', vcpus: 4, memory_mb: 8192, disk_gb: 0, extra_specs: { 'gpu:count': '1' } },
-        { name: 'gpu.three', vcpus: 4, memory_mb: 8192, disk_gb: 0, extra_specs: { 'gpu:count': '3' } },
-      ],
-    };
-    await writeFile(join(project, 'ert.config.yaml'), stringify(config));
+    await writeFile(join(project, 'ert.config.yaml'), stringify(siteConfig(['status', 'resources', 'gpu'])));
+    // Without the generic resources filter, the plugin's own filter is what decides.
+    await writeFile(join(project, 'gpu-only.yaml'), stringify(siteConfig(['status', 'gpu'])));
   }, 600_000);
 
   afterAll(async () => {
@@ -148,9 +154,6 @@ describe('a third-party plugin installed from packed tarballs', () => {
   });
 
   it('the gpu filter removes a host with too few free GPUs, naming how many it has', async () => {
-    // Without the generic resources filter, the plugin's own filter is what decides.
-    const config = (await readFile(join(project, 'ert.config.yaml'), 'utf8')).replace('- resources\n', '');
-    await writeFile(join(project, 'gpu-only.yaml'), config);
     const explained = json(await ert('--config', 'gpu-only.yaml', 'schedule', '--flavor', 'gpu.one', '--explain', '--json'));
     const gpu = explained.filters.find((f: any) => f.filter === 'gpu');
     expect(gpu.removed).toBe(1);

@@ -112,6 +112,10 @@ describe('llc discovery on the host profiles', () => {
       domains: [0, 1, 2, 3].map((s) => ({ id: s, cpus: `${8 * s}-${8 * s + 7},${32 + 8 * s}-${32 + 8 * s + 7}` })),
     });
     expect(stats.resctrl).toEqual({ cdp: true, cbmMask: '7ff', numClosids: 8, minCbmBits: 1, shareableBits: '0', foreignGroups: 0, freeClosids: 7 });
+    expect(stats.available).toBe(true);
+    expect(stats.domains).toEqual(
+      [0, 1, 2, 3].map((id) => ({ id, key: `llc_${id}`, cbmMask: '7ff', ways: 11, reservedMask: '0', freeMask: '7ff', largestFreeRun: 11, instances: [] })),
+    );
   });
 
   it('epyc-1s: no resctrl, so no capacity; the stats still give the four CCD caches', async () => {
@@ -138,8 +142,14 @@ describe('llc discovery on the host profiles', () => {
     expect(discovery.available).toBe(false);
     expect(discovery.children).toBeUndefined();
     const stats = (await h.stats!()) as LlcStats;
-    expect(stats.cache).toEqual({ level: 3, sizeKiB: 36608, ways: 11, domains: [{ id: 0, cpus: '0-3' }] });
-    expect(stats.domains).toEqual([]);
+    expect(validStats(stats)).toBeUndefined();
+    expect(stats).toEqual({
+      available: false,
+      reason: 'no cache allocation: resctrl is not mounted (no /sys/fs/resctrl/info)',
+      cache: { level: 3, sizeKiB: 36608, ways: 11, domains: [{ id: 0, cpus: '0-3' }] },
+      resctrl: null,
+      domains: [],
+    });
   });
 
   it('reservedWays keeps the low ways for the host', async () => {

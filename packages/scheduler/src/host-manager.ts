@@ -79,9 +79,25 @@ export class HostManager {
     return this.instanceHost.get(uuid);
   }
 
-  /** A new value for `Host.version`: unique across hosts and reloads. */
-  nextVersion(): number {
-    return ++this.stamp;
+  /**
+   * `versions[slot]` is the version of the host in that slot (-1 for an empty slot): ranking
+   * compares it with its memo without touching the host objects.
+   */
+  versions = new Float64Array(1024).fill(-1);
+
+  /** Give the host a new version (anything a filter or weigher can see changed). */
+  private touch(host: Host): void {
+    host.version = ++this.stamp;
+    this.setVersion(host.slot, host.version);
+  }
+
+  private setVersion(slot: number, version: number): void {
+    if (slot >= this.versions.length) {
+      const grown = new Float64Array(Math.max(slot + 1, this.versions.length * 2)).fill(-1);
+      grown.set(this.versions);
+      this.versions = grown;
+    }
+    this.versions[slot] = version;
   }
 
   /**
@@ -173,7 +189,7 @@ export class HostManager {
       if (!provider) continue;
       provider.addUsage(allocation.resourceClass, allocation.amount);
       const shared = this.sharing.get(provider.uuid);
-      if (shared) for (const other of shared.hosts) other.version = this.nextVersion();
+      if (shared) for (const other of shared.hosts) this.touch(other);
     }
     host.addInstance(instance.uuid);
     this.instanceHost.set(instance.uuid, host);
@@ -190,7 +206,7 @@ export class HostManager {
         this.logger?.warn({ host: host.name, plugin: consumer.name, err: error }, 'consumer placed hook failed; host excluded until reloaded');
       }
     });
-    host.version = this.nextVersion();
+    this.touch(host);
   }
 
   /** Hosts whose tracker stopped updating are `stale` (unless the store says disabled). */
@@ -201,7 +217,7 @@ export class HostManager {
       const status = effectiveStatus(host.storedStatus, host.lastUpdate, now, this.staleAfterMs);
       if (status !== host.status) {
         host.status = status;
-        host.version = this.nextVersion();
+        this.touch(host);
       }
     }
   }
@@ -223,12 +239,13 @@ export class HostManager {
       aggregateMetadata: this.interner.record(snapshot.aggregateMetadata),
       capabilities: this.capabilities(snapshot),
       instances: instanceSet(snapshot.instances),
-      version: this.nextVersion(),
+      version: ++this.stamp,
       slot,
     });
     if (existing) this.detachSharing(existing);
     host.sharingProviders = snapshot.sharingProviders.map((p) => this.attachSharing(p, host));
     this.slots[slot] = host;
+    this.setVersion(slot, host.version);
     this.byName.set(host.name, host);
     for (const uuid of snapshot.instances) this.instanceHost.set(uuid, host);
     this.consume(host, snapshot);
@@ -264,7 +281,7 @@ export class HostManager {
     }
     if (snapshot.generation !== entry.provider.generation) {
       entry.provider.update(snapshot, this.interner);
-      for (const other of entry.hosts) other.version = this.nextVersion();
+      for (const other of entry.hosts) this.touch(other);
     }
     entry.hosts.add(host);
     return entry.provider;
@@ -284,6 +301,7 @@ export class HostManager {
     this.detachSharing(host);
     this.byName.delete(host.name);
     this.slots[host.slot] = undefined;
+    this.setVersion(host.slot, -1);
     this.freeSlots.push(host.slot);
   }
 

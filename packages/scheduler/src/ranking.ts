@@ -22,6 +22,8 @@ const PASSED = -1;
 export const EXCLUDED_BY_HOST_MANAGER = -2;
 /** A weigher threw or returned a non-number: the host is out (fail closed). */
 export const EXCLUDED_BY_WEIGHER = -3;
+/** No host in this slot. */
+const EMPTY_SLOT = -4;
 
 /** The filters and weighers that apply to one request, fixed for the whole scan. */
 export interface Prepared {
@@ -165,19 +167,25 @@ export class Ranker {
   }
 
   /**
-   * Bring every host's entry in `memo` up to date (re-evaluating only hosts whose version
-   * changed, all of them when `fresh`) and return the best `limit` candidates.
+   * Bring every host's entry in `memo` up to date (re-evaluating only hosts whose version in
+   * `versions` changed, all of them when `fresh`) and return the best `limit` candidates.
    */
-  rank(slots: ReadonlyArray<Host | undefined>, memo: Memo, limit: number, fresh = false): Ranking {
+  rank(slots: ReadonlyArray<Host | undefined>, versions: Float64Array, memo: Memo, limit: number, fresh = false): Ranking {
     const w = memo.prepared.weighers.length;
     const min = new Float64Array(w).fill(Infinity);
     const max = new Float64Array(w).fill(-Infinity);
     const { stamps, outcomes, raw } = memo;
+    const count = slots.length;
     let passed = 0;
-    for (let slot = 0; slot < slots.length; slot++) {
-      const host = slots[slot];
-      if (!host) continue;
-      if (fresh || stamps[slot] !== host.version) this.evaluate(host, memo);
+    for (let slot = 0; slot < count; slot++) {
+      if (fresh || stamps[slot] !== versions[slot]) {
+        const host = slots[slot];
+        if (host) this.evaluate(host, memo);
+        else {
+          stamps[slot] = versions[slot]!;
+          outcomes[slot] = EMPTY_SLOT;
+        }
+      }
       if (outcomes[slot] !== PASSED) continue;
       passed++;
       for (let i = 0; i < w; i++) {
@@ -191,15 +199,17 @@ export class Ranker {
     const best: Candidate[] = [];
     if (limit <= 0) return { candidates: best, passed, min, scale };
     const { multipliers } = memo;
-    for (let slot = 0; slot < slots.length; slot++) {
+    for (let slot = 0; slot < count; slot++) {
       if (outcomes[slot] !== PASSED) continue;
-      const host = slots[slot];
-      if (!host) continue;
       let weight = 0;
       for (let i = 0; i < w; i++) {
         const k = slot * w + i;
         weight += multipliers[k]! * (raw[k]! - min[i]!) * scale[i]!;
       }
+      // Only a weight at least the last kept one's can enter: the host object (for its name,
+      // the tie-break) is looked at only then.
+      if (best.length === limit && weight < best[limit - 1]!.weight) continue;
+      const host = slots[slot]!;
       if (best.length === limit) {
         const last = best[limit - 1]!;
         if (!better(weight, host.name, last.weight, last.host.name)) continue;

@@ -100,6 +100,14 @@ function notFound(what: string, key: string, details: Record<string, unknown> = 
   return new StoreError('ERT_STORE_NOT_FOUND', `${what} ${key} not found`, details);
 }
 
+/** Errors of a migration racing another process's: retry, the winner's work will be visible. */
+function isMigrationRace(err: unknown): boolean {
+  const { name, code, message = '' } = (err ?? {}) as { name?: string; code?: string; message?: string };
+  // knex's lock is held (MigrationLocked); concurrent CREATE of the same table, schema or row.
+  if (name === 'MigrationLocked' || code === 'SQLITE_BUSY' || code === '42P07' || code === '42P06' || code === '23505' || code === '40P01') return true;
+  return code === 'SQLITE_ERROR' && /already exists/.test(message);
+}
+
 function chunks<T>(items: readonly T[], size = IN_CHUNK): T[][] {
   const out: T[][] = [];
   for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
@@ -222,8 +230,8 @@ export class KnexStore implements Store {
         await this.knex.migrate.latest({ migrationSource, tableName: MIGRATIONS_TABLE, schemaName: schema });
         break;
       } catch (err) {
-        if (attempt >= 50) throw err;
-        await new Promise((resolve) => setTimeout(resolve, 50 + Math.random() * 100));
+        if (attempt >= 100 || !isMigrationRace(err)) throw mapDriverError(err, 'migrate');
+        await new Promise((resolve) => setTimeout(resolve, 20 + Math.random() * 80));
       }
     }
     // Standard classes added to the contract after the first migration.

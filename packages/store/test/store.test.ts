@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { STANDARD_RESOURCE_CLASSES, TRAIT_SHARING_PROVIDER, type Flavor } from '@ert/plugin-api';
 import { createStore, isStoreConflict, StoreError, type HostImport, type InstanceRecord, type Store } from '@ert/store';
-import { backends, inv, openStore } from './backends.js';
+import { backends, inv, isolatedOptions, openStore } from './backends.js';
 
 const flavor: Flavor = { name: 'small', vcpus: 2, memoryMb: 2048, diskGb: 20, extraSpecs: { 'trait:HW_CPU_X86_AVX2': 'required' } };
 
@@ -24,6 +24,21 @@ describe('createStore', () => {
     expect((await failure(createStore({ client: 'mysql' as 'pg', connection: 'x' }))).code).toBe('ERT_STORE_INVALID');
     expect((await failure(createStore({ client: 'sqlite3', connection: '' }))).code).toBe('ERT_STORE_INVALID');
     expect((await failure(createStore({ client: 'pg', connection: 'postgres://x', schema: 'bad; drop' }))).message).toMatch(/store.schema/);
+  });
+});
+
+describe.each(backends)('migrations racing on %s', (client) => {
+  it('lets several connections migrate a fresh database at once', async () => {
+    const { options, cleanup } = isolatedOptions(client, 'migrate_race');
+    const stores = await Promise.all(Array.from({ length: 4 }, () => createStore(options)));
+    try {
+      await Promise.all(stores.map((s) => s.migrate()));
+      for (const s of stores) expect(await s.listResourceClasses()).toContain('VCPU');
+      expect((await stores[0]!.listResourceClasses()).filter((c) => c === 'VCPU')).toHaveLength(1);
+    } finally {
+      await Promise.all(stores.map((s) => s.close()));
+      await cleanup();
+    }
   });
 });
 

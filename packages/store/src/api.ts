@@ -161,7 +161,10 @@ export interface Store {
   getProviderByName(name: string): Promise<ProviderRecord | undefined>;
   /** All providers, or the tree of one root. */
   listProviders(filter?: { rootUuid?: string }): Promise<ProviderRecord[]>;
-  /** Refused (ERT_STORE_PROVIDER_IN_USE) while it has allocations or children. */
+  /**
+   * Refused (ERT_STORE_PROVIDER_IN_USE) while it has allocations, children or a host rooted
+   * on it; its inventories, traits and aggregate memberships go with it. Unknown: NOT_FOUND.
+   */
   deleteProvider(uuid: string): Promise<void>;
 
   getInventories(uuid: string): Promise<{ generation: number; inventories: Record<ResourceClass, Inventory> }>;
@@ -170,6 +173,7 @@ export interface Store {
    * validated. Removing a class that has allocations, or shrinking capacity below current
    * usage, is refused (ERT_STORE_INVENTORY_IN_USE) and nothing is written.
    * Pass the generation read, or undefined to skip the check. Returns the new record.
+   * Valid CUSTOM_ classes that do not exist yet are created. Every call bumps the generation.
    */
   setInventories(uuid: string, generation: number | undefined, inventories: Record<ResourceClass, Inventory>): Promise<ProviderRecord>;
   getUsages(uuid: string): Promise<Record<ResourceClass, number>>;
@@ -188,14 +192,26 @@ export interface Store {
    * the transaction; provider and consumer generations are bumped. Too little capacity is
    * ERT_STORE_CAPACITY_EXCEEDED naming provider, class, requested and free; a stale
    * consumer generation or a lost race is a conflict. On any error nothing is written.
+   * Details: writes apply in order (a later write sees an earlier one's release); usage
+   * excludes the consumer's own current allocations; a class the provider has no inventory
+   * of is ERT_STORE_CAPACITY_EXCEEDED with free 0; an amount breaking min_unit, max_unit or
+   * step_size is ERT_STORE_INVALID; an unknown provider, or an instance on an unknown host,
+   * is ERT_STORE_NOT_FOUND. A new consumer starts at generation 0 and each write increments
+   * it; empty `allocations` delete the consumer. Calls made while another is in flight
+   * may be committed in one transaction, each checked on its own: one call's failure
+   * never affects another's result.
    */
   writeAllocations(writes: AllocationWrite[]): Promise<void>;
   getAllocations(consumerUuid: string): Promise<{ generation: number | null; allocations: Allocation[] }>;
-  /** Remove a consumer's allocations (and the consumer). Unknown consumers are a no-op. */
+  /** Remove a consumer's allocations (and the consumer), without a generation check. Unknown consumers are a no-op. */
   deleteAllocations(consumerUuid: string): Promise<void>;
 
   /* hosts */
-  /** Create or update a host row (the compute host's record, keyed by name). */
+  /**
+   * Create or update a host row (the compute host's record, keyed by name). The root must be
+   * a root provider (else ERT_STORE_INVALID). A new host is `up` with lastUpdate = now unless
+   * given; an update keeps the fields not given and bumps the generation.
+   */
   upsertHost(host: { name: string; rootProviderUuid: string; status?: HostStatus; lastUpdate?: number }): Promise<HostRecord>;
   getHost(name: string): Promise<HostRecord | undefined>;
   listHosts(): Promise<HostRecord[]>;
@@ -204,13 +220,20 @@ export interface Store {
   markStaleHosts(before: number): Promise<string[]>;
 
   /* stats (validated by the writer's caller against the plugin's schema) */
+  /** Replace one plugin's stats of a host (idempotent per value; bumps the host generation). Unknown host: NOT_FOUND. */
   writeStats(host: string, plugin: string, schemaVersion: number, data: JsonValue): Promise<void>;
+  /** Every plugin's stats of a host, by plugin name. Unknown host: NOT_FOUND. */
   readStats(host: string): Promise<Record<string, StatsRecord>>;
 
   /* instances */
+  /**
+   * Insert or replace an instance record (createdAt is kept on update). Bumps the generation
+   * of its host and, when it moved, of its previous host. Unknown host: NOT_FOUND.
+   */
   upsertInstance(instance: InstanceRecord): Promise<void>;
   getInstance(uuid: string): Promise<InstanceRecord | undefined>;
   listInstances(filter?: { host?: string }): Promise<InstanceRecord[]>;
+  /** Remove an instance record (not its allocations); unknown uuids are a no-op. */
   deleteInstance(uuid: string): Promise<void>;
 
   /**
@@ -223,6 +246,9 @@ export interface Store {
   /* scheduler reads */
   /** Name -> generation for every host: cheap, for incremental refresh. */
   hostGenerations(): Promise<Map<string, number>>;
-  /** Full snapshots of the named hosts (all hosts when omitted). */
+  /**
+   * Full snapshots of the named hosts (all hosts when omitted; unknown names are skipped),
+   * sorted by name, read in one snapshot with a fixed number of set-based queries.
+   */
   loadHosts(names?: string[]): Promise<HostSnapshot[]>;
 }

@@ -1,7 +1,7 @@
 import { exclusionReason } from '@ert/plugin-api';
 import type { Clock, ConsumerHooks, HostStatus, InstanceRequest, JsonValue, Logger, Placement, RequestSpec } from '@ert/plugin-api';
 import type { Allocation, HostSnapshot, ProviderSnapshot, Store } from '@ert/store';
-import { Host, Interner, Provider, instanceSet } from './host-state.js';
+import { Host, Interner, NO_PROVIDERS, Provider, instanceSet } from './host-state.js';
 import type { HostShape } from './host-state.js';
 
 /** A consumer plugin as the host manager calls it. */
@@ -226,16 +226,22 @@ export class HostManager {
     const existing = this.byName.get(snapshot.host.name);
     if (existing) this.forgetInstances(existing);
     const slot = existing ? existing.slot : (this.freeSlots.pop() ?? this.slots.length);
-    const providers = snapshot.providers.map((p) => Provider.fromSnapshot(p, this.interner));
+    // Strings equal to one already held (the root's name and uuid, parents' uuids) are shared.
+    const providers: Provider[] = [];
+    for (const p of snapshot.providers) {
+      const parent = p.parentUuid === undefined ? undefined : providers.find((q) => q.uuid === p.parentUuid);
+      providers.push(Provider.fromSnapshot(p, this.interner, parent?.uuid ?? p.parentUuid ?? undefined));
+    }
+    const root = providers[0];
     const host = new Host(this.shape, {
-      name: snapshot.host.name,
-      rootUuid: snapshot.host.rootProviderUuid,
+      name: root?.name === snapshot.host.name ? root.name : snapshot.host.name,
+      rootUuid: root?.uuid === snapshot.host.rootProviderUuid ? root.uuid : snapshot.host.rootProviderUuid,
       storedStatus: snapshot.host.status,
       status: effectiveStatus(snapshot.host.status, snapshot.host.lastUpdate, this.clock.now(), this.staleAfterMs),
       generation: snapshot.host.generation,
       lastUpdate: snapshot.host.lastUpdate,
       providers,
-      sharingProviders: [],
+      sharingProviders: NO_PROVIDERS as Provider[],
       aggregateMetadata: this.interner.record(snapshot.aggregateMetadata),
       capabilities: this.capabilities(snapshot),
       instances: instanceSet(snapshot.instances),
@@ -243,7 +249,7 @@ export class HostManager {
       slot,
     });
     if (existing) this.detachSharing(existing);
-    host.sharingProviders = snapshot.sharingProviders.map((p) => this.attachSharing(p, host));
+    if (snapshot.sharingProviders.length > 0) host.sharingProviders = snapshot.sharingProviders.map((p) => this.attachSharing(p, host));
     this.slots[slot] = host;
     this.setVersion(slot, host.version);
     this.byName.set(host.name, host);

@@ -12,6 +12,8 @@ import type { ProviderSnapshot } from '@ert/store';
 
 const EMPTY_USAGES: Readonly<Record<string, number>> = Object.freeze({});
 const EMPTY_SET: ReadonlySet<string> = Object.freeze(new Set<string>()) as ReadonlySet<string>;
+/** The sharing providers of the many hosts that reach none. */
+export const NO_PROVIDERS: readonly Provider[] = Object.freeze([]);
 
 /** Interns values by a string key so equal values share one frozen object. */
 export class Interner {
@@ -114,11 +116,12 @@ export class Provider implements ProviderState {
     this.usages = hasUsage(usages) ? usages : EMPTY_USAGES;
   }
 
-  static fromSnapshot(snapshot: ProviderSnapshot, interner: Interner): Provider {
+  /** `parentUuid` may be passed to share the parent's uuid string instead of holding a copy. */
+  static fromSnapshot(snapshot: ProviderSnapshot, interner: Interner, parentUuid = snapshot.parentUuid ?? undefined): Provider {
     return new Provider(
       snapshot.uuid,
       snapshot.name,
-      snapshot.parentUuid ?? undefined,
+      parentUuid,
       snapshot.generation,
       interner.inventoryRecord(snapshot.inventories),
       snapshot.usages,

@@ -73,6 +73,8 @@ export interface InstanceRecord {
   migrationUuid?: string;
   /** Per-plugin assignments (`ClaimGrant.assignment`), by plugin name. */
   assignments: Record<string, JsonValue>;
+  /** Host CPUs the instance is pinned to (a plugin's `ClaimGrant.cpus`); absent when it floats. */
+  cpus?: number[];
   createdAt?: number;
   updatedAt?: number;
 }

@@ -135,8 +135,23 @@ const initial: Migration = {
   },
 };
 
+/** Host CPUs an instance is pinned to (JSON list; null when it floats). */
+const instanceCpus: Migration = {
+  async up(knex) {
+    await knex.schema.alterTable('instances', (t) => {
+      t.text('cpus').nullable();
+    });
+  },
+  async down(knex) {
+    await knex.schema.alterTable('instances', (t) => {
+      t.dropColumn('cpus');
+    });
+  },
+};
+
 const migrations: Record<string, Migration> = {
   '0001_initial': initial,
+  '0002_instance_cpus': instanceCpus,
 };
 
 /**

@@ -87,6 +87,7 @@ interface InstanceRow {
   previous_flavor: string | null;
   migration_uuid: string | null;
   assignments: string;
+  cpus: string | null;
   state: string;
   created_at: number | string;
   updated_at: number | string;
@@ -162,6 +163,7 @@ function instanceFromRow(row: InstanceRow): InstanceRecord {
   };
   if (row.previous_flavor !== null) record.previousFlavor = JSON.parse(row.previous_flavor) as Flavor;
   if (row.migration_uuid !== null) record.migrationUuid = row.migration_uuid;
+  if (row.cpus !== null) record.cpus = JSON.parse(row.cpus) as number[];
   return record;
 }
 
@@ -715,12 +717,15 @@ export class KnexStore implements Store {
     const newIds = newUuids.flatMap((u) => providerByUuid.get(u)?.id ?? []);
     const classIds = await this.classIdsFor(trx, all.flatMap((w) => w.allocations.map((a) => a.resourceClass)));
 
-    const inventoryRows: InventoryRow[] = await inChunks(newIds, (part) => trx('inventories').whereIn('provider_id', part));
-    const inventories = new Map(inventoryRows.map((r) => [allocationKey(r.provider_id, r.resource_class_id), inventoryFromRow(r)]));
-    const usageRows: Array<{ provider_id: number; resource_class_id: number; used: number | string }> = await inChunks(newIds, (part) =>
-      trx('allocations').select('provider_id', 'resource_class_id').sum({ used: 'used' }).whereIn('provider_id', part).groupBy('provider_id', 'resource_class_id'),
+    // Inventories with their usage in one query (usage only exists where inventory does:
+    // setInventories refuses to remove a class in use).
+    const inventoryRows: Array<InventoryRow & { used: number | string | null }> = await inChunks(newIds, (part) =>
+      trx('inventories as i')
+        .select('i.*', trx.raw('(select sum(a.used) from allocations a where a.provider_id = i.provider_id and a.resource_class_id = i.resource_class_id) as used'))
+        .whereIn('i.provider_id', part),
     );
-    const usage = new Map(usageRows.map((r) => [allocationKey(r.provider_id, r.resource_class_id), Number(r.used)]));
+    const inventories = new Map(inventoryRows.map((r) => [allocationKey(r.provider_id, r.resource_class_id), inventoryFromRow(r)]));
+    const usage = new Map(inventoryRows.map((r) => [allocationKey(r.provider_id, r.resource_class_id), Number(r.used ?? 0)]));
     const instanceHosts = [...new Set(all.flatMap((w) => (w.instance ? [w.instance.host] : [])))];
     const hostRows: Array<{ id: number; name: string }> = await inChunks(instanceHosts, (part) => trx('hosts').select('id', 'name').whereIn('name', part));
     const hostIds = new Map(hostRows.map((r) => [r.name, r.id]));
@@ -986,7 +991,7 @@ export class KnexStore implements Store {
     const uuids = instances.map((i) => i.uuid);
     const previous: Array<{ host_id: number }> = await inChunks(uuids, (part) => trx('instances').select('host_id').whereIn('uuid', part));
     const now = Date.now();
-    const columns = ['uuid', 'host_id', 'project_id', 'user_id', 'flavor', 'previous_flavor', 'migration_uuid', 'assignments', 'state', 'created_at', 'updated_at'];
+    const columns = ['uuid', 'host_id', 'project_id', 'user_id', 'flavor', 'previous_flavor', 'migration_uuid', 'assignments', 'cpus', 'state', 'created_at', 'updated_at'];
     const updated = columns.filter((c) => c !== 'uuid' && c !== 'created_at');
     // The last record of an instance wins (several calls combined in one transaction).
     const latest = new Map(instances.map((i) => [i.uuid, i]));
@@ -1003,6 +1008,7 @@ export class KnexStore implements Store {
         i.previousFlavor ? JSON.stringify(i.previousFlavor) : null,
         i.migrationUuid ?? null,
         JSON.stringify(i.assignments ?? {}),
+        i.cpus ? JSON.stringify(i.cpus) : null,
         i.state,
         i.createdAt ?? now,
         now,

@@ -179,8 +179,10 @@ describe('ert commands on a project', () => {
   });
 
   it('host run syncs, keeps running and stops gracefully on SIGTERM', async () => {
-    const child = startErt(['--config', project.configFile, 'host', 'run', '--name', 'node2'], { cwd: project.dir });
+    const child = startErt(['--config', project.configFile, 'host', 'run', '--name', 'node2', '--json'], { cwd: project.dir });
     let stderr = '';
+    let stdout = '';
+    child.stdout!.on('data', (d) => (stdout += d));
     await new Promise<void>((resolve, reject) => {
       child.stderr!.on('data', (d) => {
         stderr += d;
@@ -192,7 +194,8 @@ describe('ert commands on a project', () => {
     const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
     expect(code, stderr).toBe(0);
     expect(stderr).toContain('SIGTERM received, stopping');
-    const hosts = json(await project.run(['hosts', '--json'])).hosts.map((h: any) => h.name);
-    expect(hosts).toEqual(['node1', 'node2']);
+    expect(JSON.parse(stdout)).toEqual({ host: 'node2', stopped: true });
+    const node2 = json(await project.run(['hosts', '--json'])).hosts.find((h: any) => h.name === 'node2');
+    expect(node2).toMatchObject({ status: 'up', instances: 0 });
   });
 });

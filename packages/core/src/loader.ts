@@ -1,6 +1,6 @@
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import semver from 'semver';
 import { PLUGIN_API_VERSION, PLUGIN_KINDS, isPlugin, kindsOf, type Plugin, type PluginKind, type PluginManifest } from '@ert/plugin-api';
@@ -249,6 +249,9 @@ async function loadPackage(
   return { name, plugin, source: 'package', specifier: ref.use ?? ref.name, file, packageName, packageDir, manifest };
 }
 
+/** The directory of this module: packages resolvable from here are the host's own install. */
+const HOST_INSTALL_DIR = dirname(fileURLToPath(import.meta.url));
+
 /** Where `<pkg>/package.json` is, seen from `fromDir`, or why it is not there. */
 function locatePackage(packageName: string, from: string): { dir: string } | { reason: string } {
   const fromDir = resolve(from);
@@ -320,10 +323,17 @@ export async function resolvePlugin(options: ResolvePluginOptions): Promise<Reso
   }
   const failures: CandidateFailure[] = [];
   if (options.builtins !== undefined) failures.push({ specifier, reason: 'not a builtin' });
+  // The config's directory first (a project's own node_modules), then where ert itself is
+  // installed, so the first-party plugins that ship with the CLI resolve from any directory.
+  const searchDirs = [...new Set([resolve(options.fromDir), HOST_INSTALL_DIR])];
   for (const candidate of packageCandidates(specifier)) {
-    const found = locatePackage(candidate, options.fromDir);
-    if ('dir' in found) return loadPackage(ref, options, candidate, found.dir);
-    failures.push({ specifier: candidate, reason: found.reason });
+    const reasons: string[] = [];
+    for (const dir of searchDirs) {
+      const found = locatePackage(candidate, dir);
+      if ('dir' in found) return loadPackage(ref, options, candidate, found.dir);
+      reasons.push(found.reason);
+    }
+    failures.push({ specifier: candidate, reason: reasons.join('; ') });
   }
   throw loadError(
     CoreErrorCodes.PLUGIN_NOT_FOUND,

@@ -1,4 +1,6 @@
 import { fileURLToPath } from 'node:url';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { definePlugin, type Plugin } from '@ert/plugin-api';
@@ -101,16 +103,29 @@ describe('resolvePlugin: resolution paths', () => {
     expect(imported()).toContain('gpu/scheduler');
     expect(imported().filter((e) => e === 'gpu/compute')).toHaveLength(before);
   });
+  it('falls back to where ert is installed, so first-party plugins load from any config directory', async () => {
+    const bare = mkdtempSync(join(tmpdir(), 'ert-loader-'));
+    try {
+      const r = await load('vcpu', { fromDir: bare });
+      expect(r.source).toBe('package');
+      expect(r.packageName).toBe('@ert/plugin-vcpu');
+      expect(r.name).toBe('vcpu');
+    } finally {
+      rmSync(bare, { recursive: true, force: true });
+    }
+  });
 });
 
 describe('resolvePlugin: failures', () => {
   it('not found lists every candidate tried and why', async () => {
     const err = await loadError(load('nosuch'));
     expect(err.code).toBe('ERT_PLUGIN_NOT_FOUND');
+    const hostDir = fileURLToPath(new URL('../src', import.meta.url));
+    const reason = `not installed in any node_modules from ${fromDir.replace(/\/$/, '')} up; not installed in any node_modules from ${hostDir} up`;
     expect(err.details.candidates).toEqual([
-      { specifier: '@ert/plugin-nosuch', reason: `not installed in any node_modules from ${fromDir.replace(/\/$/, '')} up` },
-      { specifier: 'ert-plugin-nosuch', reason: `not installed in any node_modules from ${fromDir.replace(/\/$/, '')} up` },
-      { specifier: 'nosuch', reason: `not installed in any node_modules from ${fromDir.replace(/\/$/, '')} up` },
+      { specifier: '@ert/plugin-nosuch', reason },
+      { specifier: 'ert-plugin-nosuch', reason },
+      { specifier: 'nosuch', reason },
     ]);
     expect(err.message).toContain('@ert/plugin-nosuch (not installed');
     expect(err.message).toContain('ert-plugin-nosuch (not installed');

@@ -171,3 +171,37 @@ export const migrationSource: Knex.MigrationSource<string> = {
     return migration;
   },
 };
+
+/** PostgreSQL advisory lock key serialising the creation of the migration tables ("ert"). */
+const BOOTSTRAP_LOCK_KEY = 0x657274;
+
+/**
+ * Creates knex's migration and lock tables (same shapes as knex's) and the single lock row,
+ * serialised across processes: knex's own check-then-create races, and two racing processes
+ * can leave two lock rows, after which knex's lock can never be taken again. PostgreSQL
+ * serialises with an advisory transaction lock; SQLite with its write lock (a racing
+ * process gets SQLITE_BUSY and retries).
+ */
+export async function ensureMigrationTables(knex: Knex, client: 'sqlite3' | 'pg', schema: string | undefined): Promise<void> {
+  const lockTable = `${MIGRATIONS_TABLE}_lock`;
+  await knex.transaction(async (trx) => {
+    if (client === 'pg') await trx.raw('select pg_advisory_xact_lock(?)', [BOOTSTRAP_LOCK_KEY]);
+    const schemaBuilder = () => (schema ? trx.schema.withSchema(schema) : trx.schema);
+    if (!(await schemaBuilder().hasTable(MIGRATIONS_TABLE))) {
+      await schemaBuilder().createTable(MIGRATIONS_TABLE, (t) => {
+        t.increments();
+        t.string('name');
+        t.integer('batch');
+        t.timestamp('migration_time');
+      });
+    }
+    if (!(await schemaBuilder().hasTable(lockTable))) {
+      await schemaBuilder().createTable(lockTable, (t) => {
+        t.increments('index').primary();
+        t.integer('is_locked');
+      });
+    }
+    const table = () => (schema ? trx.from(lockTable).withSchema(schema) : trx.from(lockTable));
+    if ((await table().select('*')).length === 0) await table().insert({ is_locked: 0 });
+  });
+}

@@ -32,7 +32,7 @@ import type {
 } from './api.js';
 import { mapDriverError, openKnex } from './connection.js';
 import { CapacityExceededError, InventoryInUseError, StoreConflictError, StoreError, isStoreError } from './errors.js';
-import { MIGRATIONS_TABLE, migrationSource } from './migrations.js';
+import { MIGRATIONS_TABLE, ensureMigrationTables, migrationSource } from './migrations.js';
 
 type Trx = Knex.Transaction;
 type Db = Knex | Knex.Transaction;
@@ -229,6 +229,7 @@ export class KnexStore implements Store {
     for (let attempt = 0; ; attempt++) {
       try {
         if (schema !== undefined && schema !== 'public') await this.knex.raw('CREATE SCHEMA IF NOT EXISTS ??', [schema]);
+        await ensureMigrationTables(this.knex, this.client, schema);
         await this.knex.migrate.latest({ migrationSource, tableName: MIGRATIONS_TABLE, schemaName: schema });
         break;
       } catch (err) {

@@ -96,11 +96,16 @@ export interface ClaimRequest {
  * (e.g. LLC ways on the cache domain with a contiguous run); the tracker places the
  * other requested classes by Placement's rules. `assignment` is the plugin's own record
  * of the decision (e.g. the way mask); it is stored with the instance, given back in
- * `addInstance` and in events, and must be JSON.
+ * `addInstance` and in events, and must be JSON. `cpus` are the host CPUs this plugin pins
+ * the instance to (e.g. dedicated CPUs for `hw:cpu_policy=dedicated`); at most one plugin
+ * may grant them for a claim (two is a refused claim naming both). The tracker stores them
+ * with the instance and passes them to every plugin in `ClaimedInstance.cpus`.
  */
 export interface ClaimGrant {
   allocations?: AllocationRequest[];
   assignment?: JsonValue;
+  /** Host CPUs (logical CPU numbers, distinct, non-negative) this plugin pins the instance to. */
+  cpus?: number[];
 }
 
 /** Result of `test`: nothing (accept), a reason string (refuse), or a grant (accept). */
@@ -115,6 +120,13 @@ export interface ClaimedInstance {
   allocations: Array<{ providerName: string; resourceClass: ResourceClass; amount: number }>;
   /** This plugin's `ClaimGrant.assignment`, if it gave one. */
   assignment?: JsonValue;
+  /**
+   * Host CPUs the instance is pinned to (some plugin's `ClaimGrant.cpus`, sorted), given to
+   * every plugin, not only the one that granted them, in `addInstance`, events and `enforce`;
+   * the same after a tracker restart. Undefined when no plugin pinned it: the instance
+   * floats over shared CPUs, which other tenants use too.
+   */
+  cpus?: number[];
 }
 
 export type InstanceEventType = 'claimed' | 'released' | 'resized' | 'updated';

@@ -65,7 +65,11 @@ export interface Tracker {
    * the host row (`up`, lastUpdate) and mark other hosts stale. Idempotent.
    */
   sync(): Promise<SyncReport>;
-  /** `sync()` (emitting `updated` for each live instance), then a periodic `sync()` every `config.tracker.interval`. Throws on start-up errors. */
+  /**
+   * `sync()`, emitting `updated` for each live instance (so enforcement is re-applied after a
+   * restart), then a periodic `sync()` every `config.tracker.interval`, which re-adds the live
+   * instances to the plugins' views but emits no events. Throws on start-up errors.
+   */
   start(): Promise<SyncReport>;
   /** Stop the timer, wait for operations in flight, call every plugin's `close`, close the store if the tracker opened it. Idempotent. */
   stop(): Promise<void>;
@@ -559,6 +563,7 @@ class HostTracker implements Tracker {
       request: { uuid: record.uuid, projectId: record.projectId, userId: record.userId, flavor: record.flavor },
       spec,
       allocations: allocations.map((a) => ({ providerName: names.get(a.providerUuid) ?? a.providerUuid, resourceClass: a.resourceClass, amount: a.amount })),
+      ...(record.cpus ? { cpus: [...record.cpus] } : {}),
     };
   }
 
@@ -682,14 +687,27 @@ class HostTracker implements Tracker {
   }
 
   /**
-   * Turn plugins' grants into allocations on provider uuids. Returns a reason when a grant
-   * names a provider key the host does not have or two plugins grant the same class.
+   * Turn plugins' grants into allocations on provider uuids, and take the pinned CPUs (sorted)
+   * from the one plugin that granted them. Returns a reason when a grant names a provider
+   * key the host does not have, or two plugins grant the same class or both grant CPUs.
    */
-  private resolveGrants(grants: Map<string, ClaimGrant>, tree: ProviderSnapshot[]): { allocations: Allocation[]; reasons: Array<{ plugin: string; reason: string }> } {
+  private resolveGrants(
+    grants: Map<string, ClaimGrant>,
+    tree: ProviderSnapshot[],
+  ): { allocations: Allocation[]; cpus?: number[]; reasons: Array<{ plugin: string; reason: string }> } {
     const allocations: Allocation[] = [];
     const reasons: Array<{ plugin: string; reason: string }> = [];
     const grantedBy = new Map<string, string>();
+    let pinnedBy: string | undefined;
+    let cpus: number[] | undefined;
     for (const [plugin, grant] of grants) {
+      if (grant.cpus !== undefined) {
+        if (pinnedBy !== undefined) reasons.push({ plugin, reason: `plugins ${pinnedBy} and ${plugin} both granted cpus` });
+        else {
+          pinnedBy = plugin;
+          cpus = [...grant.cpus].sort((a, b) => a - b);
+        }
+      }
       for (const a of grant.allocations ?? []) {
         const name = a.provider === undefined ? this.hostName : childProviderName(this.hostName, a.provider);
         const provider = tree.find((p) => p.name === name);
@@ -706,7 +724,7 @@ class HostTracker implements Tracker {
         allocations.push({ providerUuid: provider.uuid, resourceClass: a.resourceClass, amount: a.amount });
       }
     }
-    return { allocations, reasons };
+    return { allocations, ...(cpus ? { cpus } : {}), reasons };
   }
 
   /** The host's tree as placement fits it, with usages minus the allocations of `exclude` (an adopted consumer). */
@@ -733,15 +751,15 @@ class HostTracker implements Tracker {
    * Parse, test and place `request` on this host; writes nothing. `adopt` are allocations
    * of this consumer that the new ones replace (not counted as used while fitting); on a
    * resize it is empty, so the old allocations stay counted (they move to the migration
-   * consumer). Returns the allocations (grants first) and the plugins' assignments, or
-   * every reason.
+   * consumer). Returns the allocations (grants first), the plugins' assignments and the
+   * CPUs a plugin pinned the instance to, or every reason.
    */
   private async place(
     store: Store,
     request: InstanceRequest,
     kind: 'claim' | 'resize',
     adopt: Allocation[],
-  ): Promise<{ ok: true; spec: RequestSpec; allocations: Allocation[]; assignments: Record<string, JsonValue> } | { ok: false; reasons: Array<{ plugin?: string; reason: string }> }> {
+  ): Promise<{ ok: true; spec: RequestSpec; allocations: Allocation[]; assignments: Record<string, JsonValue>; cpus?: number[] } | { ok: false; reasons: Array<{ plugin?: string; reason: string }> }> {
     let spec: RequestSpec;
     try {
       spec = this.parse(request.flavor);
@@ -758,7 +776,7 @@ class HostTracker implements Tracker {
     const allocations = mergeAllocations(granted.allocations, fit.allocations);
     const assignments: Record<string, JsonValue> = {};
     for (const [plugin, grant] of grants) if (grant.assignment !== undefined) assignments[plugin] = grant.assignment;
-    return { ok: true, spec, allocations, assignments };
+    return { ok: true, spec, allocations, assignments, ...(granted.cpus ? { cpus: granted.cpus } : {}) };
   }
 
   private async claimLocked(request: InstanceRequest): Promise<ClaimResult> {
@@ -780,6 +798,7 @@ class HostTracker implements Tracker {
       flavor: request.flavor,
       state: 'active',
       assignments: placed.assignments,
+      ...(placed.cpus ? { cpus: placed.cpus } : {}),
       createdAt: existing?.createdAt ?? now,
       updatedAt: now,
     };
@@ -863,6 +882,9 @@ class HostTracker implements Tracker {
       delete migrationRecord.migrationUuid;
       delete migrationRecord.previousFlavor;
       const resized: InstanceRecord = { ...record, flavor, state: 'resizing', previousFlavor: record.flavor, migrationUuid: migration, assignments: placed.assignments, updatedAt: now };
+      // The new flavor's pinning (or none); the migration record keeps the old CPUs until confirmed.
+      if (placed.cpus) resized.cpus = placed.cpus;
+      else delete resized.cpus;
       try {
         await store.writeAllocations([
           { consumer: { uuid: migration, projectId: record.projectId, userId: record.userId, generation: null }, allocations: old.allocations, instance: migrationRecord },
@@ -937,6 +959,8 @@ class HostTracker implements Tracker {
     const heldRecord = await store.getInstance(migration);
     const current = await store.getAllocations(uuid);
     const reverted: InstanceRecord = { ...record, flavor: record.previousFlavor ?? record.flavor, state: 'active', assignments: heldRecord?.assignments ?? {}, updatedAt: this.clock.now() };
+    if (heldRecord?.cpus) reverted.cpus = heldRecord.cpus;
+    else delete reverted.cpus;
     delete reverted.previousFlavor;
     delete reverted.migrationUuid;
     await store.writeAllocations([
@@ -979,7 +1003,7 @@ function mergeAllocations(granted: Allocation[], fitted: Allocation[]): Allocati
 function grantProblem(value: unknown): string | undefined {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return `expected nothing, a reason string or a ClaimGrant, got ${describe(value)}`;
   const grant = value as Record<string, unknown>;
-  const extra = Object.keys(grant).filter((k) => k !== 'allocations' && k !== 'assignment');
+  const extra = Object.keys(grant).filter((k) => k !== 'allocations' && k !== 'assignment' && k !== 'cpus');
   if (extra.length > 0) return `unknown field(s) ${extra.join(', ')} in the grant`;
   if (grant['allocations'] !== undefined) {
     if (!Array.isArray(grant['allocations'])) return 'allocations must be a list';
@@ -990,6 +1014,12 @@ function grantProblem(value: unknown): string | undefined {
       if (typeof alloc['resourceClass'] !== 'string') return `allocations[${i}].resourceClass must be a string`;
       if (!Number.isSafeInteger(alloc['amount']) || (alloc['amount'] as number) < 1) return `allocations[${i}].amount must be a positive integer`;
     }
+  }
+  if (grant['cpus'] !== undefined) {
+    const cpus = grant['cpus'];
+    if (!Array.isArray(cpus) || !cpus.every((cpu) => Number.isSafeInteger(cpu) && (cpu as number) >= 0)) return 'cpus must be a list of CPU numbers (non-negative integers)';
+    if (new Set(cpus).size !== cpus.length) return 'cpus must not repeat a CPU';
+    if (cpus.length === 0) return 'cpus must not be empty (leave it out for an instance that is not pinned)';
   }
   if (grant['assignment'] !== undefined) {
     try {

@@ -1,11 +1,11 @@
 import { existsSync } from 'node:fs';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import type { InstanceEvent } from '@ert/plugin-api';
+import { definePlugin, type InstanceEvent } from '@ert/plugin-api';
 import type { Store } from '@ert/store';
 import { providerUuid, TrackerErrorCodes, type ClaimResult, type SyncReport } from '../src/index.js';
 import { BACKENDS, Bench, flavor, request } from './harness.js';
 // @ts-expect-error plain-JS fixtures shared with the child process of the restart test
-import { counting, ways } from './fixtures/plugins.mjs';
+import { counting, pinning, ways } from './fixtures/plugins.mjs';
 
 function ok(result: ClaimResult): Extract<ClaimResult, { ok: true }> {
   if (!result.ok) throw new Error(`claim refused: ${JSON.stringify(result.reasons)}`);
@@ -180,10 +180,13 @@ describe.each(BACKENDS)('tracker on %s', (backend) => {
     const shape = { total: 8 };
     let now = 5_000_000;
     const config = bench.config({ store: bench.storeOptions(), resources: [counting({ name: 'cpu', resourceClass: 'VCPU', total: 8, shape, journal }), counting({ name: 'mem', resourceClass: 'MEMORY_MB', total: 4096 })] });
-    const tracker = await bench.tracker({ ...config, tracker: { ...config.tracker, interval: 20 } }, store, { clock: { now: () => now } });
+    const tracker = await bench.tracker({ ...config, tracker: { ...config.tracker, interval: 20, enforce: ['cpu'] } }, store, { clock: { now: () => now } });
+    const updated: InstanceEvent[] = [];
+    tracker.on('updated', (e) => updated.push(e));
     await tracker.start();
     const req = request(2, 256);
     ok(await tracker.claim(req));
+    expect(journal).toContain(`cpu.enforce:claimed:${req.uuid}`);
     journal.length = 0;
     shape.total = 12;
     now += 60_000;
@@ -192,6 +195,11 @@ describe.each(BACKENDS)('tracker on %s', (backend) => {
     await vi.waitFor(async () => expect((await store.getHost('host1'))!.lastUpdate).toBe(now), { timeout: 10_000, interval: 20 });
     await vi.waitFor(() => expect(tracker.lastSync).toMatchObject({ instances: 1, changes: [] }), { timeout: 10_000, interval: 20 });
     await tracker.stop();
+    // Periodic updates re-add the live instance but emit nothing: enforcement is re-applied
+    // on start() only (the restart test checks that), not every interval.
+    expect(journal.filter((j) => j.includes('.add:')).length).toBeGreaterThanOrEqual(2);
+    expect(updated).toEqual([]);
+    expect(journal.filter((j) => j.startsWith('cpu.enforce:'))).toEqual([]);
     const calls = journal.length;
     await new Promise((r) => setTimeout(r, 100));
     expect(journal.length).toBe(calls); // no update after stop()
@@ -462,6 +470,52 @@ providers:
       const { tracker } = await started([...basics(), ways({ journal })], { enforce: ['ways'] });
       ok(await tracker.claim(request(1, 128, { 'ways:count': '2' })));
       expect(journal).toContain('ways.enforce:claimed:{"domain":0,"mask":3}');
+    });
+
+    it('takes pinned CPUs from a grant, stores them and passes them to every plugin, in events and to enforce', async () => {
+      const journal: string[] = [];
+      const { store, tracker } = await started([...basics(), pinning({ journal }), ways({ journal })], { enforce: ['pin', 'ways'] });
+      const events: InstanceEvent[] = [];
+      tracker.on('claimed', (e) => events.push(e));
+      tracker.on('released', (e) => events.push(e));
+      const pinned = ok(await tracker.claim(request(2, 128, { 'pin:cpus': '3', 'ways:count': '1' })));
+      // The fixture grants [2, 1, 0]: the tracker sorts them.
+      expect(pinned.instance.cpus).toEqual([0, 1, 2]);
+      expect(pinned.record.cpus).toEqual([0, 1, 2]);
+      expect((await store.getInstance(pinned.instance.uuid))!.cpus).toEqual([0, 1, 2]);
+      const floating = ok(await tracker.claim(request(1, 128, { 'ways:count': '1' })));
+      expect(floating.instance.cpus).toBeUndefined();
+      expect((await store.getInstance(floating.instance.uuid))!.cpus).toBeUndefined();
+      expect((await store.readStats('host1'))['pin']!.data).toEqual({ pinned: { [pinned.instance.uuid]: [0, 1, 2] } });
+      expect(journal).toContain(`pin.enforce:claimed:${pinned.instance.uuid}:[0,1,2]`);
+      expect(journal).toContain(`pin.enforce:claimed:${floating.instance.uuid}:null`);
+      expect((await tracker.release(pinned.instance.uuid)).released).toBe(true);
+      expect(events.map((e) => [e.type, e.instance.cpus ?? null])).toEqual([
+        ['claimed', [0, 1, 2]],
+        ['claimed', null],
+        ['released', [0, 1, 2]],
+      ]);
+      expect((await store.readStats('host1'))['pin']!.data).toEqual({ pinned: {} });
+    });
+
+    it('refuses a claim two plugins pin, naming both', async () => {
+      const { store, tracker } = await started([...basics(), pinning({ name: 'pin' }), pinning({ name: 'other' })]);
+      const req = request(1, 128, { 'pin:cpus': '1', 'other:cpus': '2' });
+      expect(refused(await tracker.claim(req))).toEqual([{ plugin: 'other', reason: 'plugins pin and other both granted cpus' }]);
+      expect(await store.getInstance(req.uuid)).toBeUndefined();
+      ok(await tracker.claim(request(1, 128, { 'other:cpus': '2' })));
+    });
+
+    it.each([
+      [[1, -1], 'cpus must be a list of CPU numbers (non-negative integers)'],
+      [[1, 1], 'cpus must not repeat a CPU'],
+      [[], 'cpus must not be empty (leave it out for an instance that is not pinned)'],
+    ])('refuses a grant of cpus %j, naming the plugin', async (cpus, message) => {
+      const bad = definePlugin({ name: 'bad', resource: () => ({ discover: () => ({ available: true }), test: () => ({ cpus }) }) });
+      const { tracker } = await started([...basics(), bad]);
+      const reasons = refused(await tracker.claim(request(1, 128)));
+      expect(reasons).toEqual([{ plugin: 'bad', reason: expect.stringContaining(message) }]);
+      expect(reasons[0]!.reason).toContain('bad');
     });
 
     it('reports (does not crash on) plugins that throw in reset, addInstance and removeInstance', async () => {

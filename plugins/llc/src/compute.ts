@@ -217,7 +217,7 @@ function resource(ctx: ResourceContext<LlcOptions>): ResourceHooks<LlcStats> {
     await attempt(group, uuid, () => mkdir(fs.resolve(group), { recursive: true }));
     const schemata = schemataFor(hw.resctrl, ways);
     await attempt(`${group}/schemata`, uuid, () => writeFile(fs.resolve(`${group}/schemata`), schemata));
-    const cpus = (event.instance as ClaimedInstance & { cpus?: number[] }).cpus;
+    const cpus = event.instance.cpus;
     if (cpus && cpus.length > 0) {
       await attempt(`${group}/cpus_list`, uuid, () => writeFile(fs.resolve(`${group}/cpus_list`), `${[...cpus].sort((a, b) => a - b).join(',')}\n`));
     }

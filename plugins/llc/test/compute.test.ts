@@ -345,7 +345,7 @@ describe('llc enforcement', () => {
     const { h } = await hooks(root, { enforce: true });
     await take(h, 'a', 11);
     const grant = await take(h, 'b', 4);
-    const instance = claimed('b', grant, { cpus: [22, 21, 61] } as Partial<ClaimedInstance>);
+    const instance = claimed('b', grant, { cpus: [22, 21, 61] });
     await h.enforce!({ type: 'claimed', host: 'host1', instance });
     const group = path.join(root, 'sys/fs/resctrl/ert-b');
     expect(await readFile(path.join(group, 'schemata'), 'utf8')).toBe('L3:0=7ff;1=f\n');

@@ -156,13 +156,19 @@ function resource(ctx: ResourceContext<PstateOptions>): ResourceHooks<PstateStat
     return { assignment: assignment as unknown as JsonValue };
   }
 
-  /** The cpufreq policies covering an instance's CPUs. Throws when the CPUs are unknown. */
+  /**
+   * The cpufreq policies covering an instance's pinned CPUs. Throws for an instance that is
+   * not pinned (`ClaimedInstance.cpus` unset): its vCPUs float over shared CPUs, and changing
+   * their governor would change it for every other tenant on them.
+   */
   function policiesOf(instance: ClaimedInstance): Policy[] {
-    const cpus = (instance as ClaimedInstance & { cpus?: number[] }).cpus;
+    const cpus = instance.cpus;
     if (!cpus || cpus.length === 0) {
-      throw new PstateEnforcementError(PstateErrorCode.cpusUnknown, `pstate: the CPUs of instance ${instance.uuid} are not known; no policy set`, {
-        instance: instance.uuid,
-      });
+      throw new PstateEnforcementError(
+        PstateErrorCode.cpusUnknown,
+        `pstate: instance ${instance.uuid} is not pinned to host CPUs (e.g. hw:cpu_policy=dedicated); its vCPUs share CPUs with other instances, whose governor it must not change; no policy set`,
+        { instance: instance.uuid },
+      );
     }
     return (facts?.policies ?? []).filter((p) => p.cpus.some((cpu) => cpus.includes(cpu)));
   }

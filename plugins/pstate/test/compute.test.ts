@@ -260,13 +260,14 @@ describe('pstate enforcement', () => {
     expect(await policyFile(root, 8, 'scaling_min_freq')).toBe('2000000\n');
   });
 
-  it('refuses to guess when the instance CPUs are unknown, and reports failed writes', async () => {
+  it('refuses an instance that is not pinned (its CPUs are shared), and reports failed writes', async () => {
     const root = await temp('xeon-2s-cat');
     const { h } = await hooks(root, true);
     const grant = (await h.test!(claim({ 'pstate:governor': 'performance' }))) as ClaimGrant;
     await expect(h.enforce!({ type: 'claimed', host: 'host1', instance: claimed('i1', grant) })).rejects.toMatchObject({
       code: 'ERT_PSTATE_CPUS_UNKNOWN',
       details: { instance: 'i1' },
+      message: expect.stringContaining('is not pinned to host CPUs'),
     });
     const governorFile = path.join(root, 'sys/devices/system/cpu/cpufreq/policy7/scaling_governor');
     await rm(governorFile);

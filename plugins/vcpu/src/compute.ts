@@ -1,6 +1,8 @@
 /**
  * vcpu, compute side: discovers logical CPUs, sockets, cores, threads and NUMA nodes and
- * publishes VCPU (shared pool, overcommitted) and PCPU (dedicated CPUs) on the host.
+ * publishes VCPU (shared pool, overcommitted) and PCPU (dedicated CPUs) on the host. An
+ * instance with PCPU is pinned to free dedicated CPUs (`ClaimGrant.cpus`), on one NUMA
+ * node when one has enough.
  */
 import {
   amountProblem,
@@ -14,15 +16,39 @@ import {
 } from '@ert/plugin-api';
 import { HostFs, commonFlags, describeFailure, formatCpuList, parseCpuList, readCpuInfo, readCpuTopology, readNumaNodes } from '@ert/sysfs';
 import { VcpuError, VcpuErrorCodes } from './errors.js';
-import { PLUGIN_NAME, extraSpecs, optionsSchema, requestedAmount, statsSchema, type VcpuOptions, type VcpuStatsV1 } from './shared.js';
+import { PLUGIN_NAME, extraSpecs, optionsSchema, requestedAmount, statsSchema, type VcpuOptions, type VcpuStats } from './shared.js';
 import { cpuTraits } from './traits.js';
 
 const CLASSES = ['VCPU', 'PCPU'] as const;
 type CpuClass = (typeof CLASSES)[number];
 type Amounts = Record<CpuClass, number>;
 
-/** What the last discovery found: the inventories tests are checked against, and the stats. */
-type View = { available: true; inventories: Partial<Record<CpuClass, Inventory>>; stats: VcpuStatsV1 } | { available: false; reason: string };
+/** What the last discovery found: the inventories tests are checked against, the dedicated
+ *  CPUs by NUMA node (pinning prefers one node), and the stats (without the free CPUs). */
+type View =
+  | { available: true; inventories: Partial<Record<CpuClass, Inventory>>; dedicatedByNode: number[][]; stats: Omit<VcpuStats, 'freeDedicatedCpus'> }
+  | { available: false; reason: string };
+
+/** What the view holds of one instance: its VCPU/PCPU amounts and the dedicated CPUs it is pinned to. */
+interface Held {
+  amounts: Amounts;
+  cpus: number[];
+}
+
+/**
+ * `count` CPUs of `free`: all on one NUMA node when one has enough (the node with the fewest
+ * free that still fits, so larger runs stay whole), else from the nodes with the most free
+ * first. Lowest CPU numbers first within a node. Undefined when fewer than `count` are free.
+ */
+export function chooseCpus(dedicatedByNode: readonly number[][], free: ReadonlySet<number>, count: number): number[] | undefined {
+  if (free.size < count) return undefined;
+  const nodes = dedicatedByNode.map((cpus) => cpus.filter((cpu) => free.has(cpu)).sort((a, b) => a - b));
+  const fitting = nodes.filter((cpus) => cpus.length >= count).sort((a, b) => a.length - b.length);
+  if (fitting.length > 0) return fitting[0]!.slice(0, count);
+  const chosen: number[] = [];
+  for (const cpus of [...nodes].sort((a, b) => b.length - a.length)) chosen.push(...cpus.slice(0, count - chosen.length));
+  return chosen.sort((a, b) => a - b);
+}
 
 function optionCpus(ctx: ResourceContext<VcpuOptions>, key: 'reservedCpus' | 'dedicatedCpus'): Set<number> {
   const value = ctx.options[key];
@@ -61,7 +87,11 @@ async function discoverView(ctx: ResourceContext<VcpuOptions>, reserved: Set<num
   if (dedicated.size > 0) inventories.PCPU = normalizeInventory({ total: dedicated.size, allocationRatio: 1 });
 
   const first = cpuinfo.value[0]!;
-  const stats: VcpuStatsV1 = {
+  // Dedicated CPUs by NUMA node; those no node lists (no NUMA information) form one more group.
+  const dedicatedByNode = numa.value.map((node) => node.cpus.filter((cpu) => dedicated.has(cpu)));
+  const unlisted = [...dedicated].filter((cpu) => !numa.value.some((node) => node.cpus.includes(cpu)));
+  if (unlisted.length > 0) dedicatedByNode.push(unlisted);
+  const stats: Omit<VcpuStats, 'freeDedicatedCpus'> = {
     model: first.modelName ?? null,
     vendor: first.vendorId ?? null,
     family: first.family ?? null,
@@ -78,10 +108,10 @@ async function discoverView(ctx: ResourceContext<VcpuOptions>, reserved: Set<num
     dedicatedCpus: formatCpuList(dedicated),
     reservedCpus: formatCpuList(reservedShared),
   };
-  return { view: { available: true, inventories, stats }, traits: cpuTraits(commonFlags(cpuinfo.value), topology.value.threadsPerCore) };
+  return { view: { available: true, inventories, dedicatedByNode, stats }, traits: cpuTraits(commonFlags(cpuinfo.value), topology.value.threadsPerCore) };
 }
 
-export default definePlugin<VcpuOptions, VcpuStatsV1>({
+export default definePlugin<VcpuOptions, VcpuStats>({
   name: PLUGIN_NAME,
   optionsSchema,
   stats: statsSchema,
@@ -90,7 +120,13 @@ export default definePlugin<VcpuOptions, VcpuStatsV1>({
     const reserved = optionCpus(ctx, 'reservedCpus');
     const dedicated = optionCpus(ctx, 'dedicatedCpus');
     let view: View = { available: false, reason: 'the host has not been discovered yet' };
-    const instances = new Map<string, Amounts>();
+    const instances = new Map<string, Held>();
+    /** Dedicated CPUs no instance in the view is pinned to. */
+    const freeDedicated = (): Set<number> => {
+      const free = new Set(dedicated);
+      for (const held of instances.values()) for (const cpu of held.cpus) free.delete(cpu);
+      return free;
+    };
 
     return {
       async discover(): Promise<Discovery> {
@@ -120,26 +156,32 @@ export default definePlugin<VcpuOptions, VcpuStatsV1>({
             continue;
           }
           let used = 0;
-          for (const [uuid, held] of instances) if (!(request.kind === 'resize' && uuid === request.instance.uuid)) used += held[cls];
+          for (const [uuid, held] of instances) if (!(request.kind === 'resize' && uuid === request.instance.uuid)) used += held.amounts[cls];
           const problem = amountProblem(inventory, used, wanted[cls]);
           if (problem) reasons.push(`${cls}: ${problem}`);
         }
-        return reasons.length > 0 ? reasons.join('; ') : undefined;
+        if (reasons.length > 0) return reasons.join('; ');
+        if (wanted.PCPU === 0) return undefined; // shared vCPUs float: no pinning
+        // A resize's new CPUs come on top of the old ones, which stay pinned until it is confirmed.
+        const free = freeDedicated();
+        const cpus = chooseCpus(view.dedicatedByNode, free, wanted.PCPU);
+        if (!cpus) return `PCPU: needs ${wanted.PCPU} dedicated CPUs to pin, ${free.size} free (${formatCpuList(free) || 'none'})`;
+        return { cpus };
       },
 
       addInstance(instance: ClaimedInstance) {
-        instances.set(instance.uuid, heldBy(instance));
+        instances.set(instance.uuid, { amounts: heldBy(instance), cpus: (instance.cpus ?? []).filter((cpu) => dedicated.has(cpu)) });
       },
 
       removeInstance(uuid: string) {
         instances.delete(uuid);
       },
 
-      stats(): VcpuStatsV1 {
+      stats(): VcpuStats {
         if (!view.available) {
           throw new VcpuError(VcpuErrorCodes.unavailable, `plugin ${ctx.name} has no stats: ${view.reason}`, { plugin: ctx.name, reason: view.reason });
         }
-        return view.stats;
+        return { ...view.stats, freeDedicatedCpus: formatCpuList(freeDedicated()) };
       },
     };
   },

@@ -3,7 +3,7 @@
  * that adds a NUMA sanity check for dedicated CPUs, and a weigher on free CPUs.
  */
 import { definePlugin, type HostState, type Placement, type RequestSpec } from '@ert/plugin-api';
-import { PLUGIN_NAME, extraSpecs, optionsSchema, requestedAmount, statsSchema, type VcpuOptions, type VcpuStatsV1 } from './shared.js';
+import { PLUGIN_NAME, extraSpecs, optionsSchema, requestedAmount, statsSchema, type VcpuOptions, type VcpuStatsRead } from './shared.js';
 
 /** This plugin's slot of a host state. */
 export interface VcpuHostData {
@@ -22,7 +22,7 @@ function dataOf(host: HostState): VcpuHostData {
   return host.pluginData<VcpuHostData>(PLUGIN_NAME) ?? { freeVcpu: host.free('VCPU'), freePcpu: host.free('PCPU'), largestDedicatedNode: null };
 }
 
-export default definePlugin<VcpuOptions, VcpuStatsV1, VcpuHostData>({
+export default definePlugin<VcpuOptions, VcpuStatsRead, VcpuHostData>({
   name: PLUGIN_NAME,
   optionsSchema,
   stats: statsSchema,
@@ -30,7 +30,7 @@ export default definePlugin<VcpuOptions, VcpuStatsV1, VcpuHostData>({
 
   consumer() {
     return {
-      reads: [1],
+      reads: [1, 2],
       consume(stats, host) {
         const nodes = stats?.numaNodes ?? [];
         return {

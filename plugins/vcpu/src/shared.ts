@@ -27,8 +27,11 @@ export const optionsSchema: JsonSchema = {
   },
 };
 
-/** Stats v1: the host's CPU topology as discovered. */
-export interface VcpuStatsV1 {
+/**
+ * Stats v2: the host's CPU topology as discovered, and the dedicated CPUs no instance is
+ * pinned to. v1 was the same without `freeDedicatedCpus`.
+ */
+export interface VcpuStats {
   /** cpuinfo `model name` of processor 0 (null when cpuinfo has none, e.g. some ARM). */
   model: string | null;
   vendor: string | null;
@@ -46,14 +49,19 @@ export interface VcpuStatsV1 {
   sharedCpus: string;
   dedicatedCpus: string;
   reservedCpus: string;
+  /** Dedicated CPUs (kernel list format) no instance is pinned to. */
+  freeDedicatedCpus: string;
 }
 
+/** What the scheduler side reads: v1 stats lack `freeDedicatedCpus`. */
+export type VcpuStatsRead = Omit<VcpuStats, 'freeDedicatedCpus'> & { freeDedicatedCpus?: string };
+
 export const statsSchema: StatsSchema = {
-  version: 1,
+  version: 2,
   schema: {
     type: 'object',
     additionalProperties: false,
-    required: ['model', 'vendor', 'family', 'modelNumber', 'cpus', 'sockets', 'cores', 'threadsPerCore', 'numaNodes', 'sharedCpus', 'dedicatedCpus', 'reservedCpus'],
+    required: ['model', 'vendor', 'family', 'modelNumber', 'cpus', 'sockets', 'cores', 'threadsPerCore', 'numaNodes', 'sharedCpus', 'dedicatedCpus', 'reservedCpus', 'freeDedicatedCpus'],
     properties: {
       model: { type: ['string', 'null'] },
       vendor: { type: ['string', 'null'] },
@@ -75,6 +83,7 @@ export const statsSchema: StatsSchema = {
       sharedCpus: { type: 'string' },
       dedicatedCpus: { type: 'string' },
       reservedCpus: { type: 'string' },
+      freeDedicatedCpus: { type: 'string' },
     },
   },
 };

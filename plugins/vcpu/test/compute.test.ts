@@ -4,10 +4,10 @@ import { describe, expect, it } from 'vitest';
 import type { ClaimedInstance, Discovery, ResourceHooks } from '@ert/plugin-api';
 import vcpu from '../src/compute.js';
 import { VcpuErrorCodes } from '../src/errors.js';
-import type { VcpuOptions, VcpuStatsV1 } from '../src/shared.js';
+import type { VcpuOptions, VcpuStats } from '../src/shared.js';
 import { instanceOf, profileCopy, schemaProblems, profileRoot, resourceContext, specOf, type Profile } from './support.js';
 
-async function hooksFor(root: string, options: Partial<VcpuOptions> = {}): Promise<ResourceHooks<VcpuStatsV1>> {
+async function hooksFor(root: string, options: Partial<VcpuOptions> = {}): Promise<ResourceHooks<VcpuStats>> {
   return vcpu.resource!(resourceContext(vcpu, root, options));
 }
 
@@ -18,7 +18,7 @@ const INTEL_AVX512 = [
   'HW_CPU_X86_SSE42', 'HW_CPU_X86_SSSE3',
 ];
 
-const expected: Record<Profile, { vcpu: number; traits: string[]; stats: VcpuStatsV1 }> = {
+const expected: Record<Profile, { vcpu: number; traits: string[]; stats: VcpuStats }> = {
   'xeon-2s-cat': {
     vcpu: 80,
     traits: [...INTEL_AVX512, 'HW_CPU_X86_AVX512VNNI', 'HW_CPU_X86_VMX', 'HW_CPU_HYPERTHREADING'].sort(),
@@ -26,7 +26,7 @@ const expected: Record<Profile, { vcpu: number; traits: string[]; stats: VcpuSta
       model: 'Intel(R) Xeon(R) Gold 6248 CPU @ 2.50GHz', vendor: 'GenuineIntel', family: 6, modelNumber: 85,
       cpus: 80, sockets: 2, cores: 40, threadsPerCore: 2,
       numaNodes: [{ id: 0, cpus: '0-19,40-59', dedicatedCpus: 0 }, { id: 1, cpus: '20-39,60-79', dedicatedCpus: 0 }],
-      sharedCpus: '0-79', dedicatedCpus: '', reservedCpus: '',
+      sharedCpus: '0-79', dedicatedCpus: '', reservedCpus: '', freeDedicatedCpus: '',
     },
   },
   'epyc-1s': {
@@ -40,7 +40,7 @@ const expected: Record<Profile, { vcpu: number; traits: string[]; stats: VcpuSta
       model: 'AMD EPYC 7543P 32-Core Processor', vendor: 'AuthenticAMD', family: 25, modelNumber: 1,
       cpus: 64, sockets: 1, cores: 32, threadsPerCore: 2,
       numaNodes: [{ id: 0, cpus: '0-63', dedicatedCpus: 0 }],
-      sharedCpus: '0-63', dedicatedCpus: '', reservedCpus: '',
+      sharedCpus: '0-63', dedicatedCpus: '', reservedCpus: '', freeDedicatedCpus: '',
     },
   },
   'cloud-vm': {
@@ -51,7 +51,7 @@ const expected: Record<Profile, { vcpu: number; traits: string[]; stats: VcpuSta
       model: 'Intel(R) Xeon(R) Platinum 8259CL CPU @ 2.50GHz', vendor: 'GenuineIntel', family: 6, modelNumber: 85,
       cpus: 4, sockets: 1, cores: 2, threadsPerCore: 2,
       numaNodes: [{ id: 0, cpus: '0-3', dedicatedCpus: 0 }],
-      sharedCpus: '0-3', dedicatedCpus: '', reservedCpus: '',
+      sharedCpus: '0-3', dedicatedCpus: '', reservedCpus: '', freeDedicatedCpus: '',
     },
   },
   'xeon-4s-numa': {
@@ -67,7 +67,7 @@ const expected: Record<Profile, { vcpu: number; traits: string[]; stats: VcpuSta
         { id: 2, cpus: '16-23,48-55', dedicatedCpus: 0 },
         { id: 3, cpus: '24-31,56-63', dedicatedCpus: 0 },
       ],
-      sharedCpus: '0-63', dedicatedCpus: '', reservedCpus: '',
+      sharedCpus: '0-63', dedicatedCpus: '', reservedCpus: '', freeDedicatedCpus: '',
     },
   },
 };
@@ -109,7 +109,7 @@ describe('vcpu discovery on the host profiles', () => {
       { id: 0, cpus: '0-19,40-59', dedicatedCpus: 20 },
       { id: 1, cpus: '20-39,60-79', dedicatedCpus: 0 },
     ]);
-    expect(stats).toMatchObject({ sharedCpus: '0-9,20-49,60-79', dedicatedCpus: '10-19,50-59', reservedCpus: '0,40' });
+    expect(stats).toMatchObject({ sharedCpus: '0-9,20-49,60-79', dedicatedCpus: '10-19,50-59', reservedCpus: '0,40', freeDedicatedCpus: '10-19,50-59' });
   });
 
   it('does not count reserved CPUs that are dedicated', async () => {
@@ -227,7 +227,60 @@ describe('vcpu claims', () => {
     const hooks = await hooksFor(profileRoot('xeon-4s-numa'), { dedicatedCpus: '0-7,32-39' });
     await hooks.discover();
     await hooks.addInstance!(claimed('a', 0, 10));
-    expect(await hooks.test!(request('b', { PCPU: 6 }))).toBeUndefined();
+    // 'a' came without pinned CPUs: it counts against PCPU, but pins none.
+    expect(await hooks.test!(request('b', { PCPU: 6 }))).toEqual({ cpus: [0, 1, 2, 3, 4, 5] });
     expect(await hooks.test!(request('b', { PCPU: 7, VCPU: 300 }))).toBe('VCPU: amount 300 is above max_unit 48; PCPU: needs 7, 6 free of capacity 16');
+  });
+
+  describe('pinning dedicated CPUs', () => {
+    // xeon-4s-numa: node 0 is 0-7,32-39, node 1 is 8-15,40-47, node 2 is 16-23,48-55.
+    const pinned = (uuid: string, cpus: number[], vcpus = 0): ClaimedInstance => ({ ...claimed(uuid, vcpus, cpus.length), cpus });
+    async function dedicatedHost(dedicatedCpus: string) {
+      const hooks = await hooksFor(profileRoot('xeon-4s-numa'), { dedicatedCpus });
+      await hooks.discover();
+      return hooks;
+    }
+
+    it('grants free dedicated CPUs on the NUMA node that fits best, and none to shared instances', async () => {
+      // Node 0 has 4 dedicated CPUs, node 1 has 6.
+      const hooks = await dedicatedHost('4-7,8-13');
+      expect(await hooks.test!(request('a', { VCPU: 4 }))).toBeUndefined();
+      expect(await hooks.test!(request('a', { PCPU: 3 }))).toEqual({ cpus: [4, 5, 6] });
+      expect(await hooks.test!(request('a', { PCPU: 5 }))).toEqual({ cpus: [8, 9, 10, 11, 12] });
+      // No node has 8: the fullest node first, then the next.
+      expect(await hooks.test!(request('a', { PCPU: 8 }))).toEqual({ cpus: [4, 5, 8, 9, 10, 11, 12, 13] });
+    });
+
+    it('does not grant CPUs other instances are pinned to, and frees them on removeInstance', async () => {
+      const hooks = await dedicatedHost('4-7,8-13');
+      await hooks.addInstance!(pinned('a', [8, 9, 10, 11]));
+      await hooks.addInstance!(pinned('b', [4, 5]));
+      expect((await hooks.stats!()).freeDedicatedCpus).toBe('6-7,12-13');
+      expect(await hooks.test!(request('c', { PCPU: 2 }))).toEqual({ cpus: [6, 7] });
+      expect(await hooks.test!(request('c', { PCPU: 3 }))).toEqual({ cpus: [6, 7, 12] });
+      await hooks.removeInstance!('a');
+      expect((await hooks.stats!()).freeDedicatedCpus).toBe('6-13');
+      expect(await hooks.test!(request('c', { PCPU: 3 }))).toEqual({ cpus: [8, 9, 10] });
+    });
+
+    it('refuses when fewer dedicated CPUs are free to pin than requested', async () => {
+      const hooks = await dedicatedHost('4-7');
+      await hooks.addInstance!(pinned('a', [4, 5, 6]));
+      // A resize's old CPUs stay pinned until it is confirmed: the count passes, pinning does not.
+      expect(await hooks.test!(request('a', { PCPU: 2 }, 'resize'))).toBe('PCPU: needs 2 dedicated CPUs to pin, 1 free (7)');
+      expect(await hooks.test!(request('a', { PCPU: 1 }, 'resize'))).toEqual({ cpus: [7] });
+    });
+
+    it('rebuilds the pinned CPUs from reset + addInstance', async () => {
+      const hooks = await dedicatedHost('4-7');
+      await hooks.addInstance!(pinned('a', [4, 5]));
+      await hooks.reset!();
+      expect((await hooks.stats!()).freeDedicatedCpus).toBe('4-7');
+      await hooks.addInstance!(pinned('a', [6, 7]));
+      await hooks.addInstance!(pinned('a', [6, 7])); // idempotent
+      expect((await hooks.stats!()).freeDedicatedCpus).toBe('4-5');
+      expect(await hooks.test!(request('b', { PCPU: 2 }))).toEqual({ cpus: [4, 5] });
+      expect(schemaProblems(vcpu.stats!.schema, await hooks.stats!())).toEqual([]);
+    });
   });
 });

@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { exclusionReason, type ConsumerHooks, type FilterHooks, type WeigherHooks } from '@ert/plugin-api';
 import vcpu, { type VcpuHostData } from '../src/scheduler.js';
-import { cpuPolicyKey, type VcpuStatsV1 } from '../src/shared.js';
+import { cpuPolicyKey, type VcpuStatsRead } from '../src/shared.js';
 import { hostState, instanceOf, mapContainer, recordingLogger, specOf, withDefaults } from './support.js';
 
 const ctx = () => ({ name: 'vcpu', options: withDefaults(vcpu, {}), logger: recordingLogger(), services: mapContainer() });
-const stats = (dedicatedPerNode: number[]): VcpuStatsV1 => ({
+const stats = (dedicatedPerNode: number[]): VcpuStatsRead => ({
   model: 'm', vendor: 'GenuineIntel', family: 6, modelNumber: 85, cpus: 16, sockets: 2, cores: 8, threadsPerCore: 2,
   numaNodes: dedicatedPerNode.map((dedicatedCpus, id) => ({ id, cpus: id === 0 ? '0-7' : '8-15', dedicatedCpus })),
   sharedCpus: '', dedicatedCpus: '', reservedCpus: '',
@@ -46,8 +46,8 @@ describe('hw:cpu_policy', () => {
 
 describe('vcpu scheduler side', () => {
   it('consumes free counts and the largest dedicated node, and follows placements', async () => {
-    const consumer = (await vcpu.consumer!(ctx())) as ConsumerHooks<VcpuStatsV1, VcpuHostData>;
-    expect(consumer.reads).toEqual([1]);
+    const consumer = (await vcpu.consumer!(ctx())) as ConsumerHooks<VcpuStatsRead, VcpuHostData>;
+    expect(consumer.reads).toEqual([1, 2]);
     const host = hostState('h1', { VCPU: { total: 8, allocationRatio: 4 }, PCPU: { total: 8 } }, { VCPU: 10, PCPU: 2 });
     const data = consumer.consume(stats([6, 2]), host) as VcpuHostData;
     expect(exclusionReason(data)).toBeUndefined();

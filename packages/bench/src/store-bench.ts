@@ -8,6 +8,7 @@
  * - sequentialClaimsPerSecond: one process, one claim at a time (one transaction per claim);
  * - claimsPerSecond: one process, K claims in flight (the store combines them into shared
  *   transactions: write-combining);
+ * - uncombinedClaimsPerSecond: the same with write-combining off (one transaction per claim);
  * - concurrent4ClaimsPerSecond: 4 processes claiming at once (K in flight each) on one database;
  * - importHostsMs, loadHostsMs: importing the fleet, and one full `loadHosts()`.
  * Each figure is measured for S seconds. `--json` prints `{ sqlite: {...}, postgres: {...} }`.
@@ -36,6 +37,7 @@ interface Figures {
   loadHostsMs: number;
   sequentialClaimsPerSecond: number;
   claimsPerSecond: number;
+  uncombinedClaimsPerSecond: number;
   concurrent4ClaimsPerSecond: number;
 }
 
@@ -134,10 +136,12 @@ async function measure(options: StoreOptions, args: Args): Promise<Figures> {
     const loadHostsMs = performance.now() - t;
     const sequentialClaimsPerSecond = await claimFor(store, args.hosts, args.seconds, 1, 'seq');
     const claimsPerSecond = await claimFor(store, args.hosts, args.seconds, args.inflight, 'one');
+    const uncombined = await createStore({ ...options, combineWrites: false });
+    const uncombinedClaimsPerSecond = await claimFor(uncombined, args.hosts, args.seconds, args.inflight, 'unc').finally(() => uncombined.close());
     const startAt = Date.now() + 2000;
     const rates = await Promise.all(Array.from({ length: PROCESSES }, (_, i) => runChild(options, args, `p${i}`, startAt)));
     const concurrent4ClaimsPerSecond = rates.reduce((a, b) => a + b, 0);
-    return { importHostsMs, loadHostsMs, sequentialClaimsPerSecond, claimsPerSecond, concurrent4ClaimsPerSecond };
+    return { importHostsMs, loadHostsMs, sequentialClaimsPerSecond, claimsPerSecond, uncombinedClaimsPerSecond, concurrent4ClaimsPerSecond };
   } finally {
     await store.close();
   }
@@ -180,6 +184,7 @@ async function main(): Promise<void> {
     ['loadHosts, all (ms)', 'loadHostsMs'],
     ['claims/s, 1 process, 1 at a time', 'sequentialClaimsPerSecond'],
     [`claims/s, 1 process, ${args.inflight} in flight`, 'claimsPerSecond'],
+    [`  same, write-combining off`, 'uncombinedClaimsPerSecond'],
     [`claims/s, ${PROCESSES} processes`, 'concurrent4ClaimsPerSecond'],
   ];
   const backends = Object.keys(results);

@@ -22,6 +22,12 @@ export interface StoreOptions {
   pool?: { min?: number; max?: number };
   /** PostgreSQL schema to use (created if missing); lets tests run isolated. Default `public`. */
   schema?: string;
+  /**
+   * Commit `writeAllocations` calls that arrive while another is in flight together, in one
+   * transaction (each call still checked and answered on its own). Default true; false gives
+   * one transaction per call (for comparison in benchmarks).
+   */
+  combineWrites?: boolean;
 }
 
 export interface ProviderRecord {

@@ -638,7 +638,7 @@ export class KnexStore implements Store {
   private flushPendingWrites(): void {
     if (this.flushing || this.pendingWrites.length === 0) return;
     this.flushing = true;
-    const batch = this.pendingWrites.splice(0, MAX_COMBINED_WRITES);
+    const batch = this.pendingWrites.splice(0, this.options.combineWrites === false ? 1 : MAX_COMBINED_WRITES);
     void this.commitCombined(batch).finally(() => {
       this.flushing = false;
       this.flushPendingWrites();

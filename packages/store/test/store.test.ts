@@ -42,6 +42,30 @@ describe.each(backends)('migrations racing on %s', (client) => {
   });
 });
 
+describe.each(backends)('writeAllocations without write-combining on %s', (client) => {
+  it('answers each of many concurrent calls on its own, one transaction each', async () => {
+    const { options, cleanup } = isolatedOptions(client, 'uncombined');
+    const store = await createStore({ ...options, combineWrites: false });
+    try {
+      await store.migrate();
+      await store.createProvider({ uuid: 'unc', name: 'unc' });
+      const before = await store.setInventories('unc', undefined, { VCPU: inv(5) });
+      const results = await Promise.allSettled(
+        Array.from({ length: 8 }, (_, i) =>
+          store.writeAllocations([{ consumer: { uuid: `unc-${i}`, projectId: 'p', userId: 'u', generation: null }, allocations: [{ providerUuid: 'unc', resourceClass: 'VCPU', amount: 1 }] }]),
+        ),
+      );
+      expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(5);
+      expect(await store.getUsages('unc')).toEqual({ VCPU: 5 });
+      // One generation bump per successful call: nothing was combined.
+      expect((await store.getProvider('unc'))!.generation).toBe(before.generation + 5);
+    } finally {
+      await store.close();
+      await cleanup();
+    }
+  });
+});
+
 describe.each(backends)('store semantics on %s', (client) => {
   let store: Store;
   let cleanup: () => Promise<void>;
@@ -300,6 +324,7 @@ describe.each(backends)('store semantics on %s', (client) => {
 
     it('gives concurrent callers their own results when writes are combined', async () => {
       const h = await host({ VCPU: inv(10) });
+      const before = (await store.getProvider(h.uuid))!.generation;
       const results = await Promise.allSettled(
         Array.from({ length: 15 }, (_, i) =>
           store.writeAllocations([{ consumer: consumer(`comb-${i}`, null), allocations: [{ providerUuid: h.uuid, resourceClass: 'VCPU', amount: 1 }] }]),
@@ -311,6 +336,10 @@ describe.each(backends)('store semantics on %s', (client) => {
       expect(await store.getUsages(h.uuid)).toEqual({ VCPU: 10 });
       const held = await Promise.all(results.map((_, i) => store.getAllocations(`comb-${i}`)));
       expect(held.filter((a) => a.allocations.length === 1)).toHaveLength(10);
+      // Calls queued behind the first were committed together: fewer bumps than claims.
+      const bumps = (await store.getProvider(h.uuid))!.generation - before;
+      expect(bumps).toBeGreaterThan(0);
+      expect(bumps).toBeLessThan(10);
     });
 
     it('records the instance in the same transaction and deletes consumers', async () => {

@@ -98,3 +98,13 @@ export interface ExtraSpecKey<T = unknown> {
    */
   applyResources?(value: T, resources: Record<ResourceClass, number>): void;
 }
+
+/**
+ * The amount of `resourceClass` a request asks for, summed over all its request groups
+ * (unnumbered and numbered); 0 when no group asks for it. Pure: reads `spec.groups` only,
+ * so it is the amount after extra specs were applied (e.g. `hw:cpu_policy=dedicated` has
+ * moved VCPU to PCPU).
+ */
+export function requestedAmount(spec: RequestSpec, resourceClass: ResourceClass): number {
+  return spec.groups.reduce((sum, group) => sum + (group.resources[resourceClass] ?? 0), 0);
+}

@@ -2,10 +2,10 @@
  * compute-units, compute side: CUSTOM_CU = CUs per core (by CPU model) x physical cores,
  * the original use case of Nova's extensible resource tracking.
  */
-import { amountProblem, definePlugin, normalizeInventory, type ClaimedInstance, type Discovery, type Inventory, type ResourceContext } from '@ert/plugin-api';
+import { amountProblem, definePlugin, normalizeInventory, requestedAmount, type ClaimedInstance, type Discovery, type Inventory, type ResourceContext } from '@ert/plugin-api';
 import { HostFs, describeFailure, readCpuInfo, readCpuTopology } from '@ert/sysfs';
 import { CuError, CuErrorCodes } from './errors.js';
-import { CU_CLASS, PLUGIN_NAME, extraSpecs, optionsSchema, requestedUnits, statsSchema, type ComputeUnitsOptions, type ComputeUnitsStatsV1 } from './shared.js';
+import { CU_CLASS, PLUGIN_NAME, extraSpecs, optionsSchema, statsSchema, type ComputeUnitsOptions, type ComputeUnitsStatsV1 } from './shared.js';
 
 /** A model rule ready to test a model name. */
 export interface CompiledRule {
@@ -55,7 +55,7 @@ async function discoverView(ctx: ResourceContext<ComputeUnitsOptions>, rules: Co
 }
 
 function heldBy(instance: ClaimedInstance): number {
-  if (instance.allocations.length === 0) return requestedUnits(instance.spec);
+  if (instance.allocations.length === 0) return requestedAmount(instance.spec, CU_CLASS);
   return instance.allocations.filter((a) => a.resourceClass === CU_CLASS).reduce((sum, a) => sum + a.amount, 0);
 }
 
@@ -84,7 +84,7 @@ export default definePlugin<ComputeUnitsOptions, ComputeUnitsStatsV1>({
       },
 
       test(request) {
-        const units = requestedUnits(request.spec);
+        const units = requestedAmount(request.spec, CU_CLASS);
         if (units === 0) return undefined;
         if (!view.available) return `compute units are unavailable on this host: ${view.reason}`;
         let used = 0;

@@ -2,8 +2,8 @@
  * compute-units, scheduler side: free CUs per host (kept current within a batch), a filter
  * and a weigher on them.
  */
-import { definePlugin, type HostState } from '@ert/plugin-api';
-import { CU_CLASS, PLUGIN_NAME, extraSpecs, optionsSchema, requestedUnits, statsSchema, type ComputeUnitsOptions, type ComputeUnitsStatsV1 } from './shared.js';
+import { definePlugin, requestedAmount, type HostState } from '@ert/plugin-api';
+import { CU_CLASS, PLUGIN_NAME, extraSpecs, optionsSchema, statsSchema, type ComputeUnitsOptions, type ComputeUnitsStatsV1 } from './shared.js';
 
 /** This plugin's slot of a host state. */
 export interface ComputeUnitsHostData {
@@ -33,9 +33,9 @@ export default definePlugin<ComputeUnitsOptions, ComputeUnitsStatsV1, ComputeUni
 
   filter() {
     return {
-      appliesTo: (spec) => requestedUnits(spec) > 0,
+      appliesTo: (spec) => requestedAmount(spec, CU_CLASS) > 0,
       filter(host, spec) {
-        const units = requestedUnits(spec);
+        const units = requestedAmount(spec, CU_CLASS);
         const { freeCu } = dataOf(host);
         return units > freeCu ? `needs ${units} ${CU_CLASS}, ${Math.max(freeCu, 0)} free` : undefined;
       },

@@ -2,7 +2,7 @@
  * What both entries of the compute-units plugin share: options, stats schema and the
  * `cu:units` key. Imports no hardware code, so the scheduler entry never loads sysfs readers.
  */
-import type { ExtraSpecKey, JsonSchema, RequestSpec, StatsSchema } from '@ert/plugin-api';
+import type { ExtraSpecKey, JsonSchema, StatsSchema } from '@ert/plugin-api';
 
 export const PLUGIN_NAME = 'compute-units';
 export const CU_CLASS = 'CUSTOM_CU';
@@ -82,8 +82,3 @@ export const unitsKey: ExtraSpecKey<number> = {
 };
 
 export const extraSpecs: readonly ExtraSpecKey<any>[] = [unitsKey];
-
-/** CUSTOM_CU a request asks for, over all its groups. */
-export function requestedUnits(spec: RequestSpec): number {
-  return spec.groups.reduce((sum, group) => sum + (group.resources[CU_CLASS] ?? 0), 0);
-}

@@ -2,7 +2,7 @@
  * memory, compute side: MEMORY_MB from /proc/meminfo, and per-NUMA memory and huge page
  * pools, which claims asking for `hw:mem_page_size` take pages from.
  */
-import { amountProblem, definePlugin, normalizeInventory, type ClaimedInstance, type Discovery, type Inventory, type JsonValue } from '@ert/plugin-api';
+import { amountProblem, definePlugin, normalizeInventory, requestedAmount, type ClaimedInstance, type Discovery, type Inventory, type JsonValue } from '@ert/plugin-api';
 import { HUGEPAGES_DIR, HostFs, describeFailure, readHugePagePools, readMemInfo, readNumaNodes, type HugePagePool } from '@ert/sysfs';
 import { MemoryError, MemoryErrorCodes } from './errors.js';
 import {
@@ -13,7 +13,6 @@ import {
   guestMemoryMb,
   optionsSchema,
   pageSizeOf,
-  requestedAmount,
   statsSchema,
   type MemoryOptions,
   type MemoryStatsV1,

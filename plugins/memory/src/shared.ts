@@ -3,7 +3,7 @@
  * `hw:mem_page_size` key and the huge page choice both sides must agree on. Imports no
  * hardware code, so the scheduler entry never loads sysfs readers.
  */
-import type { ExtraSpecKey, JsonSchema, RequestSpec, ResourceClass, StatsSchema } from '@ert/plugin-api';
+import { requestedAmount, type ExtraSpecKey, type JsonSchema, type RequestSpec, type StatsSchema } from '@ert/plugin-api';
 
 export const PLUGIN_NAME = 'memory';
 export const PAGE_SIZE_KEY = 'hw:mem_page_size';
@@ -197,11 +197,6 @@ export function withoutPages(nodes: readonly PageNode[], choice: PageChoice): Pa
   return nodes.map((n) =>
     n.id !== choice.node ? n : { id: n.id, pools: n.pools.map((p) => (p.sizeKb === choice.sizeKb ? { sizeKb: p.sizeKb, available: p.available - choice.pages } : p)) },
   );
-}
-
-/** The amount of `resourceClass` a request asks for, over all its groups. */
-export function requestedAmount(spec: RequestSpec, resourceClass: ResourceClass): number {
-  return spec.groups.reduce((sum, group) => sum + (group.resources[resourceClass] ?? 0), 0);
 }
 
 /** Guest memory that huge pages must back: the flavor's RAM, else the MEMORY_MB asked for. */

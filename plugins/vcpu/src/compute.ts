@@ -8,6 +8,7 @@ import {
   amountProblem,
   definePlugin,
   normalizeInventory,
+  requestedAmount,
   type ClaimRequest,
   type ClaimedInstance,
   type Discovery,
@@ -16,7 +17,7 @@ import {
 } from '@ert/plugin-api';
 import { HostFs, commonFlags, describeFailure, formatCpuList, parseCpuList, readCpuInfo, readCpuTopology, readNumaNodes } from '@ert/sysfs';
 import { VcpuError, VcpuErrorCodes } from './errors.js';
-import { PLUGIN_NAME, extraSpecs, optionsSchema, requestedAmount, statsSchema, type VcpuOptions, type VcpuStats } from './shared.js';
+import { PLUGIN_NAME, extraSpecs, optionsSchema, statsSchema, type VcpuOptions, type VcpuStats } from './shared.js';
 import { cpuTraits } from './traits.js';
 
 const CLASSES = ['VCPU', 'PCPU'] as const;

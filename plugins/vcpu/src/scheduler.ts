@@ -2,8 +2,8 @@
  * vcpu, scheduler side: free VCPU/PCPU per host (kept current within a batch), a filter
  * that adds a NUMA sanity check for dedicated CPUs, and a weigher on free CPUs.
  */
-import { definePlugin, type HostState, type Placement, type RequestSpec } from '@ert/plugin-api';
-import { PLUGIN_NAME, extraSpecs, optionsSchema, requestedAmount, statsSchema, type VcpuOptions, type VcpuStatsRead } from './shared.js';
+import { definePlugin, requestedAmount, type HostState, type Placement, type RequestSpec } from '@ert/plugin-api';
+import { PLUGIN_NAME, extraSpecs, optionsSchema, statsSchema, type VcpuOptions, type VcpuStatsRead } from './shared.js';
 
 /** This plugin's slot of a host state. */
 export interface VcpuHostData {

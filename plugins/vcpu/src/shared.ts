@@ -2,7 +2,7 @@
  * What both entries of the vcpu plugin share: options, stats schema and extra-spec keys.
  * Imports no hardware code, so the scheduler entry never loads sysfs readers.
  */
-import type { ExtraSpecKey, JsonSchema, RequestSpec, ResourceClass, StatsSchema } from '@ert/plugin-api';
+import type { ExtraSpecKey, JsonSchema, StatsSchema } from '@ert/plugin-api';
 
 export const PLUGIN_NAME = 'vcpu';
 
@@ -107,8 +107,3 @@ export const cpuPolicyKey: ExtraSpecKey<CpuPolicy> = {
 };
 
 export const extraSpecs: readonly ExtraSpecKey<any>[] = [cpuPolicyKey];
-
-/** The amount of `resourceClass` a request asks for, over all its groups. */
-export function requestedAmount(spec: RequestSpec, resourceClass: ResourceClass): number {
-  return spec.groups.reduce((sum, group) => sum + (group.resources[resourceClass] ?? 0), 0);
-}

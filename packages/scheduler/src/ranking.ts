@@ -38,6 +38,8 @@ export interface Prepared {
  * Per-(request, host) results of filters and raw weigher scores, valid while the host's
  * `version` is unchanged. Filters and weighers are pure functions of (host, request) by
  * contract, so re-using a result for an unchanged host gives exactly what a new call would.
+ * The memo also keeps, over the hosts that passed, each weigher's min and max (with how many
+ * hosts hold them) and every host's total weight, updated for the hosts that changed.
  */
 export class Memo {
   readonly stamps: Float64Array;
@@ -45,6 +47,15 @@ export class Memo {
   readonly reasons: Array<string | undefined>;
   readonly raw: Float64Array;
   readonly multipliers: Float64Array;
+  /** Total weight of each host that passed (valid when `ready`). */
+  readonly weights: Float64Array;
+  readonly min: Float64Array;
+  readonly max: Float64Array;
+  readonly minCount: Int32Array;
+  readonly maxCount: Int32Array;
+  passed = 0;
+  /** False until the first complete ranking filled the aggregates. */
+  ready = false;
 
   constructor(
     readonly prepared: Prepared,
@@ -52,10 +63,15 @@ export class Memo {
   ) {
     const w = prepared.weighers.length;
     this.stamps = new Float64Array(capacity).fill(-1);
-    this.outcomes = new Int16Array(capacity);
+    this.outcomes = new Int16Array(capacity).fill(EMPTY_SLOT);
     this.reasons = new Array<string | undefined>(capacity);
     this.raw = new Float64Array(capacity * w);
     this.multipliers = new Float64Array(capacity * w);
+    this.weights = new Float64Array(capacity);
+    this.min = new Float64Array(w);
+    this.max = new Float64Array(w);
+    this.minCount = new Int32Array(w);
+    this.maxCount = new Int32Array(w);
   }
 }
 
@@ -169,43 +185,74 @@ export class Ranker {
   /**
    * Bring every host's entry in `memo` up to date (re-evaluating only hosts whose version in
    * `versions` changed, all of them when `fresh`) and return the best `limit` candidates.
+   * Min, max and weights are updated for the changed hosts only, unless a weigher's min or max
+   * moved, which re-weighs every candidate: the result is the same as recomputing everything.
    */
   rank(slots: ReadonlyArray<Host | undefined>, versions: Float64Array, memo: Memo, limit: number, fresh = false): Ranking {
     const w = memo.prepared.weighers.length;
-    const min = new Float64Array(w).fill(Infinity);
-    const max = new Float64Array(w).fill(-Infinity);
-    const { stamps, outcomes, raw } = memo;
+    const { stamps, outcomes, raw, min, max, minCount, maxCount } = memo;
     const count = slots.length;
-    let passed = 0;
-    for (let slot = 0; slot < count; slot++) {
-      if (fresh || stamps[slot] !== versions[slot]) {
-        const host = slots[slot];
-        if (host) this.evaluate(host, memo);
-        else {
-          stamps[slot] = versions[slot]!;
-          outcomes[slot] = EMPTY_SLOT;
-        }
+    if (fresh || !memo.ready) {
+      for (let slot = 0; slot < count; slot++) {
+        if (fresh || stamps[slot] !== versions[slot]) this.refreshSlot(slots, versions, memo, slot);
       }
-      if (outcomes[slot] !== PASSED) continue;
-      passed++;
-      for (let i = 0; i < w; i++) {
-        const v = raw[slot * w + i]!;
-        if (v < min[i]!) min[i] = v;
-        if (v > max[i]!) max[i] = v;
+      this.rescan(memo, count, -1);
+      this.reweigh(memo, count, -1);
+      memo.ready = true;
+    } else {
+      const changed: number[] = [];
+      // The min and max the current weights were computed with.
+      const before = Float64Array.from([...min, ...max]);
+      const old = new Float64Array(w);
+      const rescan = new Uint8Array(w);
+      for (let slot = 0; slot < count; slot++) {
+        if (stamps[slot] === versions[slot]) continue;
+        const wasPassed = outcomes[slot] === PASSED;
+        if (wasPassed) for (let i = 0; i < w; i++) old[i] = raw[slot * w + i]!;
+        this.refreshSlot(slots, versions, memo, slot);
+        const isPassed = outcomes[slot] === PASSED;
+        if (wasPassed) {
+          memo.passed--;
+          for (let i = 0; i < w; i++) {
+            const v = old[i]!;
+            if (v === min[i] && --minCount[i]! === 0) rescan[i] = 1;
+            if (v === max[i] && --maxCount[i]! === 0) rescan[i] = 1;
+          }
+        }
+        if (isPassed) {
+          memo.passed++;
+          for (let i = 0; i < w; i++) {
+            const v = raw[slot * w + i]!;
+            if (v < min[i]! || minCount[i] === 0) {
+              if (minCount[i] === 0 && memo.passed > 1) rescan[i] = 1;
+              min[i] = v;
+              minCount[i] = 1;
+            } else if (v === min[i]) minCount[i]!++;
+            if (v > max[i]! || maxCount[i] === 0) {
+              if (maxCount[i] === 0 && memo.passed > 1) rescan[i] = 1;
+              max[i] = v;
+              maxCount[i] = 1;
+            } else if (v === max[i]) maxCount[i]!++;
+          }
+        }
+        changed.push(slot);
+      }
+      if (changed.length > 0) {
+        for (let i = 0; i < w; i++) if (rescan[i]) this.rescan(memo, count, i);
+        let moved = false;
+        for (let i = 0; i < w; i++) if (min[i] !== before[i] || max[i] !== before[w + i]) moved = true;
+        if (moved) this.reweigh(memo, count, -1);
+        else for (const slot of changed) this.reweigh(memo, count, slot);
       }
     }
-    const scale = new Float64Array(w);
-    for (let i = 0; i < w; i++) scale[i] = max[i]! > min[i]! ? 1 / (max[i]! - min[i]!) : 0;
+    const scale = scaleOf(memo);
+    const passed = memo.passed;
     const best: Candidate[] = [];
-    if (limit <= 0) return { candidates: best, passed, min, scale };
-    const { multipliers } = memo;
+    if (limit <= 0) return { candidates: best, passed, min: Float64Array.from(min), scale };
+    const { weights } = memo;
     for (let slot = 0; slot < count; slot++) {
       if (outcomes[slot] !== PASSED) continue;
-      let weight = 0;
-      for (let i = 0; i < w; i++) {
-        const k = slot * w + i;
-        weight += multipliers[k]! * (raw[k]! - min[i]!) * scale[i]!;
-      }
+      const weight = weights[slot]!;
       // Only a weight at least the last kept one's can enter: the host object (for its name,
       // the tie-break) is looked at only then.
       if (best.length === limit && weight < best[limit - 1]!.weight) continue;
@@ -219,8 +266,75 @@ export class Ranker {
       while (at > 0 && better(weight, host.name, best[at - 1]!.weight, best[at - 1]!.host.name)) at--;
       best.splice(at, 0, { host, weight });
     }
-    return { candidates: best, passed, min, scale };
+    return { candidates: best, passed, min: Float64Array.from(min), scale };
   }
+
+  /** Re-evaluate one slot (a host, or nothing) into the memo. */
+  private refreshSlot(slots: ReadonlyArray<Host | undefined>, versions: Float64Array, memo: Memo, slot: number): void {
+    const host = slots[slot];
+    if (host) this.evaluate(host, memo);
+    else {
+      memo.stamps[slot] = versions[slot]!;
+      memo.outcomes[slot] = EMPTY_SLOT;
+    }
+  }
+
+  /** Recompute min, max and their counts (of weigher `only`, or all when -1) and `passed`. */
+  private rescan(memo: Memo, count: number, only: number): void {
+    const w = memo.prepared.weighers.length;
+    const { outcomes, raw, min, max, minCount, maxCount } = memo;
+    const from = only < 0 ? 0 : only;
+    const to = only < 0 ? w : only + 1;
+    for (let i = from; i < to; i++) {
+      min[i] = Infinity;
+      max[i] = -Infinity;
+      minCount[i] = 0;
+      maxCount[i] = 0;
+    }
+    let passed = 0;
+    for (let slot = 0; slot < count; slot++) {
+      if (outcomes[slot] !== PASSED) continue;
+      passed++;
+      for (let i = from; i < to; i++) {
+        const v = raw[slot * w + i]!;
+        if (v < min[i]!) {
+          min[i] = v;
+          minCount[i] = 1;
+        } else if (v === min[i]) minCount[i]!++;
+        if (v > max[i]!) {
+          max[i] = v;
+          maxCount[i] = 1;
+        } else if (v === max[i]) maxCount[i]!++;
+      }
+    }
+    memo.passed = passed;
+  }
+
+  /** Recompute the total weight of one slot, or of every slot when `only` is -1. */
+  private reweigh(memo: Memo, count: number, only: number): void {
+    const w = memo.prepared.weighers.length;
+    const { outcomes, raw, multipliers, weights, min } = memo;
+    const scale = scaleOf(memo);
+    const from = only < 0 ? 0 : only;
+    const to = only < 0 ? count : only + 1;
+    for (let slot = from; slot < to; slot++) {
+      if (outcomes[slot] !== PASSED) continue;
+      let weight = 0;
+      for (let i = 0; i < w; i++) {
+        const k = slot * w + i;
+        weight += multipliers[k]! * (raw[k]! - min[i]!) * scale[i]!;
+      }
+      weights[slot] = weight;
+    }
+  }
+}
+
+/** Per weigher: 1 / (max - min) over the candidates, 0 when they all score the same. */
+function scaleOf(memo: Memo): Float64Array {
+  const w = memo.prepared.weighers.length;
+  const scale = new Float64Array(w);
+  for (let i = 0; i < w; i++) scale[i] = memo.max[i]! > memo.min[i]! ? 1 / (memo.max[i]! - memo.min[i]!) : 0;
+  return scale;
 }
 
 export { PASSED };

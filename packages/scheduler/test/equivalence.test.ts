@@ -102,12 +102,15 @@ describe('indexed ranking chooses what a full scan chooses', () => {
               if (!(error instanceof NoValidHostError)) throw error;
               outcomes[s]!.push(`none: ${(error.details as { summary: { passed: number } }).summary.passed}`);
             }
+            // Every candidate's weight and every rejection must agree too, not only the winner.
+            const explanation = await setup.scheduler.explain({ flavor: f, instances: [{ uuid: uuidFor(`run${run}-explain`), projectId: 'p', userId: 'u' }] });
+            outcomes[s]!.push(JSON.stringify([explanation.weighed.map((w) => [w.host, w.weight]), explanation.rejected]));
           }
           foreignCount += 2;
         }
         expect(outcomes[0]).toEqual(outcomes[1]);
       }),
-      { numRuns: 25 },
+      { numRuns: 30 },
     );
   });
 });

@@ -139,10 +139,10 @@ function inventoryToRow(providerId: number, classId: number, inv: Inventory): In
   };
 }
 
-function hostFromRow(row: HostRow): HostRecord {
+function hostFromRow(row: HostRow, rootProviderUuid: string): HostRecord {
   return {
     name: row.name,
-    rootProviderUuid: '',
+    rootProviderUuid,
     status: row.status as HostStatus,
     lastUpdate: Number(row.last_update),
     generation: row.generation,
@@ -193,12 +193,6 @@ function checkTraits(providerName: string, traits: string[]): void {
       throw invalid(`provider ${providerName}: ${JSON.stringify(trait)} is not a valid trait name`, { provider: providerName, trait });
     }
   }
-}
-
-/** Providers' id -> uuid and id -> record, built once per read. */
-interface TreeIndex {
-  rows: ProviderRow[];
-  byId: Map<number, ProviderRow>;
 }
 
 /**
@@ -314,19 +308,15 @@ export class KnexStore implements Store {
     this.classNames.set(id, name);
   }
 
-  /** Class name of an id read from the database (loads the table on a miss). */
-  private async className(db: Db, id: number): Promise<string> {
-    if (!this.classNames.has(id)) {
-      const rows: Array<{ id: number; name: string }> = await db('resource_classes').select('id', 'name');
-      for (const row of rows) this.rememberClass(row.id, row.name);
-    }
-    return this.classNames.get(id)!;
-  }
-
-  private async classNamesOf(db: Db, ids: Iterable<number>): Promise<void> {
+  /**
+   * Makes `this.classNames` know every id in `ids` (ids read from the database; another
+   * process may have created the class): reloads the table once on a miss.
+   */
+  private async loadClassNames(db: Db, ids: Iterable<number>): Promise<void> {
     for (const id of ids) {
       if (!this.classNames.has(id)) {
-        await this.className(db, id);
+        const rows: Array<{ id: number; name: string }> = await db('resource_classes').select('id', 'name');
+        for (const row of rows) this.rememberClass(row.id, row.name);
         return;
       }
     }
@@ -487,7 +477,7 @@ export class KnexStore implements Store {
     return this.read(async (trx) => {
       const row = await this.providerRow(trx, uuid);
       const rows: InventoryRow[] = await trx('inventories').where('provider_id', row.id);
-      await this.classNamesOf(trx, rows.map((r) => r.resource_class_id));
+      await this.loadClassNames(trx, rows.map((r) => r.resource_class_id));
       const inventories: Record<ResourceClass, Inventory> = {};
       for (const r of rows) inventories[this.classNames.get(r.resource_class_id)!] = inventoryFromRow(r);
       return { generation: row.generation, inventories };
@@ -527,7 +517,7 @@ export class KnexStore implements Store {
       .sum({ used: 'used' })
       .where('provider_id', providerId)
       .groupBy('resource_class_id');
-    await this.classNamesOf(db, rows.map((r) => r.resource_class_id));
+    await this.loadClassNames(db, rows.map((r) => r.resource_class_id));
     const usages: Record<ResourceClass, number> = {};
     for (const r of rows) usages[this.classNames.get(r.resource_class_id)!] = Number(r.used);
     return usages;
@@ -860,7 +850,7 @@ export class KnexStore implements Store {
         .where('a.consumer_id', consumer.id)
         .select('p.uuid', 'a.resource_class_id', 'a.used')
         .orderBy(['p.uuid', 'a.resource_class_id']);
-      await this.classNamesOf(trx, rows.map((r) => r.resource_class_id));
+      await this.loadClassNames(trx, rows.map((r) => r.resource_class_id));
       return {
         generation: consumer.generation,
         allocations: rows.map((r) => ({ providerUuid: r.uuid, resourceClass: this.classNames.get(r.resource_class_id)!, amount: r.used })),
@@ -888,7 +878,7 @@ export class KnexStore implements Store {
   }
 
   private static hostRecord(row: HostRow & { root_uuid: string }): HostRecord {
-    return { ...hostFromRow(row), rootProviderUuid: row.root_uuid };
+    return hostFromRow(row, row.root_uuid);
   }
 
   async upsertHost(host: { name: string; rootProviderUuid: string; status?: HostStatus; lastUpdate?: number }): Promise<HostRecord> {
@@ -1171,7 +1161,7 @@ export class KnexStore implements Store {
         const aggregateMetadata: Record<string, string> = {};
         for (const agg of snapshots.byId.get(h.root_provider_id)?.aggregateIds ?? []) Object.assign(aggregateMetadata, metadataById.get(agg));
         return {
-          host: { ...hostFromRow(h), rootProviderUuid: snapshots.byId.get(h.root_provider_id)?.snapshot.uuid ?? '' },
+          host: hostFromRow(h, snapshots.byId.get(h.root_provider_id)!.snapshot.uuid),
           providers: tree.map((p) => p.snapshot),
           sharingProviders,
           aggregateMetadata,
@@ -1217,13 +1207,13 @@ export class KnexStore implements Store {
         .join('aggregates as ag', 'ag.id', 'pa.aggregate_id')
         .select('pa.provider_id', 'pa.aggregate_id', 'ag.uuid'),
     );
-    await this.classNamesOf(trx, [...inventoryRows, ...usageRows].map((r) => r.resource_class_id));
+    await this.loadClassNames(trx, [...inventoryRows, ...usageRows].map((r) => r.resource_class_id));
 
-    const index: TreeIndex = { rows: providerRows, byId: new Map(providerRows.map((r) => [r.id, r])) };
+    const rowsById = new Map(providerRows.map((r) => [r.id, r]));
     const byId = new Map<number, ProviderSnapshotWithIds>();
     for (const row of providerRows) {
-      const parent = row.parent_id === null ? undefined : index.byId.get(row.parent_id);
-      const root = row.root_id === null ? undefined : index.byId.get(row.root_id);
+      const parent = row.parent_id === null ? undefined : rowsById.get(row.parent_id);
+      const root = row.root_id === null ? undefined : rowsById.get(row.root_id);
       const snapshot: ProviderSnapshot = {
         uuid: row.uuid,
         name: row.name,
@@ -1235,7 +1225,7 @@ export class KnexStore implements Store {
         aggregates: [],
       };
       if (parent) snapshot.parentUuid = parent.uuid;
-      byId.set(row.id, { id: row.id, rootId: row.root_id ?? row.id, depth: depthOf(row, index), aggregateIds: [], snapshot });
+      byId.set(row.id, { id: row.id, rootId: row.root_id ?? row.id, depth: depthOf(row, rowsById), aggregateIds: [], snapshot });
     }
     for (const r of inventoryRows) {
       const p = byId.get(r.provider_id);
@@ -1332,10 +1322,11 @@ function statsRecords(rows: StatsRow[]): Record<string, StatsRecord> {
   return out;
 }
 
-function depthOf(row: ProviderRow, index: TreeIndex): number {
+/** Depth of a provider in its tree (0 for a root), from rows read together. */
+function depthOf(row: ProviderRow, rowsById: Map<number, ProviderRow>): number {
   let depth = 0;
   for (let p = row; p.parent_id !== null && depth < 64; depth++) {
-    const parent = index.byId.get(p.parent_id);
+    const parent = rowsById.get(p.parent_id);
     if (!parent) break;
     p = parent;
   }

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { STANDARD_RESOURCE_CLASSES, TRAIT_SHARING_PROVIDER, type Flavor } from '@ert/plugin-api';
 import { createStore, isStoreConflict, StoreError, type HostImport, type InstanceRecord, type Store } from '@ert/store';
+import type { KnexStore } from '../src/store.js';
 import { backends, inv, isolatedOptions, openStore } from './backends.js';
 
 const flavor: Flavor = { name: 'small', vcpus: 2, memoryMb: 2048, diskGb: 20, extraSpecs: { 'trait:HW_CPU_X86_AVX2': 'required' } };
@@ -509,6 +510,41 @@ describe.each(backends)('store semantics on %s', (client) => {
           expect({ what, name, moved }).toEqual({ what, name, moved: changed.includes(name) });
         }
       }
+    });
+
+    it('loads hosts with a fixed number of queries, however many hosts', async () => {
+      const { knex } = store as unknown as KnexStore;
+      let queries = 0;
+      const count = () => queries++;
+      const queriesOf = async (run: () => Promise<unknown>) => {
+        queries = 0;
+        knex.on('query', count);
+        try {
+          await run();
+        } finally {
+          knex.removeListener('query', count);
+        }
+        return queries;
+      };
+      const fleet = (from: number, n: number): HostImport[] =>
+        Array.from({ length: n }, (_, i) => ({
+          host: { name: `many-${from + i}` },
+          providers: [
+            { uuid: `many-${from + i}`, name: `many-${from + i}`, inventories: { VCPU: inv(4) }, traits: ['HW_CPU_X86_AVX2'], aggregates: ['agg-many'] },
+            { uuid: `many-${from + i}-n0`, name: `many-${from + i}-n0`, parentUuid: `many-${from + i}`, inventories: { CUSTOM_LLC_WAYS: inv(11) }, traits: [], aggregates: [] },
+          ],
+          stats: { llc: { schemaVersion: 1, data: { i } } },
+        }));
+      await store.importHosts(fleet(0, 3));
+      const names = (n: number) => Array.from({ length: n }, (_, i) => `many-${i}`);
+      const few = await queriesOf(() => store.loadHosts(names(3)));
+      const fewAll = await queriesOf(() => store.loadHosts());
+      await store.importHosts(fleet(3, 400));
+      expect(await queriesOf(() => store.loadHosts(names(403)))).toBe(few);
+      expect(await queriesOf(() => store.loadHosts())).toBe(fewAll);
+      const loaded = await store.loadHosts(names(403));
+      expect(loaded).toHaveLength(403);
+      expect(loaded.find((h) => h.host.name === 'many-402')!.providers.map((p) => p.uuid)).toEqual(['many-402', 'many-402-n0']);
     });
 
     it('refuses duplicate and invalid imports, writing nothing', async () => {

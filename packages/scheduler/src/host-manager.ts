@@ -1,7 +1,7 @@
 import { exclusionReason } from '@ert/plugin-api';
 import type { Clock, ConsumerHooks, HostStatus, InstanceRequest, JsonValue, Logger, Placement, RequestSpec } from '@ert/plugin-api';
 import type { Allocation, HostSnapshot, ProviderSnapshot, Store } from '@ert/store';
-import { Host, Interner, NO_PROVIDERS, Provider, instanceSet } from './host-state.js';
+import { Host, Interner, NO_PROVIDERS, Provider, instanceSet, internStatus } from './host-state.js';
 import type { HostShape } from './host-state.js';
 
 /** A consumer plugin as the host manager calls it. */
@@ -236,8 +236,8 @@ export class HostManager {
     const host = new Host(this.shape, {
       name: root?.name === snapshot.host.name ? root.name : snapshot.host.name,
       rootUuid: root?.uuid === snapshot.host.rootProviderUuid ? root.uuid : snapshot.host.rootProviderUuid,
-      storedStatus: snapshot.host.status,
-      status: effectiveStatus(snapshot.host.status, snapshot.host.lastUpdate, this.clock.now(), this.staleAfterMs),
+      storedStatus: internStatus(snapshot.host.status),
+      status: effectiveStatus(internStatus(snapshot.host.status), snapshot.host.lastUpdate, this.clock.now(), this.staleAfterMs),
       generation: snapshot.host.generation,
       lastUpdate: snapshot.host.lastUpdate,
       providers,
@@ -329,7 +329,7 @@ export class HostManager {
     }
     const capabilities = Object.create(this.interner.capabilities(flat)) as Record<string, string | number>;
     capabilities.name = snapshot.host.name;
-    capabilities.status = snapshot.host.status;
+    capabilities.status = internStatus(snapshot.host.status);
     return capabilities;
   }
 

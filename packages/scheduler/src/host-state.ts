@@ -12,6 +12,16 @@ import type { ProviderSnapshot } from '@ert/store';
 
 const EMPTY_USAGES: Readonly<Record<string, number>> = Object.freeze({});
 const EMPTY_SET: ReadonlySet<string> = Object.freeze(new Set<string>()) as ReadonlySet<string>;
+/** Consumer data of hosts when no consumer is configured. */
+const NO_DATA: unknown[] = Object.freeze([]) as unknown as unknown[];
+/** One copy of each status string (the store returns a new string per row). */
+const STATUSES: Readonly<Record<string, HostStatus>> = Object.freeze({ up: 'up', stale: 'stale', disabled: 'disabled' });
+
+/** The shared copy of a status string. */
+export function internStatus(status: HostStatus): HostStatus {
+  return STATUSES[status] ?? status;
+}
+
 /** The sharing providers of the many hosts that reach none. */
 export const NO_PROVIDERS: readonly Provider[] = Object.freeze([]);
 
@@ -219,7 +229,7 @@ export class Host implements HostState {
     this.aggregateMetadata = init.aggregateMetadata;
     this.capabilities = init.capabilities;
     this.instances = init.instances;
-    this.data = [];
+    this.data = shape.consumerIndex.size === 0 ? NO_DATA : new Array<unknown>(shape.consumerIndex.size);
     this.exclusion = undefined;
     this.version = init.version;
     this.slot = init.slot;

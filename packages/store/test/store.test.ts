@@ -67,6 +67,41 @@ describe.each(backends)('writeAllocations without write-combining on %s', (clien
   });
 });
 
+describe.each(backends)('two connections creating the same consumer on %s', (client) => {
+  it('lets exactly one win; the other gets a retriable conflict', async () => {
+    const { options, cleanup } = isolatedOptions(client, 'consumer_race');
+    const [a, b] = await Promise.all([createStore(options), createStore(options)]);
+    try {
+      await a.migrate();
+      await b.migrate();
+      for (const uuid of ['race-a', 'race-b']) {
+        await a.createProvider({ uuid, name: uuid });
+        await a.setInventories(uuid, undefined, { VCPU: inv(1000) });
+      }
+      for (let round = 0; round < 10; round++) {
+        const consumer = { uuid: `race-c${round}`, projectId: 'p', userId: 'u', generation: null };
+        // Different providers, so only the consumer row is contended.
+        const results = await Promise.allSettled([
+          a.writeAllocations([{ consumer, allocations: [{ providerUuid: 'race-a', resourceClass: 'VCPU', amount: 1 }] }]),
+          b.writeAllocations([{ consumer, allocations: [{ providerUuid: 'race-b', resourceClass: 'VCPU', amount: 2 }] }]),
+        ]);
+        expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+        const lost = results.find((r) => r.status === 'rejected') as PromiseRejectedResult;
+        expect(isStoreConflict(lost.reason)).toBe(true);
+        const held = await a.getAllocations(consumer.uuid);
+        expect(held.generation).toBe(0);
+        expect(held.allocations).toHaveLength(1);
+      }
+      const usage = (await a.getUsages('race-a')).VCPU ?? 0;
+      const usageB = (await a.getUsages('race-b')).VCPU ?? 0;
+      expect(usage / 1 + usageB / 2).toBe(10);
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+      await cleanup();
+    }
+  });
+});
+
 describe.each(backends)('store semantics on %s', (client) => {
   let store: Store;
   let cleanup: () => Promise<void>;

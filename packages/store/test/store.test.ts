@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { STANDARD_RESOURCE_CLASSES, TRAIT_SHARING_PROVIDER, type Flavor } from '@ert/plugin-api';
-import { createStore, isStoreConflict, StoreError, type HostImport, type InstanceRecord, type Store } from '@ert/store';
+import { createStore, isStoreConflict, SQLITE_BUSY_TIMEOUT_MS, StoreError, type HostImport, type InstanceRecord, type Store } from '@ert/store';
 import type { KnexStore } from '../src/store.js';
 import { backends, inv, isolatedOptions, openStore } from './backends.js';
 
@@ -25,6 +25,22 @@ describe('createStore', () => {
     expect((await failure(createStore({ client: 'mysql' as 'pg', connection: 'x' }))).code).toBe('ERT_STORE_INVALID');
     expect((await failure(createStore({ client: 'sqlite3', connection: '' }))).code).toBe('ERT_STORE_INVALID');
     expect((await failure(createStore({ client: 'pg', connection: 'postgres://x', schema: 'bad; drop' }))).message).toMatch(/store.schema/);
+  });
+});
+
+describe('SQLite connection', () => {
+  it('runs in WAL mode with foreign keys, a busy timeout and synchronous=NORMAL', async () => {
+    const { store, cleanup } = await openStore('sqlite3', 'pragmas');
+    try {
+      const { knex } = store as unknown as KnexStore;
+      const pragma = async (name: string) => Object.values((await knex.raw(`PRAGMA ${name}`))[0] as Record<string, unknown>)[0];
+      expect(await pragma('journal_mode')).toBe('wal');
+      expect(await pragma('foreign_keys')).toBe(1);
+      expect(await pragma('busy_timeout')).toBe(SQLITE_BUSY_TIMEOUT_MS);
+      expect(await pragma('synchronous')).toBe(1); // NORMAL
+    } finally {
+      await cleanup();
+    }
   });
 });
 

@@ -275,7 +275,7 @@ async function main(): Promise<void> {
 
 if (!(globalThis as { gc?: unknown }).gc) {
   // Heap figures need a real GC between measurements: re-run this script with --expose-gc.
-  const child = spawnSync(process.execPath, ['--expose-gc', fileURLToPath(import.meta.url), ...process.argv.slice(2)], { stdio: 'inherit' });
+  const child = spawnSync(process.execPath, [...process.execArgv, '--expose-gc', fileURLToPath(import.meta.url), ...process.argv.slice(2)], { stdio: 'inherit' });
   process.exit(child.status ?? 1);
 } else {
   main().catch((error: unknown) => {

@@ -3,7 +3,7 @@ import type { Store, StoreOptions } from '@ert/store';
 import { createScheduler, NoValidHostError } from '../src/index.js';
 import type { Scheduler } from '../src/index.js';
 import { flaky, freeRam, freeVcpu, level } from './fixtures.js';
-import { BACKENDS, flavor, hostImport, instances, openStore, schedulerConfig, tempDir, uuidFor } from './helpers.js';
+import { BACKENDS, flavor, hostImport, instances, inventories, openStore, schedulerConfig, tempDir, uuidFor } from './helpers.js';
 import type { HostSpec } from './helpers.js';
 
 const ALL_FILTERS = ['status', 'traits', 'resources', 'aggregate-extra-specs', 'capabilities', 'same-host', 'different-host', 'affinity', 'anti-affinity'];
@@ -163,9 +163,13 @@ describe.each(BACKENDS)('scheduler on %s', (client) => {
       { name: 'r3', inventories: { VCPU: 4, MEMORY_MB: 4096 }, lastUpdate: 1_000 },
     ]);
     const loaded: Array<string[] | undefined> = [];
+    const hidden = new Set<string>();
     const spy: Store = new Proxy(store, {
       get(target, prop, receiver) {
         if (prop === 'loadHosts') return (names?: string[]) => (loaded.push(names), target.loadHosts(names));
+        if (prop === 'hostGenerations') {
+          return async () => new Map([...(await target.hostGenerations())].filter(([name]) => !hidden.has(name)));
+        }
         const value = Reflect.get(target, prop, receiver);
         return typeof value === 'function' ? value.bind(target) : value;
       },
@@ -204,6 +208,40 @@ describe.each(BACKENDS)('scheduler on %s', (client) => {
     now += 10 * 60_000;
     await s.refresh();
     expect(s.host('r1')!.status).toBe('stale');
+
+    // A host the store no longer lists is dropped.
+    hidden.add('r3');
+    await s.refresh();
+    expect(s.hostCount).toBe(2);
+    expect(s.host('r3')).toBeUndefined();
+    expect((await s.explain({ flavor: small, instances: instances(1) })).hosts).toBe(2);
+  });
+
+  it('counts claims on a sharing provider for every host that reaches it', async () => {
+    const { store, options } = await fleet('sharing', [
+      { name: 's1', inventories: { VCPU: 8, MEMORY_MB: 8192 }, aggregates: [uuidFor('agg-disk')] },
+      { name: 's2', inventories: { VCPU: 8, MEMORY_MB: 8192 }, aggregates: [uuidFor('agg-disk')] },
+      { name: 's3', inventories: { VCPU: 8, MEMORY_MB: 8192 } },
+    ]);
+    const pool = uuidFor('disk-pool');
+    await store.createProvider({ uuid: pool, name: 'disk-pool' });
+    await store.setInventories(pool, undefined, inventories({ DISK_GB: 100 }));
+    await store.setTraits(pool, undefined, ['MISC_SHARES_VIA_AGGREGATE']);
+    await store.setAggregates(pool, undefined, [uuidFor('agg-disk')]);
+    const s = await scheduler(options, store, { filters: ['resources'], weighers: [{ name: 'free-ram', plugin: freeRam, multiplier: 1 }], refreshInterval: '1h' });
+    await s.refresh();
+    expect(s.host('s1')!.sharingProviders.map((p) => p.uuid)).toEqual([pool]);
+    expect(s.host('s3')!.sharingProviders).toEqual([]);
+    const disky = flavor('disky', 1, 1024, {}, 60);
+    const [first] = await s.select({ flavor: disky, instances: instances(1) });
+    expect(['s1', 's2']).toContain(first!.host);
+    expect(first!.allocations).toContainEqual({ providerUuid: pool, resourceClass: 'DISK_GB', amount: 60 });
+    // The other host of the aggregate sees the pool's usage at once: 40 GB left, 60 do not fit.
+    const other = first!.host === 's1' ? 's2' : 's1';
+    expect(s.host(other)!.sharingProviders[0]!.usages.DISK_GB).toBe(60);
+    const explanation = await s.explain({ flavor: disky, instances: instances(1) });
+    expect(explanation.rejected.map((r) => r.host).sort()).toEqual(['s1', 's2', 's3']);
+    expect((await store.getUsages(pool)).DISK_GB).toBe(60);
   });
 
   it('on a lost race reloads the host and claims the next candidate', async () => {

@@ -233,8 +233,9 @@ export class HostManager {
       providers.push(Provider.fromSnapshot(p, this.interner, parent?.uuid ?? p.parentUuid ?? undefined));
     }
     const root = providers[0];
+    const name = root?.name === snapshot.host.name ? root.name : snapshot.host.name;
     const host = new Host(this.shape, {
-      name: root?.name === snapshot.host.name ? root.name : snapshot.host.name,
+      name,
       rootUuid: root?.uuid === snapshot.host.rootProviderUuid ? root.uuid : snapshot.host.rootProviderUuid,
       storedStatus: internStatus(snapshot.host.status),
       status: effectiveStatus(internStatus(snapshot.host.status), snapshot.host.lastUpdate, this.clock.now(), this.staleAfterMs),
@@ -243,7 +244,7 @@ export class HostManager {
       providers,
       sharingProviders: NO_PROVIDERS as Provider[],
       aggregateMetadata: this.interner.record(snapshot.aggregateMetadata),
-      capabilities: this.capabilities(snapshot),
+      capabilities: this.capabilities(snapshot, name),
       instances: instanceSet(snapshot.instances),
       version: ++this.stamp,
       slot,
@@ -322,13 +323,13 @@ export class HostManager {
    * hardware profile share it) and is the prototype of the per-host object holding name and
    * status, so read capabilities by key (`capabilities[key]`, `key in capabilities`).
    */
-  private capabilities(snapshot: HostSnapshot): Readonly<Record<string, string | number>> {
+  private capabilities(snapshot: HostSnapshot, name: string): Readonly<Record<string, string | number>> {
     const flat: Record<string, string | number> = {};
     for (const plugin of Object.keys(snapshot.stats).sort()) {
       this.flatten(plugin, snapshot.stats[plugin]!.data, flat, 0);
     }
     const capabilities = Object.create(this.interner.capabilities(flat)) as Record<string, string | number>;
-    capabilities.name = snapshot.host.name;
+    capabilities.name = name;
     capabilities.status = internStatus(snapshot.host.status);
     return capabilities;
   }

@@ -82,8 +82,9 @@ export function builtinFilters(locator: InstanceLocator): Record<string, Plugin>
     filterPlugin('capabilities', {
       appliesTo: (spec) => spec.capabilities.length > 0,
       filter: (host, spec) => {
+        const capabilities = host.capabilities;
         for (const requirement of spec.capabilities) {
-          const actual = host.capabilities[requirement.key];
+          const actual = capabilities[requirement.key];
           if (!matchCapability(requirement, actual)) {
             return `capability ${requirement.key} is ${describeValue(actual)}, wanted ${requirement.op} ${requirement.values.join(' ')}`;
           }

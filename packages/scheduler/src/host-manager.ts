@@ -91,11 +91,18 @@ export class HostManager {
     this.setVersion(host.slot, host.version);
   }
 
+  /** Epoch ms of each slot's host's last tracker update (for staleness). */
+  private lastUpdates = new Float64Array(1024);
+
   private setVersion(slot: number, version: number): void {
     if (slot >= this.versions.length) {
-      const grown = new Float64Array(Math.max(slot + 1, this.versions.length * 2)).fill(-1);
+      const size = Math.max(slot + 1, this.versions.length * 2);
+      const grown = new Float64Array(size).fill(-1);
       grown.set(this.versions);
       this.versions = grown;
+      const updates = new Float64Array(size);
+      updates.set(this.lastUpdates);
+      this.lastUpdates = updates;
     }
     this.versions[slot] = version;
   }
@@ -214,7 +221,7 @@ export class HostManager {
     const now = this.clock.now();
     for (const host of this.slots) {
       if (!host) continue;
-      const status = effectiveStatus(host.storedStatus, host.lastUpdate, now, this.staleAfterMs);
+      const status = effectiveStatus(host.storedStatus, this.lastUpdates[host.slot]!, now, this.staleAfterMs);
       if (status !== host.status) {
         host.status = status;
         this.touch(host);
@@ -240,19 +247,20 @@ export class HostManager {
       storedStatus: internStatus(snapshot.host.status),
       status: effectiveStatus(internStatus(snapshot.host.status), snapshot.host.lastUpdate, this.clock.now(), this.staleAfterMs),
       generation: snapshot.host.generation,
-      lastUpdate: snapshot.host.lastUpdate,
       providers,
       sharingProviders: NO_PROVIDERS as Provider[],
       aggregateMetadata: this.interner.record(snapshot.aggregateMetadata),
-      capabilities: this.capabilities(snapshot, name),
+      statsCapabilities: this.statsCapabilities(snapshot),
       instances: instanceSet(snapshot.instances),
       version: ++this.stamp,
       slot,
     });
+    for (const provider of providers) provider.adopt(host, this.interner);
     if (existing) this.detachSharing(existing);
     if (snapshot.sharingProviders.length > 0) host.sharingProviders = snapshot.sharingProviders.map((p) => this.attachSharing(p, host));
     this.slots[slot] = host;
     this.setVersion(slot, host.version);
+    this.lastUpdates[slot] = snapshot.host.lastUpdate;
     this.byName.set(host.name, host);
     for (const uuid of snapshot.instances) this.instanceHost.set(uuid, host);
     this.consume(host, snapshot);
@@ -317,21 +325,17 @@ export class HostManager {
   }
 
   /**
-   * HostState.capabilities: `status` and `name` of the host, plus every plugin's stats scalar
-   * fields flattened as `<plugin>.<field>` (nested objects as `<plugin>.<a>.<b>`; booleans as
-   * the strings `true`/`false`; arrays are skipped). The stats part is interned (hosts of one
-   * hardware profile share it) and is the prototype of the per-host object holding name and
-   * status, so read capabilities by key (`capabilities[key]`, `key in capabilities`).
+   * The stats part of HostState.capabilities (see `Host.capabilities`, which adds `name` and
+   * `status` on top): every plugin's stats scalar fields flattened as `<plugin>.<field>` (nested
+   * objects as `<plugin>.<a>.<b>`; booleans as the strings `true`/`false`; arrays are skipped),
+   * interned so hosts with the same stats share one record.
    */
-  private capabilities(snapshot: HostSnapshot, name: string): Readonly<Record<string, string | number>> {
+  private statsCapabilities(snapshot: HostSnapshot): Readonly<Record<string, string | number>> {
     const flat: Record<string, string | number> = {};
     for (const plugin of Object.keys(snapshot.stats).sort()) {
       this.flatten(plugin, snapshot.stats[plugin]!.data, flat, 0);
     }
-    const capabilities = Object.create(this.interner.capabilities(flat)) as Record<string, string | number>;
-    capabilities.name = name;
-    capabilities.status = internStatus(snapshot.host.status);
-    return capabilities;
+    return this.interner.capabilities(flat);
   }
 
   private flatten(prefix: string, value: JsonValue, into: Record<string, string | number>, depth: number): void {

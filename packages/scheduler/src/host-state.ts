@@ -113,9 +113,16 @@ export class Interner {
 /** One provider as the scheduler holds it. `usages` is replaced (never mutated) on change. */
 export class Provider implements ProviderState {
   usages: Readonly<Record<ResourceClass, number>>;
+  /**
+   * The provider's name, or — once `adopt`ed by the host it belongs to — only what follows
+   * `<host>_` ('' for the root), so the many `<host>_llc_0` names are not each held as a string.
+   */
+  private label: string;
+  private owner: { readonly name: string } | undefined;
+
   constructor(
     readonly uuid: string,
-    readonly name: string,
+    name: string,
     readonly parentUuid: string | undefined,
     public generation: number,
     public inventories: Readonly<Record<ResourceClass, Inventory>>,
@@ -123,7 +130,24 @@ export class Provider implements ProviderState {
     public traits: ReadonlySet<string>,
     public aggregates: ReadonlySet<string>,
   ) {
+    this.label = name;
+    this.owner = undefined;
     this.usages = hasUsage(usages) ? usages : EMPTY_USAGES;
+  }
+
+  get name(): string {
+    const owner = this.owner;
+    if (owner === undefined) return this.label;
+    return this.label === '' ? owner.name : `${owner.name}_${this.label}`;
+  }
+
+  /** Derive the name from the host's when it is the host's or `<host>_<key>` (the tracker's naming). */
+  adopt(host: { readonly name: string }, interner: Interner): void {
+    const name = this.name;
+    if (name === host.name) this.label = '';
+    else if (name.startsWith(`${host.name}_`)) this.label = interner.string(name.slice(host.name.length + 1));
+    else return;
+    this.owner = host;
   }
 
   /** `parentUuid` may be passed to share the parent's uuid string instead of holding a copy. */
@@ -185,13 +209,13 @@ export class Host implements HostState {
   /** The store's generation of the host (what `hostGenerations` reports). */
   generation: number;
   /** Epoch ms of the tracker's last update (for staleness). */
-  lastUpdate: number;
   /** Status as recorded in the store; `status` may say `stale` on top of it. */
   storedStatus: HostStatus;
   providers: readonly Provider[];
   sharingProviders: readonly Provider[];
   aggregateMetadata: Readonly<Record<string, string>>;
-  capabilities: Readonly<Record<string, string | number>>;
+  /** The plugins' stats fields part of `capabilities`, interned (see HostManager). */
+  statsCapabilities: Readonly<Record<string, string | number>>;
   instances: ReadonlySet<string>;
   /** Consumer data by consumer index (see HostShape). */
   data: unknown[];
@@ -208,11 +232,10 @@ export class Host implements HostState {
       status: HostStatus;
       storedStatus: HostStatus;
       generation: number;
-      lastUpdate: number;
       providers: Provider[];
       sharingProviders: Provider[];
       aggregateMetadata: Readonly<Record<string, string>>;
-      capabilities: Readonly<Record<string, string | number>>;
+      statsCapabilities: Readonly<Record<string, string | number>>;
       instances: ReadonlySet<string>;
       version: number;
       slot: number;
@@ -223,16 +246,26 @@ export class Host implements HostState {
     this.status = init.status;
     this.storedStatus = init.storedStatus;
     this.generation = init.generation;
-    this.lastUpdate = init.lastUpdate;
     this.providers = init.providers;
     this.sharingProviders = init.sharingProviders;
     this.aggregateMetadata = init.aggregateMetadata;
-    this.capabilities = init.capabilities;
+    this.statsCapabilities = init.statsCapabilities;
     this.instances = init.instances;
     this.data = shape.consumerIndex.size === 0 ? NO_DATA : new Array<unknown>(shape.consumerIndex.size);
     this.exclusion = undefined;
     this.version = init.version;
     this.slot = init.slot;
+  }
+
+  /**
+   * `name` and `status` of the host on top of its stats fields (the prototype). Made on each
+   * read, which only the `capabilities` filter does, rather than held for every host.
+   */
+  get capabilities(): Readonly<Record<string, string | number>> {
+    const capabilities = Object.create(this.statsCapabilities) as Record<string, string | number>;
+    capabilities.name = this.name;
+    capabilities.status = this.status;
+    return capabilities;
   }
 
   free(resourceClass: ResourceClass): number {

@@ -87,8 +87,7 @@ export class HostManager {
 
   /** Give the host a new version (anything a filter or weigher can see changed). */
   private touch(host: Host): void {
-    host.version = ++this.stamp;
-    this.setVersion(host.slot, host.version);
+    this.setVersion(host.slot, ++this.stamp);
   }
 
   /** Epoch ms of each slot's host's last tracker update (for staleness). */
@@ -252,14 +251,13 @@ export class HostManager {
       aggregateMetadata: this.interner.record(snapshot.aggregateMetadata),
       statsCapabilities: this.statsCapabilities(snapshot),
       instances: instanceSet(snapshot.instances),
-      version: ++this.stamp,
       slot,
     });
     for (const provider of providers) provider.adopt(host, this.interner);
     if (existing) this.detachSharing(existing);
     if (snapshot.sharingProviders.length > 0) host.sharingProviders = snapshot.sharingProviders.map((p) => this.attachSharing(p, host));
     this.slots[slot] = host;
-    this.setVersion(slot, host.version);
+    this.setVersion(slot, ++this.stamp);
     this.lastUpdates[slot] = snapshot.host.lastUpdate;
     this.byName.set(host.name, host);
     for (const uuid of snapshot.instances) this.instanceHost.set(uuid, host);

@@ -25,6 +25,12 @@ export function internStatus(status: HostStatus): HostStatus {
 /** The sharing providers of the many hosts that reach none. */
 export const NO_PROVIDERS: readonly Provider[] = Object.freeze([]);
 
+/** A provider's traits and aggregates, held as one interned pair (most providers share one). */
+export interface ProviderTags {
+  readonly traits: ReadonlySet<string>;
+  readonly aggregates: ReadonlySet<string>;
+}
+
 /** Interns values by a string key so equal values share one frozen object. */
 export class Interner {
   private readonly inventories = new Map<string, Readonly<Record<ResourceClass, Inventory>>>();
@@ -32,6 +38,24 @@ export class Interner {
   private readonly records = new Map<string, Readonly<Record<string, string>>>();
   private readonly strings = new Map<string, string>();
   private readonly capabilityRecords = new Map<string, Readonly<Record<string, string | number>>>();
+  private readonly tagPairs = new Map<ReadonlySet<string>, Map<ReadonlySet<string>, ProviderTags>>();
+
+  /** The shared pair of interned trait and aggregate sets. */
+  tags(traits: readonly string[], aggregates: readonly string[]): ProviderTags {
+    const traitSet = this.set(traits);
+    const aggregateSet = this.set(aggregates);
+    let byAggregates = this.tagPairs.get(traitSet);
+    if (!byAggregates) {
+      byAggregates = new Map();
+      this.tagPairs.set(traitSet, byAggregates);
+    }
+    let pair = byAggregates.get(aggregateSet);
+    if (!pair) {
+      pair = Object.freeze({ traits: traitSet, aggregates: aggregateSet });
+      byAggregates.set(aggregateSet, pair);
+    }
+    return pair;
+  }
 
   /** A frozen shared copy of a flat capability record (equal records share one object). */
   capabilities(values: Record<string, string | number>): Readonly<Record<string, string | number>> {
@@ -87,7 +111,7 @@ export class Interner {
 
   /** Entries held across all tables. */
   get size(): number {
-    return this.inventories.size + this.sets.size + this.records.size + this.strings.size + this.capabilityRecords.size;
+    return this.inventories.size + this.sets.size + this.records.size + this.strings.size + this.capabilityRecords.size + this.tagPairs.size;
   }
 
   /**
@@ -100,6 +124,7 @@ export class Interner {
     this.records.clear();
     this.strings.clear();
     this.capabilityRecords.clear();
+    this.tagPairs.clear();
   }
 
   string(value: string): string {
@@ -127,12 +152,19 @@ export class Provider implements ProviderState {
     public generation: number,
     public inventories: Readonly<Record<ResourceClass, Inventory>>,
     usages: Record<ResourceClass, number>,
-    public traits: ReadonlySet<string>,
-    public aggregates: ReadonlySet<string>,
+    private tags: ProviderTags,
   ) {
     this.label = name;
     this.owner = undefined;
     this.usages = hasUsage(usages) ? usages : EMPTY_USAGES;
+  }
+
+  get traits(): ReadonlySet<string> {
+    return this.tags.traits;
+  }
+
+  get aggregates(): ReadonlySet<string> {
+    return this.tags.aggregates;
   }
 
   get name(): string {
@@ -159,8 +191,7 @@ export class Provider implements ProviderState {
       snapshot.generation,
       interner.inventoryRecord(snapshot.inventories),
       snapshot.usages,
-      interner.set(snapshot.traits),
-      interner.set(snapshot.aggregates),
+      interner.tags(snapshot.traits, snapshot.aggregates),
     );
   }
 
@@ -169,8 +200,7 @@ export class Provider implements ProviderState {
     this.generation = snapshot.generation;
     this.inventories = interner.inventoryRecord(snapshot.inventories);
     this.usages = hasUsage(snapshot.usages) ? snapshot.usages : EMPTY_USAGES;
-    this.traits = interner.set(snapshot.traits);
-    this.aggregates = interner.set(snapshot.aggregates);
+    this.tags = interner.tags(snapshot.traits, snapshot.aggregates);
   }
 
   /** Count `amount` more of `resourceClass` as used (copy on write of `usages`). */
@@ -197,10 +227,10 @@ export interface HostShape {
 }
 
 /**
- * The scheduler's HostState. `version` is a scheduler-wide stamp that changes whenever anything
- * a filter or weigher can see changes (placement, reload, status, a shared provider's usage), so
- * results memoised per (request, host) stay exact. `exclusion` is set when a consumer plugin kept
- * the host out of every decision.
+ * The scheduler's HostState. Its version (`HostManager.versions[slot]`) is a scheduler-wide stamp
+ * that changes whenever anything a filter or weigher can see changes (placement, reload, status,
+ * a shared provider's usage), so results memoised per (request, host) stay exact. `exclusion` is
+ * set when a consumer plugin kept the host out of every decision.
  */
 export class Host implements HostState {
   name: string;
@@ -220,7 +250,6 @@ export class Host implements HostState {
   /** Consumer data by consumer index (see HostShape). */
   data: unknown[];
   exclusion: string | undefined;
-  version: number;
   /** Index in the scheduler's host table; stable while the host exists. */
   slot: number;
 
@@ -237,7 +266,6 @@ export class Host implements HostState {
       aggregateMetadata: Readonly<Record<string, string>>;
       statsCapabilities: Readonly<Record<string, string | number>>;
       instances: ReadonlySet<string>;
-      version: number;
       slot: number;
     },
   ) {
@@ -253,7 +281,6 @@ export class Host implements HostState {
     this.instances = init.instances;
     this.data = shape.consumerIndex.size === 0 ? NO_DATA : new Array<unknown>(shape.consumerIndex.size);
     this.exclusion = undefined;
-    this.version = init.version;
     this.slot = init.slot;
   }
 

@@ -133,10 +133,10 @@ export class Ranker {
    * or the raw scores and multipliers of every weigher. Hook errors reject the host with a reason
    * naming the plugin and hook.
    */
-  evaluate(host: Host, memo: Memo): void {
+  evaluate(host: Host, memo: Memo, version: number): void {
     const { prepared } = memo;
     const slot = host.slot;
-    memo.stamps[slot] = host.version;
+    memo.stamps[slot] = version;
     memo.reasons[slot] = undefined;
     if (host.exclusion !== undefined) {
       memo.outcomes[slot] = EXCLUDED_BY_HOST_MANAGER;
@@ -272,7 +272,7 @@ export class Ranker {
   /** Re-evaluate one slot (a host, or nothing) into the memo. */
   private refreshSlot(slots: ReadonlyArray<Host | undefined>, versions: Float64Array, memo: Memo, slot: number): void {
     const host = slots[slot];
-    if (host) this.evaluate(host, memo);
+    if (host) this.evaluate(host, memo, versions[slot]!);
     else {
       memo.stamps[slot] = versions[slot]!;
       memo.outcomes[slot] = EMPTY_SLOT;

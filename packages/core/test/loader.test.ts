@@ -39,6 +39,15 @@ describe('resolvePlugin: resolution paths', () => {
     expect(r.plugin.name).toBe('gpu');
   });
 
+  it('the first installed candidate wins: @ert/plugin-<name> over ert-plugin-<name> over the bare name', async () => {
+    // node_modules also holds ert-plugin-fixture and a bare gpu package, both valid plugins.
+    expect((await load('fixture')).packageName).toBe('@ert/plugin-fixture');
+    const gpu = await load('gpu');
+    expect(gpu.packageName).toBe('ert-plugin-gpu');
+    expect(gpu.plugin.name).toBe('gpu');
+    expect((await load('./node_modules/gpu')).plugin.name).toBe('shadowed-gpu'); // the shadowed ones do load
+  });
+
   it('a short name falls back to the bare name, with a pattern export and a subpath without ./', async () => {
     const r = await load('plainplugin');
     expect(r.packageName).toBe('plainplugin');
@@ -146,6 +155,12 @@ describe('resolvePlugin: failures', () => {
     const err = await loadError(load('./plugins/missing.js'));
     expect(err.code).toBe('ERT_PLUGIN_NOT_FOUND');
     expect(err.message).toContain(join(fromDir, 'plugins/missing.js'));
+  });
+
+  it('a path to a directory without a package.json is not found, naming the directory', async () => {
+    const err = await loadError(load('./plugins'));
+    expect(err.code).toBe('ERT_PLUGIN_NOT_FOUND');
+    expect(err.message).toBe(`Plugin "./plugins" not found: ${join(fromDir, 'plugins')} is a directory without a package.json`);
   });
 
   it('a scoped name tries only itself', async () => {

@@ -56,7 +56,31 @@ describe.each(backends)('several processes claiming on %s', (client) => {
   });
 
   it('never exceeds capacity and keeps every successful claim', { timeout: 300_000 }, async () => {
-    const results = await Promise.all(Array.from({ length: WORKERS }, (_, id) => runWorker(options, id)));
+    // Capacities are fixed (the inventory rewrites keep them), so a watcher can compare each
+    // usage it reads while the processes run with them: an over-commit that a later release
+    // would hide is still caught.
+    const capacities = new Map<string, Record<string, number>>();
+    for (const uuid of PROVIDERS) {
+      const { inventories } = await store.getInventories(uuid);
+      capacities.set(uuid, Object.fromEntries(Object.entries(inventories).map(([rc, i]) => [rc, capacityOf(i)])));
+    }
+    const overCommits: string[] = [];
+    let polls = 0;
+    let running = true;
+    const watcher = (async () => {
+      while (running) {
+        for (const uuid of PROVIDERS) {
+          for (const [rc, used] of Object.entries(await store.getUsages(uuid))) {
+            if (used > capacities.get(uuid)![rc]!) overCommits.push(`${uuid} ${rc}: ${used} > ${capacities.get(uuid)![rc]!}`);
+          }
+        }
+        polls++;
+      }
+    })();
+    const results = await Promise.all(Array.from({ length: WORKERS }, (_, id) => runWorker(options, id))).finally(() => (running = false));
+    await watcher;
+    expect(polls).toBeGreaterThan(0);
+    expect(overCommits).toEqual([]);
     const claimed = results.reduce((n, r) => n + r.counts.claimed!, 0);
     const refused = results.reduce((n, r) => n + r.counts.capacity!, 0);
     // The test only means something if the processes both succeeded and collided.

@@ -104,7 +104,10 @@ function resource(ctx: ResourceContext<LlcOptions>): ResourceHooks<LlcStats> {
     }
     if (hw.reason !== undefined) {
       ctx.logger.info({ reason: hw.reason }, 'llc: no cache allocation offered');
-      return { available: false, reason: hw.reason };
+      // A host without CAT still has a cache: staying available (with no capacity) is what
+      // gets the stats, its geometry and the reason, recorded. A broken file makes it unavailable.
+      const withoutCat = cache.problem === undefined && resctrl.problem !== undefined && resctrl.absent === true;
+      return { available: withoutCat, reason: hw.reason };
     }
     const r = hw.resctrl!;
     const usable = bitCount(r.cbmMask);

@@ -11,7 +11,11 @@ import { bitCount, isContiguous, parseMask } from './ways.js';
 export const CPU_DIR = '/sys/devices/system/cpu';
 export const RESCTRL_DIR = '/sys/fs/resctrl';
 
-export type Read<T> = { value: T; problem?: undefined } | { value?: undefined; problem: string };
+/**
+ * A reading: the value, or the problem naming the file. `absent` marks a problem that is a
+ * feature the host lacks (resctrl not mounted, no L3 allocation), not a broken file.
+ */
+export type Read<T> = { value: T; problem?: undefined } | { value?: undefined; problem: string; absent?: boolean };
 
 export interface CacheDomain {
   id: number;
@@ -121,9 +125,9 @@ async function describeCache(fs: HostFs, dir: string): Promise<Read<{ id: number
 /** Read resctrl's L3 allocation. A problem when resctrl is not mounted, lacks L3 CAT, or a file is garbled. */
 export async function readResctrl(fs: HostFs): Promise<Read<ResctrlL3>> {
   const info = await fs.list(`${RESCTRL_DIR}/info`);
-  if (!info) return { problem: `resctrl is not mounted (no ${RESCTRL_DIR}/info)` };
+  if (!info) return { problem: `resctrl is not mounted (no ${RESCTRL_DIR}/info)`, absent: true };
   const cdp = info.includes('L3CODE') && info.includes('L3DATA');
-  if (!cdp && !info.includes('L3')) return { problem: `no L3 cache allocation in ${RESCTRL_DIR}/info (has ${info.join(', ') || 'nothing'})` };
+  if (!cdp && !info.includes('L3')) return { problem: `no L3 cache allocation in ${RESCTRL_DIR}/info (has ${info.join(', ') || 'nothing'})`, absent: true };
   const names = cdp ? ['L3CODE', 'L3DATA'] : ['L3'];
 
   const resources: Array<Omit<ResctrlL3, 'cdp' | 'domainIds' | 'foreignGroups'>> = [];

@@ -41,7 +41,7 @@ export function llcProblem(data: LlcHostData | undefined, spec: RequestSpec): st
   const ways = requestedWays(spec);
   if (typeof ways === 'string') return ways;
   if (ways === 0) return undefined;
-  if (!data || !data.available) return `no cache allocation on this host: ${data?.reason ?? 'no llc data'}`;
+  if (!data || !data.available) return `no cache ways on this host: ${data?.reason ?? 'no llc data'}`;
   const choice = chooseWays(data, ways);
   return typeof choice === 'string' ? choice : undefined;
 }

@@ -118,9 +118,10 @@ describe('llc discovery on the host profiles', () => {
     );
   });
 
-  it('epyc-1s: no resctrl, so no capacity; the stats still give the four CCD caches', async () => {
+  it('epyc-1s: no resctrl, so no capacity; available, so the stats giving the four CCD caches are recorded', async () => {
     const { h, discovery } = await hooks('epyc-1s');
-    expect(discovery).toEqual({ available: false, reason: 'no cache allocation: resctrl is not mounted (no /sys/fs/resctrl/info)' });
+    // No host part, no children: no inventory and no trait.
+    expect(discovery).toEqual({ available: true, reason: 'no cache allocation: resctrl is not mounted (no /sys/fs/resctrl/info)' });
     const stats = (await h.stats!()) as LlcStats;
     expect(validStats(stats)).toBeUndefined();
     expect(stats).toEqual({
@@ -139,8 +140,7 @@ describe('llc discovery on the host profiles', () => {
 
   it('cloud-vm: one 36608K 11-way L3 shared by CPUs 0-3, no resctrl', async () => {
     const { h, discovery } = await hooks('cloud-vm');
-    expect(discovery.available).toBe(false);
-    expect(discovery.children).toBeUndefined();
+    expect(discovery).toEqual({ available: true, reason: 'no cache allocation: resctrl is not mounted (no /sys/fs/resctrl/info)' });
     const stats = (await h.stats!()) as LlcStats;
     expect(validStats(stats)).toBeUndefined();
     expect(stats).toEqual({
@@ -192,6 +192,26 @@ describe('llc discovery on broken trees', () => {
     await writeFile(path.join(root, 'sys/fs/resctrl/info/L3/cbm_mask'), '7f7\n');
     const { discovery } = await hooks(root);
     expect(discovery.reason).toContain('info/L3/cbm_mask is missing or not a contiguous hex mask (got "7f7")');
+  });
+
+  it('a missing num_closids: unavailable, the reason names the file', async () => {
+    const root = await temp('xeon-2s-cat');
+    await rm(path.join(root, 'sys/fs/resctrl/info/L3/num_closids'));
+    const { discovery } = await hooks(root);
+    expect(discovery).toEqual({
+      available: false,
+      reason: 'no cache allocation: /sys/fs/resctrl/info/L3/num_closids is missing or not a positive integer',
+    });
+  });
+
+  it('resctrl without L3 allocation (memory bandwidth only): no capacity, available so the geometry is recorded', async () => {
+    const root = await temp('xeon-2s-cat');
+    await rm(path.join(root, 'sys/fs/resctrl/info/L3'), { recursive: true });
+    await mkdir(path.join(root, 'sys/fs/resctrl/info/MB'));
+    const { h, discovery } = await hooks(root);
+    const reason = 'no cache allocation: no L3 cache allocation in /sys/fs/resctrl/info (has last_cmd_status, MB)';
+    expect(discovery).toEqual({ available: true, reason });
+    expect(await h.stats!()).toMatchObject({ available: false, reason, resctrl: null, domains: [], cache: { level: 3, ways: 11 } });
   });
 
   it('a garbled cache size names the file', async () => {

@@ -59,8 +59,8 @@ describe('llc scheduler side', () => {
     expect(filter.filter(host('full', stats(['7ff'], 0)), ways(1))).toBe('no free CLOSID (every class of service is in use)');
     expect(filter.filter(host('min', stats(['7ff'], 3, 2)), ways(1))).toBe('requested 1 cache ways, below min_cbm_bits 2');
     const noCat: LlcStats = { available: false, reason: 'no cache allocation: resctrl is not mounted', cache: null, resctrl: null, domains: [] };
-    expect(filter.filter(host('vm', noCat), ways(1))).toBe('no cache allocation on this host: no cache allocation: resctrl is not mounted');
-    expect(filter.filter(host('none', undefined), ways(1))).toBe('no cache allocation on this host: the host reports no llc stats');
+    expect(filter.filter(host('vm', noCat), ways(1))).toBe('no cache ways on this host: no cache allocation: resctrl is not mounted');
+    expect(filter.filter(host('none', undefined), ways(1))).toBe('no cache ways on this host: the host reports no llc stats');
   });
 
   it('weighs hosts by the longest free run left after the request', () => {

@@ -1,4 +1,4 @@
-import { writeFile } from 'node:fs/promises';
+import { readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { ResourceHooks } from '@ert/plugin-api';
@@ -74,6 +74,13 @@ describe('compute units on broken hosts', () => {
       const garbled = await (await hooksFor(copy.root)).discover();
       expect(garbled).toEqual({ available: false, reason: '/proc/cpuinfo: record 1 has no numeric "processor" field' });
       expect(garbled.host).toBeUndefined();
+      // Cores come from the topology: without one CPU's topology directory there is no count.
+      await writeFile(path.join(copy.root, 'proc/cpuinfo'), await readFile(path.join(profileRoot('epyc-1s'), 'proc/cpuinfo')));
+      await rm(path.join(copy.root, 'sys/devices/system/cpu/cpu7/topology'), { recursive: true });
+      expect(await (await hooksFor(copy.root)).discover()).toEqual({
+        available: false,
+        reason: '/sys/devices/system/cpu/cpu7/topology/physical_package_id: missing, unreadable or not an integer',
+      });
     } finally {
       await copy.cleanup();
     }

@@ -311,6 +311,14 @@ describe.each(backends)('store semantics on %s', (client) => {
       const step = await failure(store.writeAllocations([{ consumer: consumer('fit-3', null), allocations: [{ providerUuid: h.uuid, resourceClass: 'DISK_GB', amount: 15 }] }]));
       expect(step.code).toBe('ERT_STORE_INVALID');
       expect(step.message).toMatch(/step_size 10/);
+      const units = await host({ MEMORY_MB: inv(4096, { minUnit: 256, maxUnit: 2048 }) });
+      const small = await failure(store.writeAllocations([{ consumer: consumer('fit-8', null), allocations: [{ providerUuid: units.uuid, resourceClass: 'MEMORY_MB', amount: 128 }] }]));
+      expect(small.code).toBe('ERT_STORE_INVALID');
+      expect(small.message).toBe(`provider ${units.name} (${units.uuid}): MEMORY_MB amount 128 is below min_unit 256`);
+      const large = await failure(store.writeAllocations([{ consumer: consumer('fit-9', null), allocations: [{ providerUuid: units.uuid, resourceClass: 'MEMORY_MB', amount: 3000 }] }]));
+      expect(large.code).toBe('ERT_STORE_INVALID');
+      expect(large.message).toBe(`provider ${units.name} (${units.uuid}): MEMORY_MB amount 3000 is above max_unit 2048`);
+      expect(await store.getUsages(units.uuid)).toEqual({});
       const none = await failure(store.writeAllocations([{ consumer: consumer('fit-4', null), allocations: [{ providerUuid: h.uuid, resourceClass: 'PCPU', amount: 1 }] }]));
       expect(none.code).toBe('ERT_STORE_CAPACITY_EXCEEDED');
       expect(none.details).toMatchObject({ resourceClass: 'PCPU', free: 0 });
@@ -324,7 +332,7 @@ describe.each(backends)('store semantics on %s', (client) => {
         ]),
       );
       expect(twice.code).toBe('ERT_STORE_INVALID');
-      for (const c of ['fit-2', 'fit-3', 'fit-4', 'fit-5', 'fit-6', 'fit-7']) expect((await store.getAllocations(c)).generation).toBeNull();
+      for (const c of ['fit-2', 'fit-3', 'fit-4', 'fit-5', 'fit-6', 'fit-7', 'fit-8', 'fit-9']) expect((await store.getAllocations(c)).generation).toBeNull();
       expect(await store.getUsages(h.uuid)).toEqual({ VCPU: 5 });
     });
 

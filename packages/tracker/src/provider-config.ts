@@ -89,11 +89,13 @@ export function parseProviderConfig(text: string, file: string): ProviderConfigE
 }
 
 function parseEntry(raw: unknown, file: string, index: number): ProviderConfigEntry {
-  let label = `providers[${index}]`;
+  // Once the identification is valid, errors name it in the message and in `details`.
+  const at: { label: string; identification?: { name?: string; uuid?: string } } = { label: `providers[${index}]` };
   const fail: Fail = (message, extra = {}) => {
-    throw new TrackerError(TrackerErrorCodes.PROVIDER_CONFIG_INVALID, `provider config ${file} ${label}: ${message}`, {
+    throw new TrackerError(TrackerErrorCodes.PROVIDER_CONFIG_INVALID, `provider config ${file} ${at.label}: ${message}`, {
       file,
       index,
+      ...(at.identification ? { identification: at.identification } : {}),
       ...extra,
     });
   };
@@ -101,7 +103,7 @@ function parseEntry(raw: unknown, file: string, index: number): ProviderConfigEn
 
   const ident = raw['identification'];
   if (!isMapping(ident)) fail('identification is required and must be a mapping with name or uuid', { key: 'identification' });
-  onlyKeys(ident, ['name', 'uuid'], `${label}.identification`, fail);
+  onlyKeys(ident, ['name', 'uuid'], `${at.label}.identification`, fail);
   const keys = Object.keys(ident);
   if (keys.length !== 1) fail('identification must have exactly one of name, uuid', { key: 'identification' });
   const identification: { name?: string; uuid?: string } = {};
@@ -115,7 +117,8 @@ function parseEntry(raw: unknown, file: string, index: number): ProviderConfigEn
     }
     identification.uuid = uuid === HOST_PLACEHOLDER ? uuid : uuid.toLowerCase();
   }
-  label = `providers[${index}] (${identificationLabel(identification)})`;
+  at.label = `providers[${index}] (${identificationLabel(identification)})`;
+  at.identification = identification;
   onlyKeys(raw, ['identification', 'parent', 'inventories', 'traits'], 'the entry', fail);
 
   const entry: ProviderConfigEntry = { file, index, identification, inventories: {}, traits: [] };
@@ -133,7 +136,7 @@ function parseEntry(raw: unknown, file: string, index: number): ProviderConfigEn
   if (raw['inventories'] !== undefined) {
     const inv = raw['inventories'];
     if (!isMapping(inv)) fail('inventories must be a mapping with "additional"', { key: 'inventories' });
-    onlyKeys(inv, ['additional'], `${label}.inventories`, fail);
+    onlyKeys(inv, ['additional'], `${at.label}.inventories`, fail);
     const additional = inv['additional'] ?? [];
     if (!Array.isArray(additional)) fail('inventories.additional must be a list', { key: 'inventories.additional' });
     for (const item of additional) {
@@ -143,7 +146,7 @@ function parseEntry(raw: unknown, file: string, index: number): ProviderConfigEn
         if (!isCustomName(resourceClass)) fail(`resource class ${resourceClass} is not CUSTOM_[A-Z0-9_]+; only custom classes may be added`, { key, resourceClass });
         if (resourceClass in entry.inventories) fail(`resource class ${resourceClass} is listed twice`, { key, resourceClass });
         if (!isMapping(fields)) fail(`${resourceClass} must be a mapping with total and optional fields`, { key, resourceClass });
-        onlyKeys(fields, Object.keys(INVENTORY_FIELDS), `${label}.${key}`, fail);
+        onlyKeys(fields, Object.keys(INVENTORY_FIELDS), `${at.label}.${key}`, fail);
         if (fields['total'] === undefined) fail(`${resourceClass}.total is required`, { key: `${key}.total`, resourceClass });
         const input: Record<string, unknown> = {};
         for (const [yamlKey, field] of Object.entries(INVENTORY_FIELDS)) {
@@ -160,7 +163,7 @@ function parseEntry(raw: unknown, file: string, index: number): ProviderConfigEn
   if (raw['traits'] !== undefined) {
     const traits = raw['traits'];
     if (!isMapping(traits)) fail('traits must be a mapping with "additional"', { key: 'traits' });
-    onlyKeys(traits, ['additional'], `${label}.traits`, fail);
+    onlyKeys(traits, ['additional'], `${at.label}.traits`, fail);
     const additional = traits['additional'] ?? [];
     if (!Array.isArray(additional)) fail('traits.additional must be a list', { key: 'traits.additional' });
     for (const trait of additional) {

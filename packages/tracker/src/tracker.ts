@@ -71,7 +71,7 @@ export interface Tracker {
    * instances to the plugins' views but emits no events. Throws on start-up errors.
    */
   start(): Promise<SyncReport>;
-  /** Stop the timer, wait for operations in flight, call every plugin's `close`, close the store if the tracker opened it. Idempotent. */
+  /** Stop the timer, wait for operations in flight, call every plugin's `close`, close the store if the tracker opened it. Idempotent: a second call waits for the same shutdown. */
   stop(): Promise<void>;
   /** Claim an instance on this host; all-or-nothing. Adopts allocations the scheduler already wrote for it. */
   claim(request: InstanceRequest): Promise<ClaimResult>;
@@ -148,6 +148,8 @@ class HostTracker implements Tracker {
   private available = new Set<string>();
   private timer: NodeJS.Timeout | undefined;
   private state: 'created' | 'started' | 'stopped' = 'created';
+  /** Set by the first `stop()`: later calls wait for the same shutdown. */
+  private stopping: Promise<void> | undefined;
 
   constructor(init: { config: ErtConfig; hostName: string; logger: Logger; runtime: PluginRuntime; entries: ProviderConfigEntry[]; store: Store | undefined; clock: Clock }) {
     this.config = init.config;
@@ -369,8 +371,12 @@ class HostTracker implements Tracker {
     }, this.config.tracker.interval);
   }
 
-  async stop(): Promise<void> {
-    if (this.state === 'stopped') return;
+  stop(): Promise<void> {
+    this.stopping ??= this.stopOnce();
+    return this.stopping;
+  }
+
+  private async stopOnce(): Promise<void> {
     this.state = 'stopped';
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
@@ -818,11 +824,15 @@ class HostTracker implements Tracker {
     return { ok: true, instance, allocations: placed.allocations, record, problems };
   }
 
-  /** Under `enforcementFailure: undo`, release the instance and turn the failures into a rejection. */
+  /**
+   * Under `enforcementFailure: undo`, release the instance and turn the failures into a
+   * rejection. The release is announced (a `released` event, and `enforce` again) so that
+   * plugins whose enforcement did succeed take it back.
+   */
   private async applyEnforcementPolicy(store: Store, uuid: string, enforcement: Problem[], problems: Problem[]): Promise<ClaimResult | undefined> {
     problems.push(...enforcement);
     if (enforcement.length === 0 || this.config.tracker.enforcementFailure !== 'undo') return undefined;
-    await this.releaseLocked(store, uuid, false);
+    await this.releaseLocked(store, uuid, true);
     return { ok: false, reasons: enforcement.map((p) => ({ ...(p.plugin ? { plugin: p.plugin } : {}), reason: `enforcement by plugin ${p.plugin} failed, claim undone: ${p.message}` })) };
   }
 
@@ -905,7 +915,8 @@ class HostTracker implements Tracker {
       const enforcement = await this.emit('resized', instance, resized.assignments, { instance: previous, assignments: record.assignments });
       problems.push(...enforcement);
       if (enforcement.length > 0 && this.config.tracker.enforcementFailure === 'undo') {
-        await this.revertLocked(store, uuid, false);
+        // Announced (a `resized` event back to the old flavor) so that plugins whose enforcement succeeded re-apply the old one.
+        await this.revertLocked(store, uuid, true);
         return { ok: false, reasons: enforcement.map((p) => ({ ...(p.plugin ? { plugin: p.plugin } : {}), reason: `enforcement by plugin ${p.plugin} failed, resize reverted: ${p.message}` })) };
       }
       return { ok: true, instance, allocations: placed.allocations, record: resized, problems };

@@ -60,7 +60,7 @@ describe('parseProviderConfig', () => {
       'unknown key in an entry',
       'schema_version: "1.0"\nproviders:\n  - identification: { name: "$HOST" }\n    invent: {}\n',
       /providers\[0\] \(name=\$HOST\): unknown key "invent"/,
-      { index: 0, key: 'invent' },
+      { index: 0, key: 'invent', identification: { name: '$HOST' } },
     ],
     [
       'unknown inventory field',
@@ -72,7 +72,7 @@ describe('parseProviderConfig', () => {
       'a standard (non-CUSTOM) class',
       'schema_version: "1.0"\nproviders:\n  - identification: { name: "$HOST" }\n  - identification: { name: other }\n    inventories: { additional: [ { VCPU: { total: 1 } } ] }\n',
       /providers\[1\] \(name=other\): resource class VCPU is not CUSTOM_/,
-      { index: 1, resourceClass: 'VCPU' },
+      { index: 1, resourceClass: 'VCPU', identification: { name: 'other' } },
     ],
     [
       'a non-CUSTOM trait',
@@ -93,6 +93,23 @@ describe('parseProviderConfig', () => {
       { index: 0 },
     ],
     ['a nested provider with a bad name', 'schema_version: "1.0"\nproviders:\n  - identification: { name: "Big Pool" }\n    parent: "$HOST"\n', /\[a-z0-9_\]\+/, { index: 0 }],
+    ['an empty file', '', /the file must be a mapping with schema_version and providers/, {}],
+    ['providers that are not a list', 'schema_version: "1.0"\nproviders: { a: 1 }\n', /providers must be a list/, { key: 'providers' }],
+    ['an entry without identification', 'schema_version: "1.0"\nproviders:\n  - traits: { additional: [CUSTOM_A] }\n', /providers\[0\]: identification is required/, { index: 0, key: 'identification' }],
+    ['a malformed uuid', 'schema_version: "1.0"\nproviders:\n  - identification: { uuid: not-a-uuid }\n', /identification.uuid must be a uuid/, { index: 0, key: 'identification.uuid' }],
+    [
+      'an inventory without total',
+      'schema_version: "1.0"\nproviders:\n  - identification: { name: "$HOST" }\n    inventories: { additional: [ { CUSTOM_X: { reserved: 1 } } ] }\n',
+      /providers\[0\] \(name=\$HOST\): CUSTOM_X.total is required/,
+      { index: 0, key: 'inventories.additional.CUSTOM_X.total', identification: { name: '$HOST' } },
+    ],
+    [
+      'a class listed twice in one entry',
+      'schema_version: "1.0"\nproviders:\n  - identification: { name: "$HOST" }\n    inventories: { additional: [ { CUSTOM_X: { total: 1 } }, { CUSTOM_X: { total: 2 } } ] }\n',
+      /resource class CUSTOM_X is listed twice/,
+      { index: 0, resourceClass: 'CUSTOM_X' },
+    ],
+    ['a duplicate YAML key', 'schema_version: "1.0"\nschema_version: "1.0"\nproviders: []\n', /not valid YAML/, {}],
     ['a parent other than $HOST', 'schema_version: "1.0"\nproviders:\n  - identification: { name: a }\n    parent: b\n', /parent may only be "\$HOST"/, { index: 0, key: 'parent' }],
   ];
   it.each(cases)('refuses %s, naming the file and entry', (_label, text, message, details) => {

@@ -1,4 +1,5 @@
 import { existsSync } from 'node:fs';
+import os from 'node:os';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { definePlugin, type InstanceEvent } from '@ert/plugin-api';
 import type { Store } from '@ert/store';
@@ -40,6 +41,16 @@ describe.each(BACKENDS)('tracker on %s', (backend) => {
   }
 
   describe('discovery and sync', () => {
+    it('names the host after the machine unless the config or the caller names it', async () => {
+      const config = bench.config({ store: bench.storeOptions(), resources: basics() });
+      const { hostName: _configured, ...unnamed } = config.tracker;
+      const byMachine = await bench.tracker({ ...config, tracker: unnamed });
+      expect(byMachine.hostName).toBe(os.hostname());
+      expect(byMachine.rootUuid).toBe(providerUuid(os.hostname()));
+      expect((await bench.tracker(config)).hostName).toBe('host1');
+      expect((await bench.tracker(config, undefined, { hostName: 'given' })).hostName).toBe('given');
+    });
+
     it('discover() reports every plugin and writes nothing (the store is not even opened)', async () => {
       const storeOptions = bench.storeOptions();
       const tracker = await bench.tracker(bench.config({ store: storeOptions, resources: [...basics(), ways()] }));
@@ -233,6 +244,16 @@ providers:
       // Operator classes are claimable like any other.
       ok(await tracker.claim(request(1, 128, { 'resources:CUSTOM_FPGA': '1' })));
       expect((await usage(store, 'host1'))['CUSTOM_FPGA']).toBe(1);
+    });
+
+    it('skips and reports an entry that matches no provider of this host', async () => {
+      const dir = await bench.providerDir({ 'other-kind.yaml': 'schema_version: "1.0"\nproviders:\n  - identification: { name: gpu_0 }\n    traits: { additional: [CUSTOM_GPU] }\n' });
+      const store = await bench.openStore(bench.storeOptions());
+      const tracker = await bench.tracker(bench.config({ store: bench.storeOptions(), resources: basics(), providerConfigs: dir }), store);
+      const report = await tracker.start();
+      expect(report.problems).toEqual([expect.objectContaining({ code: TrackerErrorCodes.PROVIDER_CONFIG_UNMATCHED, file: `${dir}/other-kind.yaml` })]);
+      expect(report.discovery.providerConfigs).toEqual({ entries: 1, unmatched: [{ file: `${dir}/other-kind.yaml`, index: 0, identification: { name: 'gpu_0' } }] });
+      expect(report.discovery.providers.map((p) => p.name)).toEqual(['host1']);
     });
 
     it('stops start-up when an entry adds a class a plugin reports, naming file and entry', async () => {
@@ -532,6 +553,113 @@ providers:
       const released = await tracker.release(req.uuid);
       expect(released.released).toBe(true);
       expect(released.problems).toEqual([expect.objectContaining({ plugin: 'cpu', hook: 'removeInstance' })]);
+    });
+
+    it('lists every reason at once: a refusal, a throw and a timeout, each with its plugin', async () => {
+      const { store, tracker } = await started([
+        counting({ name: 'cpu', resourceClass: 'VCPU', total: 8 }),
+        counting({ name: 'mem', resourceClass: 'MEMORY_MB', total: 4096, faults: { test: 'throw' } }),
+        counting({ name: 'cu', resourceClass: 'CUSTOM_CU', total: 10, faults: { test: 'hang' } }),
+      ]);
+      const req = request(9, 128);
+      const reasons = refused(await tracker.claim(req));
+      expect(reasons.map((r) => r.plugin)).toEqual(['cpu', 'mem', 'cu']);
+      expect(reasons[0]!.reason).toBe('cpu: needs 9 VCPU, 8 free');
+      expect(reasons[1]!.reason).toMatch(/mem.*test.*mem test exploded/);
+      expect(reasons[2]!.reason).toMatch(/cu.*test.*did not finish within 300 ms/);
+      expect((await store.getAllocations(req.uuid)).allocations).toEqual([]);
+      expect(await store.getInstance(req.uuid)).toBeUndefined();
+    });
+
+    it('keeps the flavor and its extra specs with the instance, and gives ert:policy to the plugins untouched again after a re-sync', async () => {
+      const policies: unknown[] = [];
+      const { store, tracker } = await started([...basics(), ways({ policies })]);
+      const req = request(1, 128, { 'ways:count': '1', 'ert:policy': 'base64:eyJjbG9zIjoxfQ==; opaque=1' });
+      ok(await tracker.claim(req));
+      expect((await store.getInstance(req.uuid))!.flavor).toEqual(req.flavor);
+      policies.length = 0;
+      await tracker.sync(); // re-adds the instance from the store
+      expect(policies).toEqual(['added base64:eyJjbG9zIjoxfQ==; opaque=1']);
+    });
+
+    it('a listener that throws neither breaks the claim nor stops the other listeners', async () => {
+      const { tracker } = await started(basics());
+      const seen: string[] = [];
+      tracker.on('claimed', () => {
+        throw new Error('listener bug');
+      });
+      tracker.on('claimed', (e) => seen.push(e.instance.uuid));
+      const req = request(1, 128);
+      expect(ok(await tracker.claim(req)).problems).toEqual([]);
+      expect(seen).toEqual([req.uuid]);
+    });
+
+    it('a resize that does not fit is refused and changes nothing', async () => {
+      const { store, tracker } = await started(basics());
+      const req = request(2, 512);
+      const claimed = ok(await tracker.claim(req));
+      const reasons = refused(await tracker.resize(req.uuid, flavor(7, 512))); // 2 held + 7 > 8
+      expect(reasons).toEqual([{ plugin: 'cpu', reason: 'cpu: needs 7 VCPU, 6 free' }]);
+      expect(await store.getInstance(req.uuid)).toMatchObject({ state: 'active', flavor: req.flavor });
+      expect((await store.getInstance(req.uuid))!.migrationUuid).toBeUndefined();
+      expect(await usage(store, 'host1')).toEqual({ VCPU: 2, MEMORY_MB: 512 });
+      expect((await store.getAllocations(req.uuid)).allocations).toEqual(claimed.allocations);
+      refused(await tracker.resize('00000000-0000-4000-8000-ffffffffffff', flavor(1, 128)));
+      refused(await tracker.confirmResize(req.uuid));
+    });
+
+    it('undo tells the plugins that did enforce: a released event after a failed claim, a resized one back after a failed resize', async () => {
+      const journal: string[] = [];
+      const memFaults: Record<string, string> = {};
+      const { store, tracker } = await started(basics({ mem: memFaults }, journal), { enforce: ['cpu', 'mem'], enforcementFailure: 'undo' });
+      const events: string[] = [];
+      for (const type of ['claimed', 'released', 'resized'] as const) tracker.on(type, (e) => events.push(`${e.type}:${e.instance.request.flavor.vcpus}`));
+
+      memFaults['enforce'] = 'throw';
+      const failed = request(1, 128);
+      refused(await tracker.claim(failed));
+      expect(journal.filter((j) => j.startsWith('cpu.enforce'))).toEqual([`cpu.enforce:claimed:${failed.uuid}`, `cpu.enforce:released:${failed.uuid}`]);
+      expect(events).toEqual(['claimed:1', 'released:1']);
+
+      delete memFaults['enforce'];
+      const req = request(2, 256);
+      ok(await tracker.claim(req));
+      const usageBefore = await usage(store, 'host1');
+      journal.length = 0;
+      events.length = 0;
+      memFaults['enforce'] = 'throw';
+      const reasons = refused(await tracker.resize(req.uuid, flavor(4, 256)));
+      expect(reasons).toEqual([{ plugin: 'mem', reason: expect.stringContaining('enforcement by plugin mem failed, resize reverted') }]);
+      expect(events).toEqual(['resized:4', 'resized:2']);
+      expect(journal.filter((j) => j.startsWith('cpu.enforce'))).toEqual([`cpu.enforce:resized:${req.uuid}`, `cpu.enforce:resized:${req.uuid}`]);
+      expect(await store.getInstance(req.uuid)).toMatchObject({ state: 'active', flavor: req.flavor });
+      expect(await usage(store, 'host1')).toEqual(usageBefore);
+    });
+
+    it.each([
+      ['throws', 'throw', 'ERT_PLUGIN_HOOK_FAILED'],
+      ['hangs', 'hang', 'ERT_PLUGIN_HOOK_TIMEOUT'],
+    ])('a plugin whose stats hook %s is reported; its last stats stay and the others are written', async (_label, fault, code) => {
+      const faults: Record<string, string> = {};
+      const { store, tracker } = await started([counting({ name: 'cpu', resourceClass: 'VCPU', total: 8, faults }), counting({ name: 'mem', resourceClass: 'MEMORY_MB', total: 4096 })]);
+      faults['stats'] = fault;
+      const req = request(1, 256);
+      const claimed = ok(await tracker.claim(req));
+      expect(claimed.problems).toEqual([expect.objectContaining({ code, plugin: 'cpu', hook: 'stats' })]);
+      const stats = await store.readStats('host1');
+      expect(stats['cpu']!.data).toEqual({ used: 0, instances: [] });
+      expect(stats['mem']!.data).toEqual({ used: 256, instances: [req.uuid] });
+    });
+
+    it('stop() goes on when a close hook throws, and a second stop() waits for the same shutdown', async () => {
+      const journal: string[] = [];
+      const { tracker } = await started(basics({ cpu: { close: 'throw' } }, journal));
+      const first = tracker.stop();
+      const second = tracker.stop();
+      await second;
+      expect(journal.slice(-2)).toEqual(['cpu.close', 'mem.close']);
+      await first;
+      expect(journal.filter((j) => j.endsWith('.close'))).toEqual(['cpu.close', 'mem.close']);
     });
 
     it('stop() waits for a claim in flight, closes plugins, and refuses later calls', async () => {

@@ -186,9 +186,11 @@ const EXCLUDE = Symbol.for('ert.exclude');
 export interface Exclusion {
   readonly [EXCLUDE]: string;
 }
+/** Wrap a reason as the `Exclusion` a consumer's `consume` returns. Pure. */
 export function exclude(reason: string): Exclusion {
   return { [EXCLUDE]: reason };
 }
+/** The reason of an `Exclusion` made by `exclude`; undefined for any other value. Pure. */
 export function exclusionReason(value: unknown): string | undefined {
   return typeof value === 'object' && value !== null && EXCLUDE in value ? String((value as Exclusion)[EXCLUDE]) : undefined;
 }
@@ -229,6 +231,12 @@ export interface ConsumerHooks<Stats = unknown, HostData = unknown> {
 export interface FilterHooks {
   /** Skip this filter for requests it has nothing to say about (a cheap pre-check). */
   appliesTo?(spec: RequestSpec): boolean;
+  /**
+   * Called once per candidate host and request (after `appliesTo`). Return nothing to let
+   * the host pass, or a reason to reject it (shown in explanations). Must be pure, so the
+   * same host state and spec always give the same answer. A throw rejects the host (fail
+   * closed) with a reason naming the plugin and hook.
+   */
   filter(host: HostState, spec: RequestSpec): string | undefined | void;
 }
 
@@ -237,7 +245,14 @@ export interface FilterHooks {
  * candidates, multiplied by the configured multiplier and summed; higher wins.
  */
 export interface WeigherHooks {
+  /** Skip this weigher for requests it has nothing to say about (a cheap pre-check). */
   appliesTo?(spec: RequestSpec): boolean;
+  /**
+   * Called once per host that passed the filters, per decision. Return a finite raw score
+   * (any scale; higher is better). A throw or a non-finite result excludes the host (fail
+   * closed) with a reason naming the plugin. Must be pure: the same host state and spec
+   * always give the same score.
+   */
   weigh(host: HostState, spec: RequestSpec): number;
 }
 
@@ -252,11 +267,20 @@ export interface PluginDefinition<Options = unknown, Stats = unknown, HostData =
   stats?: StatsSchema;
   /** Extra-spec keys this plugin owns (shared by both entries). */
   extraSpecs?: readonly ExtraSpecKey<any>[];
-  /** Compute side. */
+  /*
+   * The factories below are called once per process when the plugin is loaded for that
+   * kind, through the dispatcher (hook name = the kind), with the plugin's validated options,
+   * child logger and container. They return the hooks object (or a promise of it); a throw,
+   * a timeout or a result without the kind's required function refuses the plugin at
+   * start. They may open handles (released in `close`) but must not change the host.
+   */
+  /** Compute side: the resource hooks of one tracker. */
   resource?(ctx: ResourceContext<Options>): ResourceHooks<Stats> | Promise<ResourceHooks<Stats>>;
-  /** Scheduler side. */
+  /** Scheduler side: the consumer hooks that turn this plugin's stats into host-state data. */
   consumer?(ctx: PluginContext<Options>): ConsumerHooks<Stats, HostData> | Promise<ConsumerHooks<Stats, HostData>>;
+  /** Scheduler side: a filter. */
   filter?(ctx: PluginContext<Options>): FilterHooks | Promise<FilterHooks>;
+  /** Scheduler side: a weigher (its multiplier comes from the config). */
   weigher?(ctx: PluginContext<Options>): WeigherHooks | Promise<WeigherHooks>;
 }
 

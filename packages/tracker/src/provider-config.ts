@@ -50,6 +50,11 @@ const INVENTORY_FIELDS: Record<string, keyof Inventory> = {
   allocation_ratio: 'allocationRatio',
 };
 
+/** An inventory problem with the field names as the file spells them (`max_unit`, not `maxUnit`). */
+function asWritten(problem: string): string {
+  return Object.entries(INVENTORY_FIELDS).reduce((text, [yamlKey, field]) => text.replace(new RegExp(`\\b${field}\\b`, 'g'), yamlKey), problem);
+}
+
 type Fail = (message: string, extra?: Record<string, unknown>) => never;
 
 function isMapping(value: unknown): value is Record<string, unknown> {
@@ -154,7 +159,7 @@ function parseEntry(raw: unknown, file: string, index: number): ProviderConfigEn
         }
         const inventory = normalizeInventory(input as { total: number });
         const problem = inventoryProblem(inventory);
-        if (problem) fail(`${resourceClass}: ${problem}`, { key, resourceClass });
+        if (problem) fail(`${resourceClass}: ${asWritten(problem)}`, { key, resourceClass });
         entry.inventories[resourceClass] = inventory;
       }
     }

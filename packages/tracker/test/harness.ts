@@ -1,4 +1,5 @@
 import { mkdtemp, rm, writeFile, mkdir } from 'node:fs/promises';
+import { afterEach, beforeEach } from 'vitest';
 import os from 'node:os';
 import path from 'node:path';
 import { configFromObject, type ErtConfig } from '@ert/core';
@@ -9,7 +10,7 @@ import { createTracker, type Tracker } from '../src/index.js';
 /** The backends every store-backed test runs against: SQLite always, PostgreSQL when ERT_TEST_PG_URL is set. */
 export const BACKENDS: Array<'sqlite3' | 'pg'> = process.env['ERT_TEST_PG_URL'] ? ['sqlite3', 'pg'] : ['sqlite3'];
 
-/** A temp directory, a fresh store (own SQLite file or own PostgreSQL schema) and cleanup. */
+/** A temp directory, fresh stores (own SQLite file or own PostgreSQL schema) and cleanup; `init` again after `close` for the next test. */
 export class Bench {
   private readonly cleanups: Array<() => Promise<void>> = [];
   private counter = 0;
@@ -91,7 +92,7 @@ export class Bench {
   }
 
   async close(): Promise<void> {
-    for (const cleanup of this.cleanups.reverse()) await cleanup();
+    for (const cleanup of this.cleanups.splice(0).reverse()) await cleanup();
   }
 }
 
@@ -105,4 +106,22 @@ export function request(vcpus: number, memoryMb: number, extraSpecs: Record<stri
 
 export function flavor(vcpus: number, memoryMb: number, extraSpecs: Record<string, string> = {}): Flavor {
   return { name: `f${vcpus}x${memoryMb}`, vcpus, memoryMb, diskGb: 0, extraSpecs };
+}
+
+/** A Bench for the tests of the enclosing describe: a new directory before each test, everything cleaned up after it. */
+export function useBench(backend: 'sqlite3' | 'pg'): Bench {
+  const bench = new Bench(backend);
+  beforeEach(() => bench.init());
+  afterEach(() => bench.close());
+  return bench;
+}
+
+/** The error `fn` throws synchronously (fails the test when it returns). */
+export function thrown(fn: () => unknown): { code: string; message: string; details: Record<string, unknown> } {
+  try {
+    fn();
+  } catch (err) {
+    return err as never;
+  }
+  throw new Error('expected a throw');
 }

@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { loadProviderConfigs, parseProviderConfig } from '../src/provider-config.js';
 import { TrackerErrorCodes } from '../src/errors.js';
+import { thrown } from './harness.js';
 
 const dirs: string[] = [];
 async function dirWith(files: Record<string, string>): Promise<string> {
@@ -17,14 +18,6 @@ afterEach(async () => {
   await Promise.all(dirs.splice(0).map((d) => rm(d, { recursive: true, force: true })));
 });
 
-function thrown(fn: () => unknown): { code: string; message: string; details: Record<string, unknown> } {
-  try {
-    fn();
-  } catch (err) {
-    return err as never;
-  }
-  throw new Error('expected a throw');
-}
 
 const valid = `schema_version: "1.0"
 providers:
@@ -84,6 +77,18 @@ describe('parseProviderConfig', () => {
       'an invalid inventory',
       'schema_version: "1.0"\nproviders:\n  - identification: { name: "$HOST" }\n    inventories: { additional: [ { CUSTOM_X: { total: 2, reserved: 3 } } ] }\n',
       /CUSTOM_X: reserved \(3\) must not exceed total \(2\)/,
+      { index: 0, resourceClass: 'CUSTOM_X' },
+    ],
+    [
+      'min_unit above max_unit, in the file\u2019s own words',
+      'schema_version: "1.0"\nproviders:\n  - identification: { name: "$HOST" }\n    inventories: { additional: [ { CUSTOM_X: { total: 4, min_unit: 3, max_unit: 2 } } ] }\n',
+      /CUSTOM_X: max_unit \(2\) must not be below min_unit \(3\)/,
+      { index: 0, resourceClass: 'CUSTOM_X' },
+    ],
+    [
+      'a zero allocation_ratio',
+      'schema_version: "1.0"\nproviders:\n  - identification: { name: "$HOST" }\n    inventories: { additional: [ { CUSTOM_X: { total: 4, allocation_ratio: 0 } } ] }\n',
+      /CUSTOM_X: allocation_ratio must be a positive number, got 0/,
       { index: 0, resourceClass: 'CUSTOM_X' },
     ],
     [

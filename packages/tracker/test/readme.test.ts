@@ -4,9 +4,9 @@ import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { providerUuid } from '../src/index.js';
-import { BACKENDS, Bench } from './harness.js';
+import { BACKENDS, useBench } from './harness.js';
 
 const PACKAGE_DIR = fileURLToPath(new URL('..', import.meta.url));
 const PROFILE = fileURLToPath(new URL('../../../config/hosts/xeon-2s-cat', import.meta.url));
@@ -21,14 +21,7 @@ function readmeExample(): string {
 }
 
 describe.each(BACKENDS)('the README host agent on %s', (backend) => {
-  let bench: Bench;
-  beforeEach(async () => {
-    bench = new Bench(backend);
-    await bench.init();
-  });
-  afterEach(async () => {
-    await bench.close();
-  });
+  const bench = useBench(backend);
 
   it('runs as written: starts, claims, stops on SIGTERM with status 0, leaving the claim in the store', async () => {
     expect(existsSync(BUILT), `build first: npx tsc -b packages/tracker (${BUILT} is missing)`).toBe(true);

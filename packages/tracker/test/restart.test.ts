@@ -2,12 +2,12 @@ import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { configFromObject } from '@ert/core';
 import type { InstanceEvent } from '@ert/plugin-api';
 import type { Store } from '@ert/store';
 import { createTracker, providerUuid } from '../src/index.js';
-import { BACKENDS, Bench, flavor, request } from './harness.js';
+import { BACKENDS, useBench, flavor, request } from './harness.js';
 // @ts-expect-error plain-JS fixtures shared with the child process
 import { counting, pinning, ways } from './fixtures/plugins.mjs';
 
@@ -31,14 +31,7 @@ async function snapshot(store: Store, host: string, consumers: string[]) {
 }
 
 describe.each(BACKENDS)('a restarted tracker on %s', (backend) => {
-  let bench: Bench;
-  beforeEach(async () => {
-    bench = new Bench(backend);
-    await bench.init();
-  });
-  afterEach(async () => {
-    await bench.close();
-  });
+  const bench = useBench(backend);
 
   it('rebuilds its view from the store with no drift after kill -9', async () => {
     expect(existsSync(BUILT), `build first: npx tsc -b packages/tracker (${BUILT} is missing)`).toBe(true);

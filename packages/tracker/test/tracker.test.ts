@@ -1,10 +1,10 @@
 import { existsSync } from 'node:fs';
 import os from 'node:os';
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { definePlugin, type InstanceEvent } from '@ert/plugin-api';
 import type { Store } from '@ert/store';
 import { providerUuid, TrackerErrorCodes, type ClaimResult, type SyncReport } from '../src/index.js';
-import { BACKENDS, Bench, flavor, request } from './harness.js';
+import { BACKENDS, useBench, flavor, request, type Bench } from './harness.js';
 // @ts-expect-error plain-JS fixtures shared with the child process of the restart test
 import { counting, pinning, ways } from './fixtures/plugins.mjs';
 
@@ -24,14 +24,7 @@ async function usage(store: Store, host: string): Promise<Record<string, number>
 }
 
 describe.each(BACKENDS)('tracker on %s', (backend) => {
-  let bench: Bench;
-  beforeEach(async () => {
-    bench = new Bench(backend);
-    await bench.init();
-  });
-  afterEach(async () => {
-    await bench.close();
-  });
+  const bench = useBench(backend);
 
   function basics(faults: { cpu?: Record<string, string>; mem?: Record<string, string> } = {}, journal: string[] = []) {
     return [

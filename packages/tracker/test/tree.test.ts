@@ -3,15 +3,8 @@ import { buildTree, normalizeDiscovery } from '../src/tree.js';
 import { parseProviderConfig } from '../src/provider-config.js';
 import { providerUuid, uuidV5 } from '../src/ids.js';
 import { TrackerErrorCodes } from '../src/errors.js';
+import { thrown } from './harness.js';
 
-function rejection(fn: () => unknown): { code: string; message: string; details: Record<string, unknown> } {
-  try {
-    fn();
-  } catch (err) {
-    return err as never;
-  }
-  throw new Error('expected a throw');
-}
 
 describe('uuids', () => {
   it('are RFC 4122 version 5 and depend only on the name', () => {
@@ -51,7 +44,7 @@ describe('normalizeDiscovery', () => {
     ['a parent loop', { available: true, children: [{ key: 'a', parent: 'b' }, { key: 'b', parent: 'a' }] }, '$.children[0].parent'],
   ];
   it.each(bad)('refuses %s, naming plugin and path', (_label, value, at) => {
-    const err = rejection(() => normalizeDiscovery('vcpu', value));
+    const err = thrown(() => normalizeDiscovery('vcpu', value));
     expect(err.code).toBe(TrackerErrorCodes.INVALID_DISCOVERY);
     expect(err.details).toEqual({ plugin: 'vcpu', path: at });
     expect(err.message).toContain('plugin vcpu');
@@ -83,7 +76,7 @@ describe('buildTree', () => {
 
   it('refuses two plugins reporting one class on one provider, naming both', () => {
     const other = { plugin: 'cpus2', discovery: normalizeDiscovery('cpus2', { available: true, host: { inventories: { VCPU: { total: 4 } } } }) };
-    const err = rejection(() => buildTree('h1', [vcpu, other], []));
+    const err = thrown(() => buildTree('h1', [vcpu, other], []));
     expect(err.code).toBe(TrackerErrorCodes.INVENTORY_CONFLICT);
     expect(err.details).toEqual({ provider: 'h1', resourceClass: 'VCPU', plugins: ['vcpu', 'cpus2'] });
     expect(err.message).toMatch(/vcpu and cpus2/);
@@ -121,7 +114,7 @@ providers:
       'schema_version: "1.0"\nproviders:\n  - identification: { name: l3_1 }\n    inventories: { additional: [ { CUSTOM_LLC_WAYS: { total: 4 } } ] }\n',
       '/etc/ert/providers.d/llc.yaml',
     );
-    const err = rejection(() => buildTree('h1', [vcpu, llc], entries));
+    const err = thrown(() => buildTree('h1', [vcpu, llc], entries));
     expect(err.code).toBe(TrackerErrorCodes.PROVIDER_CONFIG_CONFLICT);
     expect(err.message).toContain('/etc/ert/providers.d/llc.yaml providers[0] (name=l3_1)');
     expect(err.details).toMatchObject({ file: '/etc/ert/providers.d/llc.yaml', index: 0, resourceClass: 'CUSTOM_LLC_WAYS', owner: 'llc' });

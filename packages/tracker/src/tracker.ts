@@ -73,7 +73,12 @@ export interface Tracker {
   start(): Promise<SyncReport>;
   /** Stop the timer, wait for operations in flight, call every plugin's `close`, close the store if the tracker opened it. Idempotent: a second call waits for the same shutdown. */
   stop(): Promise<void>;
-  /** Claim an instance on this host; all-or-nothing. Adopts allocations the scheduler already wrote for it. */
+  /**
+   * Claim an instance on this host; all-or-nothing. Adopts allocations the scheduler already
+   * wrote for it. A refusal (plugin reasons, placement, a lost store race) is `{ ok: false }`;
+   * it throws ERT_TRACKER_HOST_NOT_SYNCED before the first `sync()` / `start()` and
+   * ERT_TRACKER_STATE after `stop()`.
+   */
   claim(request: InstanceRequest): Promise<ClaimResult>;
   /** Release an instance (and a pending resize's old allocations). Unknown instances: `{ released: false }`. */
   release(uuid: string): Promise<ReleaseResult>;

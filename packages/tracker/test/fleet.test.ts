@@ -75,10 +75,10 @@ describe('buildFleet', () => {
   });
 });
 
-/** The shipped default config (all five first-party plugins), with enforcement off: the profiles are fixtures, not hardware. */
+/** The shipped default config (all five first-party plugins), with enforcement off (the profiles are fixtures, not hardware) and no log output. */
 async function defaultConfig() {
   const config = await loadConfig({ path: DEFAULT_CONFIG });
-  return { ...config, tracker: { ...config.tracker, enforce: [] } };
+  return { ...config, log: { ...config.log, level: 'silent' as const }, tracker: { ...config.tracker, enforce: [] } };
 }
 
 describe('the first-party plugins on the host profiles', () => {

@@ -548,6 +548,16 @@ providers:
       expect(released.problems).toEqual([expect.objectContaining({ plugin: 'cpu', hook: 'removeInstance' })]);
     });
 
+    it('a claim before the first sync throws ERT_TRACKER_HOST_NOT_SYNCED and writes nothing', async () => {
+      const store = await bench.openStore(bench.storeOptions());
+      const tracker = await bench.tracker(bench.config({ store: bench.storeOptions(), resources: basics() }), store);
+      const req = request(1, 128);
+      await expect(tracker.claim(req)).rejects.toMatchObject({ code: TrackerErrorCodes.HOST_NOT_SYNCED, details: { host: 'host1' } });
+      expect(await store.getInstance(req.uuid)).toBeUndefined();
+      await tracker.sync();
+      ok(await tracker.claim(req));
+    });
+
     it('lists every reason at once: a refusal, a throw and a timeout, each with its plugin', async () => {
       const { store, tracker } = await started([
         counting({ name: 'cpu', resourceClass: 'VCPU', total: 8 }),

@@ -60,13 +60,26 @@ describe('ert error paths', () => {
   it('an unknown command or option is a usage error (exit 2)', async () => {
     const unknown = await runErt(['frobnicate'], { cwd: empty });
     expect(unknown.code).toBe(2);
-    expect(unknown.stderr).toMatch(/^ert: unknown command 'frobnicate'/);
+    expect(unknown.stderr).toBe("ert: unknown command 'frobnicate' (run with --help for usage)\n");
     const option = await runErt(['hosts', '--bogus'], { cwd: empty });
     expect(option.code).toBe(2);
     expect(option.stderr).toMatch(/^ert: unknown option '--bogus'/);
     const missing = await runErt(['schedule'], { cwd: empty });
     expect(missing.code).toBe(2);
     expect(missing.stderr).toMatch(/^ert: required option '--flavor <name>' not specified/);
+  });
+
+  it('an unreachable or unopenable store exits 1 naming the store, with the password masked', async () => {
+    const pg = await project.run(['hosts', '--json'], { ERT_STORE_CONNECTION: 'postgres://ert:secret@127.0.0.1:1/nowhere' });
+    expect(pg.code).toBe(1);
+    // One line: the driver pool's own "Acquire connection error" and stack stay off both streams.
+    expect(pg.stderr).toMatch(/^ert: cannot open the pg store postgres:\/\/ert:\*\*\*@127\.0\.0\.1:1\/nowhere: .*ECONNREFUSED[^\n]*\n$/);
+    expect(pg.stderr + pg.stdout).not.toContain('secret');
+    expect(json(pg).error).toMatchObject({ code: 'ERT_CLI_STORE_UNAVAILABLE', details: { client: 'pg' } });
+    const file = join(empty, 'no/such/dir/ert.db');
+    const sqlite = await project.run(['usage'], { ERT_STORE_CONNECTION: file });
+    expect(sqlite.code).toBe(1);
+    expect(sqlite.stderr).toMatch(new RegExp(`^ert: cannot open the sqlite3 store ${file}: SQLITE_CANTOPEN[^\\n]*\\n$`));
   });
 
   it('no config found: exit 2, one line, no stack trace', async () => {

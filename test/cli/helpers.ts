@@ -35,6 +35,28 @@ export function startErt(args: string[], opts: { cwd: string; env?: Record<strin
   return spawn(process.execPath, [BIN, ...args], { cwd: opts.cwd, env: { ...env, ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'] });
 }
 
+/**
+ * Run a bash script from the repository root, as a reader pastes it from the docs: the
+ * first failing command ends it and is named on stderr. ERT_* variables of the caller are
+ * dropped.
+ */
+export function bash(script: string, env: Record<string, string>): Promise<RunResult> {
+  return new Promise((resolvePromise, reject) => {
+    const cleanEnv = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('ERT_')));
+    const child = spawn('bash', ['-c', `set -eo pipefail\ntrap 'echo "failed: $BASH_COMMAND" >&2' ERR\n${script}`], {
+      cwd: REPO,
+      env: { ...cleanEnv, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    child.on('error', reject);
+    child.on('close', (code) => resolvePromise({ code, stdout, stderr }));
+  });
+}
+
 /** Parse stdout as JSON, failing with the process's output when it is not. */
 export function json<T = any>(result: RunResult): T {
   try {

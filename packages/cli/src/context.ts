@@ -2,7 +2,8 @@ import { stat } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import type { Flavor, Logger } from '@ert/plugin-api';
 import { createLogger, loadConfig, type ErtConfig } from '@ert/core';
-import { createStore, type Store } from '@ert/store';
+import { isErtError } from '@ert/plugin-api';
+import { createStore, type Store, type StoreOptions } from '@ert/store';
 import { CliError, CliErrorCode } from './errors.js';
 import { Output, type CliIo, type GlobalOptions } from './io.js';
 
@@ -61,12 +62,19 @@ export class CommandContext {
    */
   async store(config?: ErtConfig): Promise<Store> {
     if (!this.storeInstance) {
-      const store = await createStore((config ?? (await this.config())).store);
+      const options = (config ?? (await this.config())).store;
+      const store = await createStore(options);
       try {
         await store.migrate();
       } catch (err) {
-        await store.close();
-        throw err;
+        await store.close().catch(() => undefined);
+        // A driver error (ECONNREFUSED, SQLITE_CANTOPEN) does not say which store it was.
+        if (isErtError(err)) throw err;
+        const reason = err instanceof Error ? err.message : String(err);
+        throw new CliError(CliErrorCode.STORE_UNAVAILABLE, `cannot open the ${options.client} store ${describeConnection(options)}: ${reason}`, {
+          client: options.client,
+          connection: describeConnection(options),
+        }, { cause: err });
       }
       this.storeInstance = store;
     }
@@ -79,6 +87,11 @@ export class CommandContext {
     this.storeInstance = undefined;
     if (store) await store.close();
   }
+}
+
+/** The store's connection as it may be shown: a PostgreSQL password is masked. */
+export function describeConnection(options: StoreOptions): string {
+  return options.connection.replace(/\/\/([^:/@]+):[^@]*@/, '//$1:***@');
 }
 
 /** The flavor of the config named `name`; an unknown name lists the known ones. */

@@ -18,6 +18,8 @@ export const CliErrorCode = {
   UNKNOWN_INSTANCE: 'ERT_CLI_UNKNOWN_INSTANCE',
   /** A claim on the compute host was refused by its plugins or by placement. */
   CLAIM_REJECTED: 'ERT_CLI_CLAIM_REJECTED',
+  /** The configured store cannot be opened or migrated (unreachable server, unwritable file). */
+  STORE_UNAVAILABLE: 'ERT_CLI_STORE_UNAVAILABLE',
   /** A file the command needs (host profiles) is missing. */
   MISSING_FILE: 'ERT_CLI_MISSING_FILE',
 } as const;

@@ -36,12 +36,12 @@ export function createProgram(io: CliIo = processIo()): Command {
     .option('-c, --config <file>', 'config file (default: $ERT_CONFIG, else searched from the working directory)')
     .option('--json', 'print results as JSON (shapes in docs/cli.md)')
     .addOption(new Option('--log-level <level>', 'log level on stderr (default: warn; host run: the config\'s)').choices(LOG_LEVELS))
-    .showHelpAfterError('(run with --help for usage)')
     .exitOverride()
     .configureOutput({
       writeOut: (s) => io.stdout.write(s),
       writeErr: (s) => io.stderr.write(s),
-      outputError: (s, write) => write(`ert: ${s.replace(/^error: /, '')}`),
+      // One line, like every other failure, with the way to the usage on it.
+      outputError: (s, write) => write(`ert: ${s.replace(/^error: /, '').trimEnd()} (run with --help for usage)\n`),
     });
 
   const action =

@@ -1,4 +1,4 @@
-import type { CommandContext } from '../context.js';
+import { describeConnection, type CommandContext } from '../context.js';
 
 /**
  * `ert db migrate`: apply pending migrations to the configured store (idempotent).
@@ -7,6 +7,6 @@ import type { CommandContext } from '../context.js';
 export async function migrateCommand(ctx: CommandContext): Promise<void> {
   const config = await ctx.config();
   await ctx.store(config);
-  const connection = config.store.connection.replace(/\/\/([^:/@]+):[^@]*@/, '//$1:***@');
+  const connection = describeConnection(config.store);
   ctx.out.result({ client: config.store.client, connection, migrated: true }, () => `migrated ${config.store.client} store ${connection}\n`);
 }

@@ -47,7 +47,7 @@ export async function demoCommand(ctx: CommandContext, opts: { hosts: string; re
   }
   ctx.out.note(renderSync(ctx.out, localHost));
 
-  ctx.out.note(`2. a fleet of ${hosts} hosts from ${profiles}, ${requests} requests (seed ${DEMO_SEED}):`);
+  ctx.out.note(`\n2. a fleet of ${hosts} hosts from ${profiles}, ${requests} requests (seed ${DEMO_SEED}):`);
   const simulation = await simulateInto(ctx, config, database, { profilesDir: profiles, hosts, requests, seed: DEMO_SEED });
   ctx.out.result({ database, localHost, simulation }, () => renderSimulation(ctx.out, simulation) + `\nexplore it: ERT_STORE_CONNECTION=${database} npx ert --config config/ert.config.yaml usage\n`);
 }

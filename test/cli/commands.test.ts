@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { dropPostgresSchema } from '@ert/store';
 import { Project, REPO, json, startErt } from './helpers.js';
 
 /** The ert binary on a temp project: a copy of the xeon-2s-cat profile with 2 GPUs as root. */
@@ -197,5 +198,35 @@ describe('ert commands on a project', () => {
     expect(JSON.parse(stdout)).toEqual({ host: 'node2', stopped: true });
     const node2 = json(await project.run(['hosts', '--json'])).hosts.find((h: any) => h.name === 'node2');
     expect(node2).toMatchObject({ status: 'up', instances: 0 });
+  });
+});
+
+const PG_URL = process.env.ERT_TEST_PG_URL;
+
+/** ERT_STORE_CONNECTION with a postgres:// URL switches a SQLite config to PostgreSQL. */
+describe.skipIf(!PG_URL)('ert on PostgreSQL through ERT_STORE_CONNECTION', () => {
+  const schema = `ert_cli_${process.pid}`;
+  let project: Project;
+  beforeAll(async () => {
+    project = await Project.create('cloud-vm');
+    // The config says SQLite; only the schema (test isolation) is set for PostgreSQL.
+    await project.writeConfig({ store: { client: 'sqlite3', connection: './ert.db', schema } });
+  });
+  afterAll(async () => {
+    await dropPostgresSchema(PG_URL!, schema);
+    await project?.remove();
+  });
+
+  it('migrates, syncs and schedules in the PostgreSQL store, and leaves no SQLite file', async () => {
+    const env = { ERT_STORE_CONNECTION: PG_URL! };
+    const migrated = await project.run(['db', 'migrate', '--json'], env);
+    expect(migrated.code, migrated.stderr).toBe(0);
+    expect(json(migrated)).toMatchObject({ client: 'pg', migrated: true });
+    expect((await project.run(['host', 'sync'], env)).code).toBe(0);
+    const placed = await project.run(['schedule', '--flavor', 'small', '--count', '2', '--json'], env);
+    expect(placed.code, placed.stderr).toBe(0);
+    expect(json(placed).selections.map((s: any) => s.host)).toEqual(['node1', 'node1']);
+    expect(json(await project.run(['hosts', '--json'], env)).hosts).toMatchObject([{ name: 'node1', instances: 2 }]);
+    expect(existsSync(join(project.dir, 'ert.db'))).toBe(false);
   });
 });

@@ -3,12 +3,14 @@ import { existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { REPO, json, runErt, scratchDir } from './helpers.js';
+import { REPO, json, runErt } from './helpers.js';
 
 describe('ert init', () => {
   let dir: string;
   beforeAll(async () => {
-    dir = await scratchDir('ert-cli-init-');
+    // Outside the repository: the starter config's plugin names must resolve from where ert
+    // is installed, with no node_modules next to the config.
+    dir = await mkdtemp(join(tmpdir(), 'ert-cli-init-'));
   });
   afterAll(async () => {
     await rm(dir, { recursive: true, force: true });

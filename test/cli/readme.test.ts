@@ -1,7 +1,8 @@
-import { readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BIN, REPO, bash, scratchDir } from './helpers.js';
+import { BIN, REPO, bash } from './helpers.js';
 
 /** The shell block under a README heading, as written. */
 async function readmeBlock(heading: string): Promise<string> {
@@ -15,7 +16,7 @@ async function readmeBlock(heading: string): Promise<string> {
 describe('the README', () => {
   let dir: string;
   beforeAll(async () => {
-    dir = await scratchDir('ert-readme-');
+    dir = await mkdtemp(join(tmpdir(), 'ert-readme-'));
   });
   afterAll(async () => {
     await rm(dir, { recursive: true, force: true });

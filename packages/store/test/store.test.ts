@@ -586,7 +586,7 @@ describe.each(backends)('store semantics on %s', (client) => {
         return queries;
       };
       const fleet = (from: number, n: number): HostImport[] =>
-        Array.from({ length: n }, (_, i) => ({
+        Array.from({ length: n }, (_, i): HostImport => ({
           host: { name: `many-${from + i}` },
           providers: [
             { uuid: `many-${from + i}`, name: `many-${from + i}`, inventories: { VCPU: inv(4) }, traits: ['HW_CPU_X86_AVX2'], aggregates: ['agg-many'] },

@@ -64,6 +64,9 @@ describe('ert error paths', () => {
     const option = await runErt(['hosts', '--bogus'], { cwd: empty });
     expect(option.code).toBe(2);
     expect(option.stderr).toMatch(/^ert: unknown option '--bogus'/);
+    const asJson = await runErt(['hosts', '--bogus', '--json'], { cwd: empty });
+    expect(asJson.code).toBe(2);
+    expect(json(asJson).error).toEqual({ code: 'ERT_CLI_USAGE', message: "unknown option '--bogus'", details: { commander: 'commander.unknownOption' } });
     const missing = await runErt(['schedule'], { cwd: empty });
     expect(missing.code).toBe(2);
     expect(missing.stderr).toMatch(/^ert: required option '--flavor <name>' not specified/);

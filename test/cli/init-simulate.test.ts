@@ -63,6 +63,9 @@ describe('ert simulate', () => {
     const first = json(a);
     expect(first).toMatchObject({ seed: 7, hosts: 8, requests: 60 });
     expect(first.placed + first.rejected).toBe(60);
+    // Instances leave as others arrive: some departed, the rest are still placed.
+    expect(first.departed).toBeGreaterThan(0);
+    expect(first.live).toBe(first.placed - first.departed);
     expect(first.placements).toHaveLength(first.placed);
     expect(first.rejections).toHaveLength(first.rejected);
     for (const r of first.rejections) expect(r.reason).not.toBe('');

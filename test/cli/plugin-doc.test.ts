@@ -24,15 +24,23 @@ describe('docs/plugins.md: the complete small plugin', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  it('has the four plugin files and the config', async () => {
+  it('has the four plugin files, a unit test and the config', async () => {
     const files = [...section.matchAll(/```\w+ file=(\S+)/g)].map((m) => m[1]);
     expect(files).toEqual([
       'ert-plugin-nvme/package.json',
       'ert-plugin-nvme/shared.js',
       'ert-plugin-nvme/compute.js',
       'ert-plugin-nvme/scheduler.js',
+      'ert-plugin-nvme/test/compute.test.js',
       'ert.config.yaml',
     ]);
+  });
+
+  it('its unit test passes with node --test', async () => {
+    const result = await bash(`cd ${join(dir, 'ert-plugin-nvme')} && node --test`, {});
+    expect(result.code, result.stdout + result.stderr).toBe(0);
+    expect(result.stdout).toMatch(/^# pass 2$/m);
+    expect(result.stdout).toMatch(/^# fail 0$/m);
   });
 
   it('loads, discovers, schedules and explains as the page says', async () => {

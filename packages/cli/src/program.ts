@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { Command, CommanderError, Option } from 'commander';
 import { isErtError } from '@ert/plugin-api';
 import { CommandContext } from './context.js';
-import { ExitCode, exitCodeFor } from './errors.js';
+import { CliErrorCode, ExitCode, exitCodeFor } from './errors.js';
 import { processIo, type CliIo, type GlobalOptions } from './io.js';
 import { initCommand } from './commands/init.js';
 import { migrateCommand } from './commands/db.js';
@@ -158,9 +158,13 @@ export async function runCli(argv: string[], io: CliIo = processIo()): Promise<n
   } catch (err) {
     if (err instanceof CommanderError) {
       // Commander already printed its message (through outputError) or the help/version.
-      return err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.code === 'commander.help'
-        ? ExitCode.OK
-        : ExitCode.USAGE;
+      if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.code === 'commander.help') return ExitCode.OK;
+      // The options may not have been parsed: --json is looked for in argv itself.
+      if (argv.includes('--json')) {
+        const error = { code: CliErrorCode.USAGE, message: err.message.replace(/^error: /, ''), details: { commander: err.code } };
+        io.stdout.write(JSON.stringify({ error }, null, 2) + '\n');
+      }
+      return ExitCode.USAGE;
     }
     const globals = program.opts<GlobalOptions>();
     reportError(io, err, globals);

@@ -84,6 +84,11 @@ describe('ert commands on a project', () => {
     const human = await project.run(['usage']);
     expect(human.stdout).toMatch(/^HOST\s+CLASS\s+CAPACITY\s+USED\s+FREE$/m);
     expect(human.stdout).toMatch(/^node1\s+VCPU\s+320\s+0\s+320$/m);
+    const one = json(await project.run(['usage', '--host', 'node1', '--json'])).usage;
+    expect(one).toEqual(usage);
+    const unknown = await project.run(['usage', '--host', 'node9']);
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toBe('ert: no host node9 in the store\n');
   });
 
   it('flavors lists the configured flavors', async () => {

@@ -16,6 +16,8 @@ export const CliErrorCode = {
   BAD_ROOT: 'ERT_CLI_BAD_ROOT',
   /** `ert release UUID`: the store has no such instance. */
   UNKNOWN_INSTANCE: 'ERT_CLI_UNKNOWN_INSTANCE',
+  /** `--host NAME` names no host in the store. */
+  UNKNOWN_HOST: 'ERT_CLI_UNKNOWN_HOST',
   /** A claim on the compute host was refused by its plugins or by placement. */
   CLAIM_REJECTED: 'ERT_CLI_CLAIM_REJECTED',
   /** The configured store cannot be opened or migrated (unreachable server, unwritable file). */
@@ -50,6 +52,7 @@ const USAGE_CODES: ReadonlySet<string> = new Set([
   CliErrorCode.UNKNOWN_FLAVOR,
   CliErrorCode.BAD_ROOT,
   CliErrorCode.UNKNOWN_INSTANCE,
+  CliErrorCode.UNKNOWN_HOST,
   CliErrorCode.MISSING_FILE,
 ]);
 const REJECTED_CODES: ReadonlySet<string> = new Set(['ERT_SCHEDULER_NO_VALID_HOST', CliErrorCode.CLAIM_REJECTED]);

@@ -1,4 +1,5 @@
 import type { CommandContext } from '../context.js';
+import { CliError, CliErrorCode } from '../errors.js';
 import { hostUsage } from '../usage.js';
 
 /**
@@ -31,12 +32,17 @@ export async function hostsCommand(ctx: CommandContext): Promise<void> {
 }
 
 /**
- * `ert usage [--host H]`: capacity, used and free per host and resource class.
+ * `ert usage [--host H]`: capacity, used and free per host and resource class. A `--host`
+ * the store does not hold exits 2 naming it.
  * JSON: `{ usage: [{ host, resourceClass, capacity, used, free }] }`.
  */
 export async function usageCommand(ctx: CommandContext, opts: { host?: string }): Promise<void> {
   const store = await ctx.store();
-  const usage = hostUsage(await store.loadHosts(opts.host ? [opts.host] : undefined));
+  const snapshots = await store.loadHosts(opts.host !== undefined ? [opts.host] : undefined);
+  if (opts.host !== undefined && snapshots.length === 0) {
+    throw new CliError(CliErrorCode.UNKNOWN_HOST, `no host ${opts.host} in the store`, { host: opts.host });
+  }
+  const usage = hostUsage(snapshots);
   ctx.out.result({ usage }, () =>
     ctx.out.table(usage, [
       { header: 'HOST', value: (u) => u.host },

@@ -167,6 +167,37 @@ describe('ert error paths', () => {
     }
   });
 
+  it('a plugin hook that throws: discovery reports it, a claim fails closed; one line, no log records, no stack', async () => {
+    const other = await Project.create('cloud-vm');
+    try {
+      await writeFile(
+        join(other.dir, 'faulty.js'),
+        `import { definePlugin } from '@ert/plugin-api';
+export default definePlugin({
+  name: 'faulty',
+  resource: () => ({
+    discover() { if (process.env.FAULTY_DISCOVER) throw new Error('sensor bus unreadable'); return { available: true }; },
+    test() { throw new Error('exploded in test'); },
+  }),
+});
+`,
+      );
+      await other.writeConfig({ tracker: { hostName: 'node1', root: './root', resources: ['vcpu', 'memory', './faulty.js'] } });
+      const discovered = await other.run(['host', 'discover', '--json'], { FAULTY_DISCOVER: '1' });
+      expect(discovered.code, discovered.stderr).toBe(0);
+      expect(discovered.stderr).toBe('');
+      expect(json(discovered).problems).toContainEqual(
+        expect.objectContaining({ plugin: 'faulty', message: 'Plugin "faulty" hook "discover" failed: sensor bus unreadable' }),
+      );
+      const claim = await other.run(['claim', '--flavor', 'small']);
+      expect(claim.code).toBe(3);
+      expect(claim.stderr).toBe('ert: claim of flavor small on host node1 rejected: faulty: Plugin "faulty" hook "test" failed: exploded in test\n');
+      expect(json(await other.run(['hosts', '--json'])).hosts[0].instances).toBe(0);
+    } finally {
+      await other.remove();
+    }
+  });
+
   it('a bad --root is refused naming the directory', async () => {
     const result = await project.run(['host', 'discover', '--root', join(empty, 'missing')]);
     expect(result.code).toBe(2);

@@ -7,9 +7,11 @@ import { createStore, type Store, type StoreOptions } from '@ert/store';
 import { CliError, CliErrorCode } from './errors.js';
 import { Output, type CliIo, type GlobalOptions } from './io.js';
 
-/** Log level of one-shot commands when --log-level is not given: results go to stdout,
- *  so only warnings and errors reach stderr. Daemons (`host run`) use the config's level. */
-export const DEFAULT_COMMAND_LOG_LEVEL = 'warn';
+/** Log level of one-shot commands when --log-level is not given: none. Their result already
+ *  reports every problem (unavailable plugins, refused stats, claim reasons) and a failure
+ *  is one line, so log records (with stacks) would only repeat them. Daemons (`host run`)
+ *  use the config's level. */
+export const DEFAULT_COMMAND_LOG_LEVEL = 'silent';
 
 /**
  * What one command invocation works with: the global options, the output, and the config,
@@ -30,7 +32,7 @@ export class CommandContext {
     this.out = new Output(io, globals.json === true);
   }
 
-  /** The log level in force: --log-level, else the config's for daemons, else `warn`. */
+  /** The log level in force: --log-level, else the config's for daemons, else `silent`. */
   logLevel(config: ErtConfig): string {
     return this.globals.logLevel ?? (this.daemon ? config.log.level : DEFAULT_COMMAND_LOG_LEVEL);
   }

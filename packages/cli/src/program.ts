@@ -35,7 +35,7 @@ export function createProgram(io: CliIo = processIo()): Command {
     .version(cliVersion(), '-V, --version', 'print the version')
     .option('-c, --config <file>', 'config file (default: $ERT_CONFIG, else searched from the working directory)')
     .option('--json', 'print results as JSON (shapes in docs/cli.md)')
-    .addOption(new Option('--log-level <level>', 'log level on stderr (default: warn; host run: the config\'s)').choices(LOG_LEVELS))
+    .addOption(new Option('--log-level <level>', 'log level on stderr (default: silent; host run: the config\'s)').choices(LOG_LEVELS))
     .exitOverride()
     .configureOutput({
       writeOut: (s) => io.stdout.write(s),

@@ -52,6 +52,31 @@ describe('ert init', () => {
   });
 });
 
+describe('config/flavors.yaml', () => {
+  it('uses extra specs of every first-party plugin, each flavor parsing with the default config', async () => {
+    const flavors = await runErt(['--config', join(REPO, 'config/ert.config.yaml'), 'flavors', '--json'], { cwd: REPO });
+    const used = new Set(json(flavors).flavors.flatMap((f: any) => Object.keys(f.extraSpecs)));
+    for (const name of ['vcpu', 'memory', 'compute-units', 'llc', 'pstate']) {
+      const plugin = (await import(`@ert/plugin-${name}/scheduler`)).default as { extraSpecs?: Array<{ key: string }> };
+      const keys = (plugin.extraSpecs ?? []).map((k) => k.key);
+      expect(keys.filter((k) => used.has(k)), `no flavor uses a key of ${name} (${keys.join(', ')})`).not.toEqual([]);
+    }
+    // Every flavor's extra specs are accepted: --explain parses each one against the loaded plugins.
+    const dir = await mkdtemp(join(tmpdir(), 'ert-cli-flavors-'));
+    try {
+      for (const flavor of json(flavors).flavors) {
+        const explained = await runErt(['--config', join(REPO, 'config/ert.config.yaml'), 'schedule', '--flavor', flavor.name, '--explain', '--json'], {
+          cwd: dir,
+          env: { ERT_STORE_CONNECTION: join(dir, 'ert.db') },
+        });
+        expect(explained.code, `${flavor.name}: ${explained.stderr}`).toBe(0);
+      }
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('ert simulate', () => {
   const config = join(REPO, 'config/ert.config.yaml');
   const simulate = (seed: string) =>

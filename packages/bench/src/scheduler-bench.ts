@@ -1,7 +1,8 @@
 /**
  * Scheduler benchmark: `npm run bench -- scheduler [--hosts N] [--decisions D] [--strategy indexed|full-scan]
- * [--plugins vcpu,memory,...] [--concurrency C] [--seed S] [--heap-only] [--json]`.
+ * [--plugins vcpu,memory,...] [--concurrency C] [--seed S] [--profile FILE] [--heap-only] [--json]`.
  * With --concurrency C > 1, C clients send requests at once and the scheduler overlaps claims.
+ * With --profile FILE, a V8 CPU profile of the steady phase only is written to FILE (.cpuprofile).
  *
  * Builds a fleet of N hosts through the real discovery (the tracker's `buildFleet` over the host
  * profiles in config/hosts/* with the five first-party plugins), imports it into a fresh SQLite
@@ -11,11 +12,19 @@
  * durable claim (`writeAllocations` with the instance record). Prints decisions per second and
  * latency percentiles, plus the heap the host states take per host (measured with
  * `process.memoryUsage().heapUsed` after GC; the script re-runs itself with --expose-gc).
+ *
+ * Phases: a warm-up (one decision per flavor of the mix, untimed in the figures: each is the
+ * first ranking of its request, a full scan, reported apart as `warmupMs`), then the steady
+ * state: D decisions, each timed from the request to its durable claim. `loadAverage` is the
+ * machine's 1-minute load average before and after the steady phase (figures on a loaded
+ * machine are noisy).
  */
 import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
+import { Session } from 'node:inspector/promises';
+import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
@@ -41,12 +50,14 @@ interface Args {
   plugins: string[];
   /** Clients sending requests at once (> 1 turns on the scheduler's overlapClaims). */
   concurrency: number;
+  /** Where to write a CPU profile of the steady phase (none when undefined). */
+  profile: string | undefined;
 }
 
 const FIRST_PARTY = ['vcpu', 'memory', 'compute-units', 'llc', 'pstate'];
 
 function parseArgs(argv: string[]): Args {
-  const args: Args = { hosts: 10_000, decisions: 5_000, strategy: 'indexed', heapOnly: false, json: false, seed: 42, plugins: FIRST_PARTY, concurrency: 1 };
+  const args: Args = { hosts: 10_000, decisions: 5_000, strategy: 'indexed', heapOnly: false, json: false, seed: 42, plugins: FIRST_PARTY, concurrency: 1, profile: undefined };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
     const value = (): string => {
@@ -63,6 +74,7 @@ function parseArgs(argv: string[]): Args {
     else if (arg === '--decisions') args.decisions = positive(value());
     else if (arg === '--seed') args.seed = positive(value());
     else if (arg === '--concurrency') args.concurrency = positive(value());
+    else if (arg === '--profile') args.profile = path.resolve(value());
     else if (arg === '--strategy') {
       const v = value();
       if (v !== 'indexed' && v !== 'full-scan') throw new Error(`scheduler-bench: --strategy must be indexed or full-scan, got "${v}"`);
@@ -205,36 +217,57 @@ async function main(): Promise<void> {
       });
       const overlapClaims = args.concurrency > 1;
       const timed = await createScheduler({ config, store: timedStore, strategy: args.strategy, random, overlapClaims });
+      const instance = () => [{ uuid: randomUUID(), projectId: 'bench', userId: 'bench' }];
+      const flavorOf = (entry: Flavor & { needs?: string }): Flavor => {
+        const { needs: _needs, ...flavor } = entry;
+        return flavor;
+      };
+      // Warm-up: the first decision of each flavor ranks every host once (a new request has no
+      // memo yet); it is reported apart, not counted in the steady-state figures.
+      const warmupMs: Record<string, number> = {};
+      for (const entry of workload) {
+        const t0 = performance.now();
+        await timed.select({ flavor: flavorOf(entry), instances: instance() });
+        warmupMs[entry.name] = round(performance.now() - t0, 1);
+      }
+      claimDurations.length = 0;
       const decides = new Float64Array(args.decisions);
       const latencies = new Float64Array(args.decisions);
-      const firstOfFlavor: number[] = [];
-      const seen = new Set<string>();
       let failed = 0;
       let next = 0;
       // `concurrency` clients, each sending its next request when the previous one is answered.
       const client = async (): Promise<void> => {
         while (next < args.decisions) {
           const i = next++;
-          const { needs: _needs, ...flavor } = workload[Math.floor(random() * workload.length)]!;
+          const flavor = flavorOf(workload[Math.floor(random() * workload.length)]!);
           const claimsBefore = claimDurations.length;
           const t0 = performance.now();
           try {
-            await timed.select({ flavor, instances: [{ uuid: randomUUID(), projectId: 'bench', userId: 'bench' }] });
+            await timed.select({ flavor, instances: instance() });
           } catch (error) {
             if (!(error instanceof NoValidHostError)) throw error;
             failed++;
           }
           latencies[i] = performance.now() - t0;
           if (!overlapClaims) decides[i] = latencies[i]! - claimDurations.slice(claimsBefore).reduce((a, b) => a + b, 0);
-          if (!seen.has(flavor.name)) {
-            seen.add(flavor.name);
-            firstOfFlavor.push(latencies[i]!);
-          }
         }
       };
+      const profiler = args.profile === undefined ? undefined : new Session();
+      if (profiler) {
+        profiler.connect();
+        await profiler.post('Profiler.enable');
+        await profiler.post('Profiler.start');
+      }
+      const loadBefore = loadavg()[0]!;
       const begin = performance.now();
       await Promise.all(Array.from({ length: args.concurrency }, client));
       const totalMs = performance.now() - begin;
+      const loadAfter = loadavg()[0]!;
+      if (profiler) {
+        const { profile } = await profiler.post('Profiler.stop');
+        writeFileSync(args.profile!, JSON.stringify(profile));
+        profiler.disconnect();
+      }
       await timed.close();
       const sorted = latencies.slice().sort();
       const sortedClaims = Float64Array.from(claimDurations).sort();
@@ -257,7 +290,10 @@ async function main(): Promise<void> {
               const sortedDecides = decides.slice().sort();
               return { schedulerP50Ms: round(percentile(sortedDecides, 50)), schedulerP99Ms: round(percentile(sortedDecides, 99)) };
             })()),
-        firstDecisionPerFlavorMs: firstOfFlavor.map((ms) => round(ms, 1)),
+        warmupMs,
+        loadAverage: [round(loadBefore, 2), round(loadAfter, 2)],
+        // The warm-up decisions (kept under this older name too).
+        firstDecisionPerFlavorMs: Object.values(warmupMs),
         flavors: workload.map((f) => f.name),
         plugins: args.plugins,
         weighers: config.scheduler.weighers.map((w) => `${w.name}x${w.multiplier}`),

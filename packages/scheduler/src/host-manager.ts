@@ -24,6 +24,15 @@ export interface HostChanges {
   removed: string[];
 }
 
+/** Changed slots (see `HostManager.changes`) kept at least, whatever the fleet's size. */
+const MIN_JOURNAL = 4096;
+
+/** Slots whose version changed: `slots[i]` is change number `base + i`. */
+export interface ChangeJournal {
+  slots: number[];
+  base: number;
+}
+
 /** Hosts loaded per `loadHosts` call, so one refresh of a big fleet is not one huge query. */
 const LOAD_BATCH = 1000;
 
@@ -93,7 +102,22 @@ export class HostManager {
   /** Epoch ms of each slot's host's last tracker update (for staleness). */
   private lastUpdates = new Float64Array(1024);
 
+  /**
+   * The slots whose version changed, in order of change (a slot may appear several times):
+   * `changes.slots[i]` is change number `changes.base + i`. A ranking remembers the number it
+   * has read up to and looks only at the slots changed since, instead of comparing all
+   * versions. The journal is cut when it outgrows the fleet; a ranking that had not read the
+   * cut part compares every version instead (see `Ranker.rank`).
+   */
+  readonly changes: ChangeJournal = { slots: [], base: 0 };
+
   private setVersion(slot: number, version: number): void {
+    const journal = this.changes;
+    if (journal.slots.length >= Math.max(MIN_JOURNAL, 2 * this.slots.length)) {
+      journal.base += journal.slots.length;
+      journal.slots = [];
+    }
+    journal.slots.push(slot);
     if (slot >= this.versions.length) {
       const size = Math.max(slot + 1, this.versions.length * 2);
       const grown = new Float64Array(size).fill(-1);

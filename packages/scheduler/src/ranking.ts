@@ -1,7 +1,23 @@
 import type { FilterHooks, RequestSpec, WeigherHooks } from '@ert/plugin-api';
 import type { Host } from './host-state.js';
 import { messageOf } from './host-manager.js';
-import type { HookCaller } from './host-manager.js';
+import type { ChangeJournal, HookCaller } from './host-manager.js';
+
+/** What a ranking reads of the host table (the HostManager). */
+export interface HostIndex {
+  readonly slots: ReadonlyArray<Host | undefined>;
+  /** Version of each slot's host (-1: empty). */
+  readonly versions: Float64Array;
+  /** Slots whose version changed, in order. */
+  readonly changes: ChangeJournal;
+}
+
+/**
+ * Entries a memo keeps in its ordered list of best candidates. Each decision usually changes one
+ * host (the one placed on), which leaves the list or moves in it; the list is rebuilt from all
+ * hosts only when it runs out or when the normalisation (a weigher's min or max) moves.
+ */
+const TOP_KEPT = 64;
 
 /** A filter as the ranking calls it (built-in or plugin), in configured order. */
 export interface FilterEntry {
@@ -56,6 +72,15 @@ export class Memo {
   passed = 0;
   /** False until the first complete ranking filled the aggregates. */
   ready = false;
+  /** Number of host changes (see `HostIndex.changes`) this memo has taken into account. */
+  changesSeen = 0;
+  /**
+   * The best candidates in order (best first): exactly the best `top.length` of all hosts that
+   * passed, each with the weight it was inserted with; every other candidate is worse than the
+   * last. `undefined` when it must be rebuilt. `topComplete`: it holds every candidate.
+   */
+  top: TopEntry[] | undefined = undefined;
+  topComplete = false;
 
   constructor(
     readonly prepared: Prepared,
@@ -73,6 +98,13 @@ export class Memo {
     this.minCount = new Int32Array(w);
     this.maxCount = new Int32Array(w);
   }
+}
+
+/** An entry of `Memo.top`. */
+interface TopEntry {
+  slot: number;
+  host: Host;
+  weight: number;
 }
 
 /** One candidate of a ranking: a host that passed every filter, with its total weight. */
@@ -183,15 +215,20 @@ export class Ranker {
   }
 
   /**
-   * Bring every host's entry in `memo` up to date (re-evaluating only hosts whose version in
-   * `versions` changed, all of them when `fresh`) and return the best `limit` candidates.
-   * Min, max and weights are updated for the changed hosts only, unless a weigher's min or max
-   * moved, which re-weighs every candidate: the result is the same as recomputing everything.
+   * Bring every host's entry in `memo` up to date (re-evaluating only hosts whose version
+   * changed, all of them when `fresh`) and return the best `limit` candidates. The changed hosts
+   * are found in the host index's change journal (only those changed since this memo was last
+   * ranked), not by comparing every version. Min, max and weights are updated for the changed
+   * hosts only, unless a weigher's min or max moved, which re-weighs every candidate; the best
+   * candidates are kept in order (`Memo.top`) and updated for the changed hosts. The result is
+   * the same as recomputing everything (`fresh`, which selects from every host).
    */
-  rank(slots: ReadonlyArray<Host | undefined>, versions: Float64Array, memo: Memo, limit: number, fresh = false): Ranking {
+  rank(index: HostIndex, memo: Memo, limit: number, fresh = false): Ranking {
+    const { slots, versions, changes } = index;
     const w = memo.prepared.weighers.length;
     const { stamps, outcomes, raw, min, max, minCount, maxCount } = memo;
     const count = slots.length;
+    const changesNow = changes.base + changes.slots.length;
     if (fresh || !memo.ready) {
       for (let slot = 0; slot < count; slot++) {
         if (fresh || stamps[slot] !== versions[slot]) this.refreshSlot(slots, versions, memo, slot);
@@ -199,14 +236,15 @@ export class Ranker {
       this.rescan(memo, count, -1);
       this.reweigh(memo, count, -1);
       memo.ready = true;
+      memo.top = undefined;
     } else {
       const changed: number[] = [];
       // The min and max the current weights were computed with.
       const before = Float64Array.from([...min, ...max]);
       const old = new Float64Array(w);
       const rescan = new Uint8Array(w);
-      for (let slot = 0; slot < count; slot++) {
-        if (stamps[slot] === versions[slot]) continue;
+      const update = (slot: number): void => {
+        if (stamps[slot] === versions[slot]) return;
         const wasPassed = outcomes[slot] === PASSED;
         if (wasPassed) for (let i = 0; i < w; i++) old[i] = raw[slot * w + i]!;
         this.refreshSlot(slots, versions, memo, slot);
@@ -236,37 +274,43 @@ export class Ranker {
           }
         }
         changed.push(slot);
+      };
+      if (memo.changesSeen >= changes.base) {
+        // A slot listed twice is refreshed once: afterwards its stamp matches its version.
+        for (let i = memo.changesSeen - changes.base; i < changes.slots.length; i++) {
+          const slot = changes.slots[i]!;
+          if (slot < count) update(slot);
+        }
+      } else {
+        // The journal was cut before this memo read it all: compare every version.
+        for (let slot = 0; slot < count; slot++) update(slot);
       }
       if (changed.length > 0) {
         for (let i = 0; i < w; i++) if (rescan[i]) this.rescan(memo, count, i);
         let moved = false;
         for (let i = 0; i < w; i++) if (min[i] !== before[i] || max[i] !== before[w + i]) moved = true;
-        if (moved) this.reweigh(memo, count, -1);
-        else for (const slot of changed) this.reweigh(memo, count, slot);
+        if (moved) {
+          this.reweigh(memo, count, -1);
+          memo.top = undefined;
+        } else {
+          for (const slot of changed) {
+            this.reweigh(memo, count, slot);
+            if (memo.top) updateTop(memo, slot, slots[slot]);
+          }
+        }
       }
     }
+    memo.changesSeen = changesNow;
     const scale = scaleOf(memo);
     const passed = memo.passed;
-    const best: Candidate[] = [];
-    if (limit <= 0) return { candidates: best, passed, min: Float64Array.from(min), scale };
-    const { weights } = memo;
-    for (let slot = 0; slot < count; slot++) {
-      if (outcomes[slot] !== PASSED) continue;
-      const weight = weights[slot]!;
-      // Only a weight at least the last kept one's can enter: the host object (for its name,
-      // the tie-break) is looked at only then.
-      if (best.length === limit && weight < best[limit - 1]!.weight) continue;
-      const host = slots[slot]!;
-      if (best.length === limit) {
-        const last = best[limit - 1]!;
-        if (!better(weight, host.name, last.weight, last.host.name)) continue;
-        best.pop();
-      }
-      let at = best.length;
-      while (at > 0 && better(weight, host.name, best[at - 1]!.weight, best[at - 1]!.host.name)) at--;
-      best.splice(at, 0, { host, weight });
+    const result = (candidates: Candidate[]): Ranking => ({ candidates, passed, min: Float64Array.from(min), scale });
+    if (limit <= 0) return result([]);
+    if (fresh || limit > TOP_KEPT) return result(selectBest(slots, memo, limit));
+    if (!memo.top || (memo.top.length < limit && !memo.topComplete)) {
+      memo.top = selectBest(slots, memo, TOP_KEPT).map((c) => ({ slot: c.host.slot, host: c.host, weight: c.weight }));
+      memo.topComplete = memo.top.length < TOP_KEPT;
     }
-    return { candidates: best, passed, min: Float64Array.from(min), scale };
+    return result(memo.top.slice(0, limit).map((e) => ({ host: e.host, weight: e.weight })));
   }
 
   /** Re-evaluate one slot (a host, or nothing) into the memo. */
@@ -326,6 +370,64 @@ export class Ranker {
       }
       weights[slot] = weight;
     }
+  }
+}
+
+/**
+ * The best `limit` hosts that passed, best first, looking at every slot. A host object (for its
+ * name, the tie-break) is looked at only when its weight can enter the best `limit`.
+ */
+function selectBest(slots: ReadonlyArray<Host | undefined>, memo: Memo, limit: number): Candidate[] {
+  const { outcomes, weights } = memo;
+  const best: Candidate[] = [];
+  if (limit >= memo.passed) {
+    // Everything that passed (explanations): sort once rather than insert one by one.
+    for (let slot = 0; slot < slots.length; slot++) if (outcomes[slot] === PASSED) best.push({ host: slots[slot]!, weight: weights[slot]! });
+    return best.sort((a, b) => (better(a.weight, a.host.name, b.weight, b.host.name) ? -1 : 1));
+  }
+  for (let slot = 0; slot < slots.length; slot++) {
+    if (outcomes[slot] !== PASSED) continue;
+    const weight = weights[slot]!;
+    if (best.length === limit && weight < best[limit - 1]!.weight) continue;
+    const host = slots[slot]!;
+    if (best.length === limit) {
+      const last = best[limit - 1]!;
+      if (!better(weight, host.name, last.weight, last.host.name)) continue;
+      best.pop();
+    }
+    let at = best.length;
+    while (at > 0 && better(weight, host.name, best[at - 1]!.weight, best[at - 1]!.host.name)) at--;
+    best.splice(at, 0, { host, weight });
+  }
+  return best;
+}
+
+/**
+ * Keep `memo.top` the best candidates in order after `slot` changed (its weight, or whether it
+ * passed). Every host outside the list is worse than its last entry, so: the changed host leaves
+ * the list, and comes back where it now belongs if it is better than the (new) last entry, or
+ * when the list holds every candidate. The list may shrink; `rank` rebuilds it when it is too
+ * short for a request.
+ */
+function updateTop(memo: Memo, slot: number, host: Host | undefined): void {
+  const top = memo.top!;
+  const at = top.findIndex((e) => e.slot === slot);
+  if (at >= 0) top.splice(at, 1);
+  if (!host || memo.outcomes[slot] !== PASSED) return;
+  const weight = memo.weights[slot]!;
+  const last = top[top.length - 1];
+  const enters = memo.topComplete || (last !== undefined && better(weight, host.name, last.weight, last.host.name));
+  if (!enters) {
+    // Worse than every listed entry, but maybe better than hosts outside it: the list now only
+    // knows its own entries are the best, which still holds.
+    return;
+  }
+  let i = top.length;
+  while (i > 0 && better(weight, host.name, top[i - 1]!.weight, top[i - 1]!.host.name)) i--;
+  top.splice(i, 0, { slot, host, weight });
+  if (top.length > TOP_KEPT) {
+    top.pop();
+    memo.topComplete = false;
   }
 }
 

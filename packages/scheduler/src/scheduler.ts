@@ -338,7 +338,7 @@ class DefaultScheduler implements Scheduler {
   }
 
   private rank(memo: Memo, limit: number): Ranking {
-    return this.ranker.rank(this.manager.slots, this.manager.versions, memo, limit, this.env.strategy === 'full-scan');
+    return this.ranker.rank(this.manager, memo, limit, this.env.strategy === 'full-scan');
   }
 
   /**

@@ -48,7 +48,10 @@ function problemOf<T>(validate: ResultValidator<T>, result: T): string | undefin
  * validated, and every call is counted per plugin and hook.
  */
 export class Dispatcher {
-  private readonly stats = new Map<string, HookTiming>();
+  /** Counters by plugin, then hook. */
+  private readonly stats = new Map<string, Map<string, HookTiming>>();
+  /** The same counters in the order of their first call (what `timings()` lists). */
+  private readonly order: HookTiming[] = [];
   private readonly defaultTimeoutMs: number;
   private readonly logger: Logger | undefined;
 
@@ -147,15 +150,24 @@ export class Dispatcher {
 
   /** A snapshot of the counters, one entry per plugin and hook called so far. */
   timings(): HookTiming[] {
-    return [...this.stats.values()].map((t) => ({ ...t }));
+    return this.order.map((t) => ({ ...t }));
   }
 
+  /**
+   * The counters of one plugin's hook, found by plugin then hook: no key is built per call
+   * (`callSync` runs for every filter and weigher of every host evaluated).
+   */
   private timing(plugin: string, hook: string): HookTiming {
-    const key = `${plugin}\u0000${hook}`;
-    let timing = this.stats.get(key);
+    let hooks = this.stats.get(plugin);
+    if (hooks === undefined) {
+      hooks = new Map();
+      this.stats.set(plugin, hooks);
+    }
+    let timing = hooks.get(hook);
     if (timing === undefined) {
       timing = { plugin, hook, calls: 0, failures: 0, totalMs: 0, maxMs: 0 };
-      this.stats.set(key, timing);
+      hooks.set(hook, timing);
+      this.order.push(timing);
     }
     return timing;
   }

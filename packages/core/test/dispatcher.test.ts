@@ -123,6 +123,19 @@ describe('Dispatcher.callSync', () => {
     expect(timing(d, 'ram', 'weigh')).toMatchObject({ calls: 2, failures: 1, totalMs: 0, maxMs: 0 });
   });
 
+  it('keeps one counter per plugin and hook, listed in order of first call', () => {
+    const d = createDispatcher();
+    d.callSync('ram', 'weigh', () => 1);
+    d.callSync('ram', 'filter', () => undefined);
+    d.callSync('cpu', 'weigh', () => 2);
+    d.callSync('ram', 'weigh', () => 3);
+    expect(d.timings().map((t) => [t.plugin, t.hook, t.calls])).toEqual([
+      ['ram', 'weigh', 2],
+      ['ram', 'filter', 1],
+      ['cpu', 'weigh', 1],
+    ]);
+  });
+
   it('wraps a throw with code, details and cause', () => {
     const d = createDispatcher();
     const cause = new Error('bad');

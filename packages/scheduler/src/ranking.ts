@@ -13,11 +13,11 @@ export interface HostIndex {
 }
 
 /**
- * Entries a memo keeps in its ordered list of best candidates. Each decision usually changes one
- * host (the one placed on), which leaves the list or moves in it; the list is rebuilt from all
- * hosts only when it runs out or when the normalisation (a weigher's min or max) moves.
+ * Entries a memo keeps in its ordered list of best candidates (default). Each decision usually
+ * changes one host (the one placed on), which leaves the list or moves in it; the list is rebuilt
+ * from all hosts only when it runs out or when the normalisation (a weigher's min or max) moves.
  */
-const TOP_KEPT = 64;
+export const TOP_KEPT = 256;
 
 /** A filter as the ranking calls it (built-in or plugin), in configured order. */
 export interface FilterEntry {
@@ -133,10 +133,15 @@ export function better(aWeight: number, aName: string, bWeight: number, bName: s
  * aggregate metadata `<weigher>_weight_multiplier` when it is a number) and summed.
  */
 export class Ranker {
+  /**
+   * `topKept`: how many best candidates each memo keeps in order between decisions (default
+   * TOP_KEPT); rankings asking for more select from every host.
+   */
   constructor(
     private readonly filters: readonly FilterEntry[],
     private readonly weighers: readonly WeigherEntry[],
     private readonly callHook: HookCaller,
+    private readonly topKept = TOP_KEPT,
   ) {}
 
   /** The filters and weighers whose `appliesTo` accepts this request (all when absent). */
@@ -295,7 +300,7 @@ export class Ranker {
         } else {
           for (const slot of changed) {
             this.reweigh(memo, count, slot);
-            if (memo.top) updateTop(memo, slot, slots[slot]);
+            if (memo.top) updateTop(memo, slot, slots[slot], this.topKept);
           }
         }
       }
@@ -305,10 +310,10 @@ export class Ranker {
     const passed = memo.passed;
     const result = (candidates: Candidate[]): Ranking => ({ candidates, passed, min: Float64Array.from(min), scale });
     if (limit <= 0) return result([]);
-    if (fresh || limit > TOP_KEPT) return result(selectBest(slots, memo, limit));
+    if (fresh || limit > this.topKept) return result(selectBest(slots, memo, limit));
     if (!memo.top || (memo.top.length < limit && !memo.topComplete)) {
-      memo.top = selectBest(slots, memo, TOP_KEPT).map((c) => ({ slot: c.host.slot, host: c.host, weight: c.weight }));
-      memo.topComplete = memo.top.length < TOP_KEPT;
+      memo.top = selectBest(slots, memo, this.topKept).map((c) => ({ slot: c.host.slot, host: c.host, weight: c.weight }));
+      memo.topComplete = memo.top.length < this.topKept;
     }
     return result(memo.top.slice(0, limit).map((e) => ({ host: e.host, weight: e.weight })));
   }
@@ -409,7 +414,7 @@ function selectBest(slots: ReadonlyArray<Host | undefined>, memo: Memo, limit: n
  * when the list holds every candidate. The list may shrink; `rank` rebuilds it when it is too
  * short for a request.
  */
-function updateTop(memo: Memo, slot: number, host: Host | undefined): void {
+function updateTop(memo: Memo, slot: number, host: Host | undefined, kept: number): void {
   const top = memo.top!;
   const at = top.findIndex((e) => e.slot === slot);
   if (at >= 0) top.splice(at, 1);
@@ -425,7 +430,7 @@ function updateTop(memo: Memo, slot: number, host: Host | undefined): void {
   let i = top.length;
   while (i > 0 && better(weight, host.name, top[i - 1]!.weight, top[i - 1]!.host.name)) i--;
   top.splice(i, 0, { slot, host, weight });
-  if (top.length > TOP_KEPT) {
+  if (top.length > kept) {
     top.pop();
     memo.topComplete = false;
   }

@@ -98,6 +98,14 @@ export interface Scheduler {
 
 /** Memos kept (one per distinct request); the least recently used is dropped. */
 const MEMO_LIMIT = 16;
+/** Parsed requests kept (see `parse`); the least recently used is dropped. */
+const PARSED_LIMIT = 64;
+
+/** A request's parsed flavor and hints, with the spec serialised once (the memo key). */
+interface ParsedRequest {
+  spec: RequestSpec;
+  key: string;
+}
 
 const RETRY_ON_OTHER_HOST = new Set(['ERT_STORE_CAPACITY_EXCEEDED', 'ERT_STORE_PROVIDER_GENERATION_CONFLICT', 'ERT_STORE_CONFLICT']);
 
@@ -134,6 +142,7 @@ type Locked = <T>(fn: () => Promise<T>) => Promise<T>;
 
 class DefaultScheduler implements Scheduler {
   private readonly memos = new Map<string, Memo>();
+  private readonly parsed = new Map<string, ParsedRequest>();
   /** The decision lock: every change to host states in memory runs in this chain. */
   private queue: Promise<unknown> = Promise.resolve();
   /** Selects running with overlapping claims (for close). */
@@ -178,9 +187,9 @@ class DefaultScheduler implements Scheduler {
 
   explain(request: ScheduleRequest): Promise<Explanation> {
     return this.serial(async () => {
-      const spec = this.parse(request);
+      const parsed = this.parse(request);
       await this.refreshIfDue();
-      const memo = this.memoFor(spec);
+      const memo = this.memoFor(parsed);
       const ranking = this.rank(memo, this.manager.slots.length);
       return buildExplanation(this.manager.slots, memo, ranking);
     });
@@ -229,20 +238,34 @@ class DefaultScheduler implements Scheduler {
       });
   }
 
-  /** Validate the request and parse its flavor; throws before anything is touched. */
-  private parse(request: ScheduleRequest): RequestSpec {
+  /**
+   * Validate the request and parse its flavor; throws before anything is touched. Parsing is
+   * pure (flavor, hints and the loaded plugins' keys), so the spec of a flavor and hints seen
+   * recently is re-used, with its memo key, instead of parsed and serialised again.
+   */
+  private parse(request: ScheduleRequest): ParsedRequest {
     validateRequest(request);
     const hints = withBatchMembers(request.hints, request.instances);
-    return parseFlavor(request.flavor, { keys: this.runtime.extraSpecKeys, hints });
+    const input = JSON.stringify([request.flavor, hints]);
+    let parsed = this.parsed.get(input);
+    if (parsed) {
+      this.parsed.delete(input);
+    } else {
+      const spec = parseFlavor(request.flavor, { keys: this.runtime.extraSpecKeys, hints });
+      parsed = { spec, key: JSON.stringify(spec) };
+      if (this.parsed.size >= PARSED_LIMIT) this.parsed.delete(this.parsed.keys().next().value!);
+    }
+    this.parsed.set(input, parsed);
+    return parsed;
   }
 
   private async selectNow(request: ScheduleRequest, locked: Locked): Promise<Selection[]> {
-    const spec = this.parse(request);
+    const parsed = this.parse(request);
     await locked(() => this.refreshIfDue());
     const selections: Selection[] = [];
     try {
       for (const instance of request.instances) {
-        selections.push(await this.placeOne({ ...instance, flavor: request.flavor }, spec, locked));
+        selections.push(await this.placeOne({ ...instance, flavor: request.flavor }, parsed, locked));
       }
     } catch (error) {
       await this.release(selections, locked);
@@ -257,13 +280,14 @@ class DefaultScheduler implements Scheduler {
    * decision need not wait for the store. A lost race or a failed write reloads that host
    * (undoing the placement counted in memory) and tries the next candidate.
    */
-  private async placeOne(instance: InstanceRequest, spec: RequestSpec, locked: Locked): Promise<Selection> {
+  private async placeOne(instance: InstanceRequest, parsed: ParsedRequest, locked: Locked): Promise<Selection> {
+    const { spec } = parsed;
     const { maxAttempts, hostSubsetSize } = this.config.scheduler;
     const tried = new Set<string>();
     const attempts: Array<{ host: string; error: string }> = [];
     while (attempts.length < maxAttempts) {
       const decision = await locked(async () => {
-        const memo = this.memoFor(spec);
+        const memo = this.memoFor(parsed);
         const limit = Math.max(maxAttempts, hostSubsetSize) + tried.size;
         const ranking = this.rank(memo, limit);
         const candidates = ranking.candidates.filter((c) => !tried.has(c.host.name));
@@ -319,7 +343,7 @@ class DefaultScheduler implements Scheduler {
       return { instanceUuid: instance.uuid, host: decision.host, allocations: decision.allocations.map((a) => ({ ...a })), alternates: decision.alternates };
     }
     return locked(async () => {
-      const memo = this.memoFor(spec);
+      const memo = this.memoFor(parsed);
       throw new NoValidHostError(instance.uuid, spec.flavor.name, summarize(buildExplanation(this.manager.slots, memo, this.rank(memo, 0))), attempts);
     });
   }
@@ -346,8 +370,8 @@ class DefaultScheduler implements Scheduler {
    * hosts of an affinity group's placed members, the only thing outside one host a built-in
    * filter reads.
    */
-  private memoFor(spec: RequestSpec): Memo {
-    const key = `${JSON.stringify(spec)}|${affinityHosts(spec, { hostOf: (uuid) => this.manager.hostOfInstance(uuid)?.name }).join(',')}`;
+  private memoFor({ spec, key: specKey }: ParsedRequest): Memo {
+    const key = `${specKey}|${affinityHosts(spec, { hostOf: (uuid) => this.manager.hostOfInstance(uuid)?.name }).join(',')}`;
     const capacity = this.manager.slots.length;
     let memo = this.memos.get(key);
     if (memo && memo.capacity >= capacity && this.env.strategy === 'indexed') {

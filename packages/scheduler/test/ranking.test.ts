@@ -60,12 +60,14 @@ describe('indexed ranking', () => {
   it('returns exactly the best candidates a fresh evaluation of every host returns', () => {
     fc.assert(
       fc.property(
-        // Small fleets (the list holds every candidate) and large ones (it does not).
-        fc.oneof(fc.integer({ min: 1, max: 12 }), fc.integer({ min: 60, max: 300 })),
+        fc.integer({ min: 1, max: 80 }),
         fc.array(fc.array(change, { maxLength: 4 }), { minLength: 1, maxLength: 60 }),
         fc.integer({ min: 1, max: 8 }),
         fc.integer({ min: 8, max: 600 }),
-        (size, steps, limit, journalLimit) => {
+        // Best candidates kept between rankings: fewer or more than the fleet has, more or
+        // fewer than a ranking asks for.
+        fc.integer({ min: 1, max: 24 }),
+        (size, steps, limit, journalLimit, topKept) => {
           const index = new FakeIndex(journalLimit);
           const ranker = new Ranker(
             [{ name: 'f', hooks: filter }],
@@ -74,6 +76,7 @@ describe('indexed ranking', () => {
               { name: 'b', hooks: weighB, multiplier: -2 },
             ],
             callHook,
+            topKept,
           );
           const memo = new Memo(ranker.prepare(spec), 4096);
           let named = 0;

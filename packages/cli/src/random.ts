@@ -1,18 +1,4 @@
-/**
- * A seeded pseudo-random generator (mulberry32): the same seed yields the same sequence
- * on every machine, which is what makes `ert simulate --seed` reproducible.
- * Returns numbers in [0, 1).
- */
-export function seededRandom(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export { seededRandom } from '@ert/core';
 
 /** A version-4-shaped uuid drawn from `random` (deterministic for a seeded generator). */
 export function randomUuid(random: () => number): string {

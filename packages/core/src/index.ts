@@ -47,3 +47,4 @@ export {
   type ActiveWeigher,
 } from './runtime.js';
 export { validateStats } from './stats.js';
+export { seededRandom } from './random.js';

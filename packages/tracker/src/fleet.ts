@@ -1,7 +1,7 @@
 import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from '@ert/plugin-api';
-import type { ErtConfig } from '@ert/core';
+import { seededRandom, type ErtConfig } from '@ert/core';
 import type { HostImport } from '@ert/store';
 import { TrackerError, TrackerErrorCodes } from './errors.js';
 import { childProviderName, providerUuid } from './ids.js';
@@ -30,18 +30,6 @@ interface Template {
 }
 
 const TEMPLATE_HOST = 'profile';
-
-/** mulberry32: small, fast, deterministic. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /**
  * Run the real discovery (the configured resource plugins and provider configs, stats
@@ -75,7 +63,7 @@ export async function buildFleet(options: BuildFleetOptions): Promise<HostImport
     }
   }
 
-  const pick = options.seed === undefined ? (i: number) => templates[i % templates.length]! : ((r) => () => templates[Math.floor(r() * templates.length)]!)(prng(options.seed));
+  const pick = options.seed === undefined ? (i: number) => templates[i % templates.length]! : ((r) => () => templates[Math.floor(r() * templates.length)]!)(seededRandom(options.seed));
   const fleet: HostImport[] = [];
   for (let i = 0; i < options.hosts; i++) {
     const template = pick(i);

@@ -150,6 +150,17 @@ export interface HostImport {
   stats?: Record<string, { schemaVersion: number; data: JsonValue }>;
 }
 
+/**
+ * What one `writeAllocations` call changed in host generations (`hostGenerations`): each host
+ * of the call's allocations (their trees, old and new), instances (old and new hosts) and
+ * sharing providers. The transaction bumps each such host's generation exactly once, from
+ * `generationBefore` to `generation`. `shared`: other calls combined in the same transaction
+ * changed that host too (or a sharing provider did), so the bump covers more than this call.
+ */
+export interface AllocationWriteResult {
+  hosts: Array<{ name: string; generationBefore: number; generation: number; shared: boolean }>;
+}
+
 export interface Store {
   readonly client: StoreClient;
 
@@ -208,8 +219,11 @@ export interface Store {
    * it; empty `allocations` delete the consumer. Calls made while another is in flight
    * may be committed in one transaction, each checked on its own: one call's failure
    * never affects another's result.
+   * Resolves with the hosts whose generation the call's transaction bumped (see
+   * `AllocationWriteResult`), so a caller that already knows what it wrote (a scheduler
+   * counting its own claims) can record the new generation instead of reloading the host.
    */
-  writeAllocations(writes: AllocationWrite[]): Promise<void>;
+  writeAllocations(writes: AllocationWrite[]): Promise<AllocationWriteResult>;
   getAllocations(consumerUuid: string): Promise<{ generation: number | null; allocations: Allocation[] }>;
   /** Remove a consumer's allocations (and the consumer), without a generation check. Unknown consumers are a no-op. */
   deleteAllocations(consumerUuid: string): Promise<void>;

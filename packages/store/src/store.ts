@@ -17,6 +17,7 @@ import type {
   AggregateRecord,
   Allocation,
   AllocationWrite,
+  AllocationWriteResult,
   HostImport,
   HostRecord,
   HostSnapshot,
@@ -615,11 +616,11 @@ export class KnexStore implements Store {
   private readonly pendingWrites: PendingWrite[] = [];
   private flushing = false;
 
-  async writeAllocations(writes: AllocationWrite[]): Promise<void> {
+  async writeAllocations(writes: AllocationWrite[]): Promise<AllocationWriteResult> {
     validateWrites(writes);
-    if (writes.length === 0) return;
+    if (writes.length === 0) return { hosts: [] };
     if (this.closed) throw new StoreError('ERT_STORE_INVALID', 'writeAllocations: the store is closed');
-    await new Promise<void>((resolve, reject) => {
+    return new Promise<AllocationWriteResult>((resolve, reject) => {
       this.pendingWrites.push({ writes, resolve, reject });
       this.flushPendingWrites();
     });
@@ -646,9 +647,10 @@ export class KnexStore implements Store {
           ),
         { firstStatementWrites: true },
       );
+    const settle = (call: PendingWrite, outcome: CallOutcome) => ('error' in outcome ? call.reject(outcome.error) : call.resolve(outcome.result));
     try {
       const outcomes = await run(batch);
-      batch.forEach((call, i) => (outcomes[i] === undefined ? call.resolve() : call.reject(outcomes[i])));
+      batch.forEach((call, i) => settle(call, outcomes[i]!));
     } catch (err) {
       if (batch.length === 1) {
         batch[0]!.reject(err);
@@ -659,8 +661,7 @@ export class KnexStore implements Store {
       for (const call of batch) {
         try {
           const [outcome] = await run([call]);
-          if (outcome === undefined) call.resolve();
-          else call.reject(outcome);
+          settle(call, outcome!);
         } catch (callErr) {
           call.reject(callErr);
         }
@@ -670,14 +671,14 @@ export class KnexStore implements Store {
 
   /**
    * Applies several `writeAllocations` calls in one transaction and returns each call's
-   * error (undefined for success); a call that fails leaves no trace. Locks every provider
+   * outcome (its error, or the hosts it changed); a call that fails leaves no trace. Locks every provider
    * the calls touch (new allocations and the consumers' current ones) before reading usage:
    * SQLite by taking the write lock with the first statement, PostgreSQL with SELECT ...
    * FOR UPDATE ordered by id (a fixed order, so concurrent claims cannot deadlock), then the
    * consumer rows. Checks run in memory against the usage read under the locks; the result
    * is written with a fixed number of set-based statements, however many calls are combined.
    */
-  private async applyAllocationCalls(trx: Trx, calls: AllocationWrite[][]): Promise<Array<unknown>> {
+  private async applyAllocationCalls(trx: Trx, calls: AllocationWrite[][]): Promise<CallOutcome[]> {
     const pg = this.client === 'pg';
     if (!pg) await this.takeWriteLock(trx);
     const all = calls.flat();
@@ -722,7 +723,7 @@ export class KnexStore implements Store {
     const hostIds = new Map(hostRows.map((r) => [r.name, r.id]));
 
     // Check each call against the state left by the calls before it.
-    const outcomes: unknown[] = [];
+    const outcomes: Array<{ error: unknown } | { providers: Set<number>; instances: InstanceRecord[] }> = [];
     const final = new Map<string, ConsumerState | null>();
     const touched = new Set<number>();
     const instances: InstanceRecord[] = [];
@@ -762,28 +763,73 @@ export class KnexStore implements Store {
         }
       } catch (err) {
         if (!isStoreError(err)) throw err;
-        outcomes.push(err);
+        outcomes.push({ error: err });
         continue;
       }
-      outcomes.push(undefined);
+      const callProviders = new Set<number>();
+      const callInstances = call.flatMap((write) => (write.instance ? [write.instance] : []));
+      outcomes.push({ providers: callProviders, instances: callInstances });
       for (const [key, used] of stagedUsage) usage.set(key, used);
       for (const [uuid, state] of stagedConsumers) {
         const before = final.has(uuid) ? final.get(uuid) : consumers.get(uuid);
-        for (const key of [...(before?.allocations.keys() ?? []), ...(state?.allocations.keys() ?? [])]) touched.add(providerOfKey(key));
+        for (const key of [...(before?.allocations.keys() ?? []), ...(state?.allocations.keys() ?? [])]) callProviders.add(providerOfKey(key));
         final.set(uuid, state);
       }
-      for (const write of call) if (write.instance) instances.push(write.instance);
+      for (const id of callProviders) touched.add(id);
+      instances.push(...callInstances);
     }
     if (final.size > 0) await this.writeConsumers(trx, consumers, final);
     if (touched.size > 0) await trx('providers').whereIn('id', [...touched]).increment('generation', 1);
-    if (instances.length > 0) await this.upsertInstancesIn(trx, instances, hostIds);
-    // Host generations: by root for the trees touched, plus the general path for sharing providers.
-    const touchedProviders = providers.filter((p) => touched.has(p.id));
-    const roots = [...new Set(touchedProviders.map((p) => p.root_id))];
-    for (const part of chunks(roots)) await trx('hosts').whereIn('root_provider_id', part).increment('generation', 1);
-    const sharing = touchedProviders.filter((p) => Boolean(p.sharing)).map((p) => p.id);
+    const previousHosts = instances.length > 0 ? await this.upsertInstancesIn(trx, instances, hostIds, { bumpHosts: false }) : new Map<string, number>();
+    // Host generations, each bumped once: the roots of the trees touched and the instances'
+    // hosts (new and previous) in one statement returning the new generations; then the
+    // general path for sharing providers (hosts of their aggregates).
+    const rootOf = new Map(providers.map((p) => [p.id, p.root_id]));
+    const roots = [...new Set([...touched].map((id) => rootOf.get(id)!))];
+    const instanceHostIds = [...new Set([...instances.map((i) => hostIds.get(i.host)!), ...previousHosts.values()])];
+    const bumped: Array<{ id: number; name: string; generation: number; root_provider_id: number }> = [];
+    for (let i = 0; i < Math.max(roots.length, instanceHostIds.length); i += 450) {
+      const rootPart = roots.slice(i, i + 450);
+      const hostPart = instanceHostIds.slice(i, i + 450);
+      const rows: Array<{ id: number; name: string; generation: number; root_provider_id: number }> = await trx('hosts')
+        .where((q) => {
+          q.whereIn('root_provider_id', rootPart).orWhereIn('id', hostPart);
+        })
+        .whereNotIn('id', bumped.map((r) => r.id))
+        .update({ generation: trx.raw('generation + 1') })
+        .returning(['id', 'name', 'generation', 'root_provider_id']);
+      bumped.push(...rows);
+    }
+    const sharing = [...touched].filter((id) => providers.some((p) => p.id === id && Boolean(p.sharing)));
     if (sharing.length > 0) await this.bumpHostsOf(trx, sharing);
-    return outcomes;
+    // Each successful call: the hosts it changed, `shared` when another call changed them too.
+    const hostById = new Map(bumped.map((r) => [r.id, r]));
+    const hostByRoot = new Map(bumped.map((r) => [r.root_provider_id, r]));
+    const writers = new Map<number, number>();
+    const hostsOfCall = outcomes.map((outcome) => {
+      if ('error' in outcome) return [];
+      const ids = new Set<number>();
+      for (const provider of outcome.providers) {
+        const host = hostByRoot.get(rootOf.get(provider)!);
+        if (host) ids.add(host.id);
+      }
+      for (const instance of outcome.instances) {
+        ids.add(hostIds.get(instance.host)!);
+        const previous = previousHosts.get(instance.uuid);
+        if (previous !== undefined) ids.add(previous);
+      }
+      for (const id of ids) writers.set(id, (writers.get(id) ?? 0) + 1);
+      return [...ids];
+    });
+    return outcomes.map((outcome, i): CallOutcome => {
+      if ('error' in outcome) return outcome;
+      const hosts = hostsOfCall[i]!.flatMap((id) => {
+        const host = hostById.get(id);
+        if (!host) return [];
+        return [{ name: host.name, generationBefore: host.generation - 1, generation: host.generation, shared: writers.get(id)! > 1 || sharing.length > 0 }];
+      });
+      return { result: { hosts } };
+    });
   }
 
   /** Consumers by uuid with their allocations (`provider:class` -> amount); `lock` locks the rows (PostgreSQL). */
@@ -978,9 +1024,14 @@ export class KnexStore implements Store {
    * Inserts or updates instances (one multi-row upsert; `createdAt` is kept on update) and
    * bumps the generation of their hosts and of the hosts they moved away from.
    */
-  private async upsertInstancesIn(trx: Trx, instances: InstanceRecord[], hostIds: Map<string, number>): Promise<void> {
+  private async upsertInstancesIn(
+    trx: Trx,
+    instances: InstanceRecord[],
+    hostIds: Map<string, number>,
+    options: { bumpHosts?: boolean } = {},
+  ): Promise<Map<string, number>> {
     const uuids = instances.map((i) => i.uuid);
-    const previous: Array<{ host_id: number }> = await inChunks(uuids, (part) => trx('instances').select('host_id').whereIn('uuid', part));
+    const previous: Array<{ uuid: string; host_id: number }> = await inChunks(uuids, (part) => trx('instances').select('uuid', 'host_id').whereIn('uuid', part));
     const now = Date.now();
     const columns = ['uuid', 'host_id', 'project_id', 'user_id', 'flavor', 'previous_flavor', 'migration_uuid', 'assignments', 'cpus', 'state', 'created_at', 'updated_at'];
     const updated = columns.filter((c) => c !== 'uuid' && c !== 'created_at');
@@ -1006,8 +1057,11 @@ export class KnexStore implements Store {
       ]),
       { upsert: { key: 'uuid', columns: updated } },
     );
-    const bumped = new Set([...instances.map((i) => hostIds.get(i.host)!), ...previous.map((p) => p.host_id)]);
-    for (const part of chunks([...bumped])) await trx('hosts').whereIn('id', part).increment('generation', 1);
+    if (options.bumpHosts !== false) {
+      const bumped = new Set([...instances.map((i) => hostIds.get(i.host)!), ...previous.map((p) => p.host_id)]);
+      for (const part of chunks([...bumped])) await trx('hosts').whereIn('id', part).increment('generation', 1);
+    }
+    return new Map(previous.map((p) => [p.uuid, p.host_id]));
   }
 
   async getInstance(uuid: string): Promise<InstanceRecord | undefined> {
@@ -1109,6 +1163,12 @@ export class KnexStore implements Store {
   /* ---------------------------------------------------------------- scheduler reads */
 
   async hostGenerations(): Promise<Map<string, number>> {
+    if (this.client === 'sqlite3') {
+      // One JSON value rather than a row per host: the SQLite driver's per-row objects cost
+      // about three times more, on the connection every write waits for, once per refresh.
+      const [row]: Array<{ pairs: string }> = await this.knex.raw('SELECT json_group_array(json_array(name, generation)) AS pairs FROM hosts');
+      return new Map(JSON.parse(row!.pairs) as Array<[string, number]>);
+    }
     const rows: Array<{ name: string; generation: number }> = await this.knex('hosts').select('name', 'generation');
     return new Map(rows.map((r) => [r.name, r.generation]));
   }
@@ -1255,9 +1315,12 @@ export class KnexStore implements Store {
 
 interface PendingWrite {
   writes: AllocationWrite[];
-  resolve(): void;
+  resolve(result: AllocationWriteResult): void;
   reject(err: unknown): void;
 }
+
+/** Outcome of one call in a combined transaction: its error, or the hosts it changed. */
+type CallOutcome = { error: unknown } | { result: AllocationWriteResult };
 
 /** A consumer inside writeAllocations: `id` undefined until created; allocations by allocationKey. */
 interface ConsumerState {

@@ -402,6 +402,35 @@ describe.each(backends)('store semantics on %s', (client) => {
       expect(bumps).toBeLessThan(10);
     });
 
+    it('reports the host generations each call bumped, and which were shared with combined calls', async () => {
+      const a = await host();
+      const b = await host();
+      const ga = (await store.getHost(a.name))!.generation;
+      const claim = (uuid: string, on: { name: string; uuid: string }) =>
+        store.writeAllocations([
+          { consumer: consumer(uuid, null), allocations: [{ providerUuid: on.uuid, resourceClass: 'VCPU', amount: 1 }], instance: instance(uuid, on.name, { state: 'scheduled' }) },
+        ]);
+      // Alone: the host's generation goes up by exactly one, from what it was.
+      expect(await claim('gen-1', a)).toEqual({ hosts: [{ name: a.name, generationBefore: ga, generation: ga + 1, shared: false }] });
+      expect((await store.getHost(a.name))!.generation).toBe(ga + 1);
+      // Combined: calls queued behind the first share one transaction; a host two of them
+      // changed is reported as shared by both, one only one call changed is not.
+      const gb = (await store.getHost(b.name))!.generation;
+      const [first, second, third, fourth] = await Promise.all([claim('gen-2', b), claim('gen-3', a), claim('gen-4', a), claim('gen-6', b)]);
+      expect(first!.hosts).toEqual([{ name: b.name, generationBefore: gb, generation: gb + 1, shared: false }]);
+      expect(second!.hosts).toEqual([{ name: a.name, generationBefore: ga + 1, generation: ga + 2, shared: true }]);
+      expect(third!.hosts).toEqual(second!.hosts);
+      expect(fourth!.hosts).toEqual([{ name: b.name, generationBefore: gb + 1, generation: gb + 2, shared: false }]);
+      expect((await store.getHost(a.name))!.generation).toBe(ga + 2);
+      // A move reports the host it left as well; a failed call rejects and reports nothing.
+      const moved = await store.writeAllocations([
+        { consumer: consumer('gen-1', 0), allocations: [{ providerUuid: b.uuid, resourceClass: 'VCPU', amount: 1 }], instance: instance('gen-1', b.name) },
+      ]);
+      expect(moved.hosts.map((h) => h.name).sort()).toEqual([a.name, b.name].sort());
+      expect(moved.hosts.every((h) => h.generation === h.generationBefore + 1 && !h.shared)).toBe(true);
+      expect((await failure(claim('gen-5', { name: a.name, uuid: 'no-such-provider' }))).code).toBe('ERT_STORE_NOT_FOUND');
+    });
+
     it('records the instance in the same transaction and deletes consumers', async () => {
       const h = await host();
       await store.writeAllocations([

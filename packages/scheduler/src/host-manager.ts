@@ -1,6 +1,6 @@
 import { exclusionReason } from '@ert/plugin-api';
 import type { Clock, ConsumerHooks, HostStatus, InstanceRequest, JsonValue, Logger, Placement, RequestSpec } from '@ert/plugin-api';
-import type { Allocation, HostSnapshot, ProviderSnapshot, Store } from '@ert/store';
+import type { Allocation, AllocationWriteResult, HostSnapshot, ProviderSnapshot, Store } from '@ert/store';
 import { Host, Interner, NO_PROVIDERS, Provider, instanceSet, internStatus } from './host-state.js';
 import type { HostShape } from './host-state.js';
 
@@ -237,6 +237,21 @@ export class HostManager {
       }
     });
     this.touch(host);
+  }
+
+  /**
+   * This scheduler's own claim was committed (`writeAllocations`' result), and its placement is
+   * counted in memory already: a host whose generation the store moved from the one held, by
+   * that claim alone, takes the new generation, so the next refresh does not reload it (which
+   * would cost a read and drop what consumers' `placed` added). A host that another writer
+   * changed too — its generation before the claim is not the one held, or the bump was shared
+   * with other calls — keeps the old one, so the refresh reloads it from the store.
+   */
+  acknowledge(hosts: AllocationWriteResult['hosts']): void {
+    for (const written of hosts) {
+      const held = this.byName.get(written.name);
+      if (held && !written.shared && held.generation === written.generationBefore) held.generation = written.generation;
+    }
   }
 
   /** Hosts whose tracker stopped updating are `stale` (unless the store says disabled). */

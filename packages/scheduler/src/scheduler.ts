@@ -311,7 +311,7 @@ class DefaultScheduler implements Scheduler {
         continue;
       }
       try {
-        await this.store.writeAllocations([
+        const written = await this.store.writeAllocations([
           {
             consumer: { uuid: instance.uuid, projectId: instance.projectId, userId: instance.userId, generation: null },
             allocations: decision.allocations,
@@ -326,6 +326,9 @@ class DefaultScheduler implements Scheduler {
             },
           },
         ]);
+        // Synchronous, so no decision runs in between: hosts the claim alone changed in the
+        // store take their new generation (the placement is in memory already).
+        this.manager.acknowledge(written.hosts);
       } catch (error) {
         // Nothing was written: the placement counted in memory must go (the store is the truth).
         await locked(() => this.manager.reload([decision.host]));

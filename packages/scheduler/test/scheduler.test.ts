@@ -217,6 +217,43 @@ describe.each(BACKENDS)('scheduler on %s', (client) => {
     expect((await s.explain({ flavor: small, instances: instances(1) })).hosts).toBe(2);
   });
 
+  it('does not reload hosts for its own claims, but does when another writer changed them', async () => {
+    const { store, options } = await fleet('own-claims', [
+      { name: 'o1', inventories: { VCPU: 16, MEMORY_MB: 65536 }, stats: { level: { schemaVersion: 2, data: { level: 5 } } } },
+      { name: 'o2', inventories: { VCPU: 16, MEMORY_MB: 32768 }, stats: { level: { schemaVersion: 2, data: { level: 5 } } } },
+    ]);
+    const loaded: Array<string[] | undefined> = [];
+    const spy: Store = new Proxy(store, {
+      get(target, prop, receiver) {
+        if (prop === 'loadHosts') return (names?: string[]) => (loaded.push(names), target.loadHosts(names));
+        const value = Reflect.get(target, prop, receiver);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const s = await createScheduler({
+      config: schedulerConfig(options, tmp.dir, { consumers: [level], filters: ['resources'], weighers: [{ name: 'free-ram', plugin: freeRam, multiplier: 1 }], refreshInterval: '1h' }, { plugins: { level: { maxPerHost: 10 } } }),
+      store: spy,
+    });
+    schedulers.push(s);
+    const placed = await s.select({ flavor: small, instances: instances(3) });
+    expect(placed.map((p) => p.host)).toEqual(['o1', 'o1', 'o1']);
+    const held = s.host('o1') as unknown as { generation: number };
+    expect(held.generation).toBe((await store.getHost('o1'))!.generation);
+    loaded.length = 0;
+    await s.refresh();
+    expect(loaded).toEqual([]);
+    // What the consumer's `placed` counted survives (a reload would have rebuilt it from stats).
+    expect(s.host('o1')!.pluginData<{ placed: number }>('level')!.placed).toBe(3);
+    expect(s.host('o1')!.free('MEMORY_MB')).toBe(65536 - 3 * 2048);
+    // Another writer claims on o1: the next refresh reloads it, and only it.
+    await store.writeAllocations([
+      { consumer: { uuid: uuidFor('foreign-1'), projectId: 'p', userId: 'u', generation: null }, allocations: [{ providerUuid: uuidFor('o1'), resourceClass: 'MEMORY_MB', amount: 1024 }] },
+    ]);
+    await s.refresh();
+    expect(loaded.flat()).toEqual(['o1']);
+    expect(s.host('o1')!.free('MEMORY_MB')).toBe(65536 - 3 * 2048 - 1024);
+  });
+
   it('counts claims on a sharing provider for every host that reaches it', async () => {
     const { store, options } = await fleet('sharing', [
       { name: 's1', inventories: { VCPU: 8, MEMORY_MB: 8192 }, aggregates: [uuidFor('agg-disk')] },

@@ -28,7 +28,7 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
-import { loadConfig } from '@ert/core';
+import { loadConfig, seededRandom } from '@ert/core';
 import type { ErtConfig } from '@ert/core';
 import type { Flavor } from '@ert/plugin-api';
 import { createScheduler, NoValidHostError } from '@ert/scheduler';
@@ -109,17 +109,6 @@ function withPlugins(config: ErtConfig, chosen: readonly string[]): ErtConfig {
   };
 }
 
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 function gc(): void {
   const collect = (globalThis as { gc?: () => void }).gc;
   if (!collect) throw new Error('scheduler-bench: run with --expose-gc');
@@ -195,7 +184,7 @@ async function main(): Promise<void> {
     };
     if (!args.heapOnly) {
       await scheduler.close();
-      const random = mulberry32(args.seed);
+      const random = seededRandom(args.seed);
       const workload = WORKLOAD.filter((f) => f.needs === undefined || args.plugins.includes(f.needs));
       // Time the durable claims apart, to tell the store's part of a decision from the scheduler's.
       const claimDurations: number[] = [];

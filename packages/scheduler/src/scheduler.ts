@@ -10,7 +10,6 @@ import { buildExplanation, summarize } from './explain.js';
 import type { Explanation } from './explain.js';
 import { HostManager, messageOf } from './host-manager.js';
 import type { ConsumerEntry, HookCaller } from './host-manager.js';
-import type { Host } from './host-state.js';
 import { Memo, Ranker } from './ranking.js';
 import type { FilterEntry, Ranking, WeigherEntry } from './ranking.js';
 
@@ -118,6 +117,8 @@ export async function createScheduler(options: SchedulerOptions): Promise<Schedu
   const { config, store } = options;
   const logger = options.logger ?? createLogger({ level: config.log.level });
   const clock = options.clock ?? { now: () => Date.now() };
+  // Assigned once below; the built-in filters' locator closes over it before the manager exists.
+  // eslint-disable-next-line prefer-const
   let manager: HostManager | undefined;
   const builtins = builtinFilters({ hostOf: (uuid) => manager?.hostOfInstance(uuid)?.name });
   const runtime = await createPluginRuntime({ config, logger, side: 'scheduler', builtins });

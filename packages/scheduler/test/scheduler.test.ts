@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import type { Store, StoreOptions } from '@ert/store';
 import { createScheduler, NoValidHostError } from '../src/index.js';
 import type { Scheduler } from '../src/index.js';

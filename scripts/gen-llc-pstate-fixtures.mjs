@@ -4,39 +4,14 @@
 // intel_pstate and resctrl. The CPU numbering follows the profiles' binding description;
 // the topology/proc/node files of the same trees are written by another generator.
 // Run once from the repository root: node scripts/gen-llc-pstate-fixtures.mjs
-import { mkdirSync, writeFileSync, rmSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import path from 'node:path';
+import { cpuList, cpuMask, writeKernelFile } from './lib/kernel-files.mjs';
 
 const HOSTS = path.resolve('config/hosts');
 
 function write(profile, rel, content) {
-  const file = path.join(HOSTS, profile, rel);
-  mkdirSync(path.dirname(file), { recursive: true });
-  // Kernel attribute files end with a newline.
-  writeFileSync(file, content.endsWith('\n') ? content : `${content}\n`);
-}
-
-function cpuList(cpus) {
-  const sorted = [...cpus].sort((a, b) => a - b);
-  const parts = [];
-  for (let i = 0; i < sorted.length; ) {
-    let j = i;
-    while (j + 1 < sorted.length && sorted[j + 1] === sorted[j] + 1) j++;
-    parts.push(i === j ? `${sorted[i]}` : `${sorted[i]}-${sorted[j]}`);
-    i = j + 1;
-  }
-  return parts.join(',');
-}
-
-/** The kernel's cpumask format: hex, 32-bit groups separated by commas, high group first. */
-function cpuMask(cpus, nrCpus) {
-  const groups = new Array(Math.ceil(nrCpus / 32)).fill(0);
-  for (const cpu of cpus) groups[Math.floor(cpu / 32)] |= 1 << cpu % 32;
-  const hex = groups.reverse().map((g, i) => (g >>> 0).toString(16).padStart(i === 0 ? 1 : 8, '0'));
-  // The highest group is printed without leading zeros only up to the CPUs that exist.
-  const width = Math.ceil((nrCpus % 32 || 32) / 4);
-  hex[0] = hex[0].padStart(width, '0');
-  return hex.join(',');
+  writeKernelFile(path.join(HOSTS, profile, rel), content);
 }
 
 /**

@@ -5,8 +5,8 @@
 // committed. CPU numbering is binding for both scripts: logical CPU
 //   cpu = thread * (sockets * coresPerSocket) + socket * coresPerSocket + core
 // and NUMA node s holds socket s's CPUs (one node per socket).
-import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { cpuList, cpuMask, writeKernelFile } from './lib/kernel-files.mjs';
 import { fileURLToPath } from 'node:url';
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -55,35 +55,7 @@ const PROFILES = [
 const PAGE_SIZES_KB = [2048, 1048576];
 
 function write(root, machinePath, content) {
-  const file = path.join(root, machinePath);
-  mkdirSync(path.dirname(file), { recursive: true });
-  writeFileSync(file, content.endsWith('\n') ? content : `${content}\n`);
-}
-
-function cpuList(cpus) {
-  const sorted = [...cpus].sort((a, b) => a - b);
-  const parts = [];
-  for (let i = 0; i < sorted.length; ) {
-    let j = i;
-    while (j + 1 < sorted.length && sorted[j + 1] === sorted[j] + 1) j++;
-    parts.push(i === j ? `${sorted[i]}` : `${sorted[i]}-${sorted[j]}`);
-    i = j + 1;
-  }
-  return parts.join(',');
-}
-
-// The kernel's bitmap format: 32-bit hex groups, most significant first, comma-separated,
-// the first group only as wide as nr_cpu_ids needs.
-function cpuMask(cpus, nrCpus) {
-  const groups = Math.ceil(nrCpus / 32);
-  const words = new Array(groups).fill(0);
-  for (const cpu of cpus) words[Math.floor(cpu / 32)] |= 1 << cpu % 32;
-  const topBits = nrCpus - (groups - 1) * 32;
-  return words
-    .map((w) => (w >>> 0).toString(16))
-    .map((hex, i) => hex.padStart(i === groups - 1 ? Math.ceil(topBits / 4) : 8, '0'))
-    .reverse()
-    .join(',');
+  writeKernelFile(path.join(root, machinePath), content);
 }
 
 function kb(key, value) {

@@ -793,9 +793,14 @@ export class KnexStore implements Store {
       const hostPart = instanceHostIds.slice(i, i + 450);
       const rows: Array<{ id: number; name: string; generation: number; root_provider_id: number }> = await trx('hosts')
         .where((q) => {
-          q.whereIn('root_provider_id', rootPart).orWhereIn('id', hostPart);
+          // Only non-empty lists: knex turns an empty one into a constant (`1 = 0`), and an OR
+          // with a constant makes SQLite scan every host instead of using the two indexes.
+          if (rootPart.length > 0) q.orWhereIn('root_provider_id', rootPart);
+          if (hostPart.length > 0) q.orWhereIn('id', hostPart);
         })
-        .whereNotIn('id', bumped.map((r) => r.id))
+        .modify((q) => {
+          if (bumped.length > 0) q.whereNotIn('id', bumped.map((r) => r.id));
+        })
         .update({ generation: trx.raw('generation + 1') })
         .returning(['id', 'name', 'generation', 'root_provider_id']);
       bumped.push(...rows);

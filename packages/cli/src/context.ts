@@ -2,7 +2,7 @@ import { stat } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import type { Flavor, Logger } from '@ert/plugin-api';
 import { createLogger, loadConfig, type ErtConfig } from '@ert/core';
-import { isErtError } from '@ert/plugin-api';
+import { isErtError, messageOf } from '@ert/plugin-api';
 import { createStore, type Store, type StoreOptions } from '@ert/store';
 import { CliError, CliErrorCode } from './errors.js';
 import { Output, type CliIo, type GlobalOptions } from './io.js';
@@ -72,7 +72,7 @@ export class CommandContext {
         await store.close().catch(() => undefined);
         // A driver error (ECONNREFUSED, SQLITE_CANTOPEN) does not say which store it was.
         if (isErtError(err)) throw err;
-        const reason = err instanceof Error ? err.message : String(err);
+        const reason = messageOf(err);
         throw new CliError(CliErrorCode.STORE_UNAVAILABLE, `cannot open the ${options.client} store ${describeConnection(options)}: ${reason}`, {
           client: options.client,
           connection: describeConnection(options),

@@ -29,11 +29,7 @@ export const CliErrorCode = {
 export type CliErrorCode = (typeof CliErrorCode)[keyof typeof CliErrorCode];
 
 /** An error raised by the CLI itself; `details` name the value at fault. */
-export class CliError extends ErtError {
-  constructor(code: CliErrorCode, message: string, details: Record<string, unknown> = {}, options?: { cause?: unknown }) {
-    super(code, message, details, options);
-  }
-}
+export class CliError extends ErtError<CliErrorCode> {}
 
 /** Exit statuses of `ert` (documented in docs/cli.md). */
 export const ExitCode = {

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { Command, CommanderError, Option } from 'commander';
-import { isErtError } from '@ert/plugin-api';
+import { isErtError, messageOf } from '@ert/plugin-api';
 import { CommandContext } from './context.js';
 import { CliErrorCode, ExitCode, exitCodeFor } from './errors.js';
 import { processIo, type CliIo, type GlobalOptions } from './io.js';
@@ -173,7 +173,7 @@ export async function runCli(argv: string[], io: CliIo = processIo()): Promise<n
 }
 
 function reportError(io: CliIo, err: unknown, globals: GlobalOptions): void {
-  const message = err instanceof Error ? err.message : String(err);
+  const message = messageOf(err);
   // One line: a multi-line message (one line per config problem) is joined, not cut.
   const oneLine = message
     .split('\n')

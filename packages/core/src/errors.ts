@@ -1,4 +1,5 @@
 import { ErtError } from '@ert/plugin-api';
+export { messageOf } from '@ert/plugin-api';
 
 /**
  * The error catalogue of @ert/core. Codes are stable; `details` carries the values at fault.
@@ -85,7 +86,3 @@ export function describeValue(value: unknown): string {
   return text.length > 80 ? `${text.slice(0, 77)}...` : text;
 }
 
-/** The message of any thrown value. */
-export function messageOf(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}

@@ -1,6 +1,6 @@
 import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
 import type { JsonSchema } from '@ert/plugin-api';
-import { describeValue, type ConfigProblem } from './errors.js';
+import { describeValue, messageOf, type ConfigProblem } from './errors.js';
 
 /**
  * Ajv instances and the translation of Ajv's errors into `ConfigProblem`s
@@ -32,7 +32,7 @@ export function compileSchema(ajv: Ajv2020, schema: JsonSchema, owner: string): 
   try {
     return ajv.compile(schema);
   } catch (err) {
-    throw new Error(`${owner}: the schema is invalid: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+    throw new Error(`${owner}: the schema is invalid: ${messageOf(err)}`, { cause: err });
   }
 }
 

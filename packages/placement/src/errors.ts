@@ -33,8 +33,7 @@ export interface RequestSpecErrorDetails {
 }
 
 /** A flavor's extra specs (or its amounts) cannot be turned into a `RequestSpec`. */
-export class RequestSpecError extends ErtError {
-  declare readonly code: PlacementErrorCode;
+export class RequestSpecError extends ErtError<PlacementErrorCode> {
   declare readonly details: Readonly<RequestSpecErrorDetails>;
 
   constructor(code: PlacementErrorCode, message: string, details: RequestSpecErrorDetails) {

@@ -4,11 +4,11 @@
  * that callers can print or serialise them without parsing the message.
  * Each package keeps its own catalogue of codes in its `errors.ts`.
  */
-export class ErtError extends Error {
-  readonly code: string;
+export class ErtError<Code extends string = string> extends Error {
+  readonly code: Code;
   readonly details: Readonly<Record<string, unknown>>;
 
-  constructor(code: string, message: string, details: Record<string, unknown> = {}, options?: { cause?: unknown }) {
+  constructor(code: Code, message: string, details: Record<string, unknown> = {}, options?: { cause?: unknown }) {
     super(message, options);
     this.name = new.target.name;
     this.code = code;
@@ -23,4 +23,9 @@ export class ErtError extends Error {
 /** True for any ErtError, including copies of this class loaded from another path. */
 export function isErtError(value: unknown): value is ErtError {
   return value instanceof Error && typeof (value as { code?: unknown }).code === 'string' && 'details' in value;
+}
+
+/** The message of any thrown value (an Error's message, anything else as a string). */
+export function messageOf(thrown: unknown): string {
+  return thrown instanceof Error ? thrown.message : String(thrown);
 }

@@ -16,11 +16,7 @@ export const SchedulerErrorCode = {
 export type SchedulerErrorCode = (typeof SchedulerErrorCode)[keyof typeof SchedulerErrorCode];
 
 /** Base class of the scheduler's own errors. */
-export class SchedulerError extends ErtError {
-  constructor(code: SchedulerErrorCode, message: string, details: Record<string, unknown> = {}, options?: { cause?: unknown }) {
-    super(code, message, details, options);
-  }
-}
+export class SchedulerError extends ErtError<SchedulerErrorCode> {}
 
 /**
  * No host can take an instance. `details` is `{ instanceUuid, flavor, attempts, summary }` where

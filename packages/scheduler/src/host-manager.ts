@@ -1,4 +1,4 @@
-import { exclusionReason } from '@ert/plugin-api';
+import { exclusionReason, messageOf } from '@ert/plugin-api';
 import type { Clock, ConsumerHooks, HostStatus, InstanceRequest, JsonValue, Logger, Placement, RequestSpec } from '@ert/plugin-api';
 import type { Allocation, AllocationWriteResult, HostSnapshot, ProviderSnapshot, Store } from '@ert/store';
 import { Host, Interner, NO_PROVIDERS, Provider, instanceSet, internStatus } from './host-state.js';
@@ -394,6 +394,3 @@ export function effectiveStatus(stored: HostStatus, lastUpdate: number, now: num
   return stored;
 }
 
-export function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}

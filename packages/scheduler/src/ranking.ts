@@ -1,6 +1,6 @@
 import type { FilterHooks, RequestSpec, WeigherHooks } from '@ert/plugin-api';
 import type { Host } from './host-state.js';
-import { messageOf } from './host-manager.js';
+import { messageOf } from '@ert/plugin-api';
 import type { ChangeJournal, HookCaller } from './host-manager.js';
 
 /** What a ranking reads of the host table (the HostManager). */

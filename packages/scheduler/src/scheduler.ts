@@ -1,4 +1,4 @@
-import { isErtError } from '@ert/plugin-api';
+import { isErtError, messageOf } from '@ert/plugin-api';
 import type { Clock, Flavor, HostState, InstanceRequest, Logger, RequestSpec, SchedulingHints } from '@ert/plugin-api';
 import { createLogger, createPluginRuntime } from '@ert/core';
 import type { ErtConfig, HookTiming, PluginRuntime } from '@ert/core';
@@ -8,7 +8,7 @@ import { affinityHosts, builtinFilters } from './builtins.js';
 import { NoValidHostError, SchedulerError, SchedulerErrorCode } from './errors.js';
 import { buildExplanation, summarize } from './explain.js';
 import type { Explanation } from './explain.js';
-import { HostManager, messageOf } from './host-manager.js';
+import { HostManager } from './host-manager.js';
 import type { ConsumerEntry, HookCaller } from './host-manager.js';
 import { Memo, Ranker } from './ranking.js';
 import type { FilterEntry, Ranking, WeigherEntry } from './ranking.js';

@@ -28,13 +28,7 @@ export const STORE_ERROR_CODES = {
 export type StoreErrorCode = (typeof STORE_ERROR_CODES)[keyof typeof STORE_ERROR_CODES];
 
 /** Base class of every error the store raises on purpose. */
-export class StoreError extends ErtError {
-  declare readonly code: StoreErrorCode;
-
-  constructor(code: StoreErrorCode, message: string, details: Record<string, unknown> = {}, options?: { cause?: unknown }) {
-    super(code, message, details, options);
-  }
-}
+export class StoreError extends ErtError<StoreErrorCode> {}
 
 /**
  * A retriable conflict: a stale provider or consumer generation, or a race lost to

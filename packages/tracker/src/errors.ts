@@ -31,9 +31,4 @@ export const TrackerErrorCodes = {
 
 export type TrackerErrorCode = (typeof TrackerErrorCodes)[keyof typeof TrackerErrorCodes];
 
-export class TrackerError extends ErtError {
-  declare readonly code: TrackerErrorCode;
-  constructor(code: TrackerErrorCode, message: string, details: Record<string, unknown> = {}, options?: { cause?: unknown }) {
-    super(code, message, details, options);
-  }
-}
+export class TrackerError extends ErtError<TrackerErrorCode> {}

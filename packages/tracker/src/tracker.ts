@@ -3,6 +3,7 @@ import { performance } from 'node:perf_hooks';
 import {
   capacityOf,
   isErtError,
+  messageOf,
   type ClaimGrant,
   type ClaimRequest,
   type ClaimedInstance,
@@ -128,7 +129,7 @@ function problemFrom(err: unknown, extra: Partial<Problem> = {}): Problem {
     const pick = (k: string) => (typeof d[k] === 'string' ? { [k]: d[k] as string } : {});
     return { code: err.code, message: err.message, ...pick('plugin'), ...pick('hook'), ...pick('resourceClass'), ...pick('file'), ...extra };
   }
-  return { code: 'ERT_TRACKER_UNEXPECTED', message: err instanceof Error ? err.message : String(err), ...extra };
+  return { code: 'ERT_TRACKER_UNEXPECTED', message: messageOf(err), ...extra };
 }
 
 function codeOf(err: unknown): string | undefined {
@@ -690,7 +691,7 @@ class HostTracker implements Tracker {
     const grants = new Map<string, ClaimGrant>();
     for (const outcome of outcomes) {
       const { plugin } = outcome;
-      if ('error' in outcome) reasons.push({ plugin, reason: outcome.error instanceof Error ? outcome.error.message : String(outcome.error) });
+      if ('error' in outcome) reasons.push({ plugin, reason: messageOf(outcome.error) });
       else if (typeof outcome.result === 'string') reasons.push({ plugin, reason: outcome.result === '' ? `plugin ${plugin} refused without a reason` : outcome.result });
       else if (outcome.result !== undefined && outcome.result !== null) grants.set(plugin, outcome.result as ClaimGrant);
     }

@@ -1,9 +1,8 @@
-import { createHash } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { isErtError, type Flavor, type Logger } from '@ert/plugin-api';
 import type { ErtConfig } from '@ert/core';
 import type { HostImport, Store } from '@ert/store';
-import { buildFleet } from '@ert/tracker';
+import { buildFleet, uuidV5 } from '@ert/tracker';
 import { createScheduler, type Scheduler } from '@ert/scheduler';
 import { randomUuid, seededRandom } from './random.js';
 import { hostUsage, utilization } from './usage.js';
@@ -74,8 +73,7 @@ export const SIMULATED_AGGREGATE = { name: 'ssd', metadata: { ssd: 'true' } } as
 
 /** A uuid derived from a name, so the simulated aggregate is the same in every run. */
 function nameUuid(name: string): string {
-  const h = createHash('sha1').update(`ert-sim:${name}`).digest('hex');
-  return `${h.slice(0, 8)}-${h.slice(8, 12)}-5${h.slice(13, 16)}-a${h.slice(17, 20)}-${h.slice(20, 32)}`;
+  return uuidV5(`ert-sim:${name}`);
 }
 
 /** Profile of a simulated host named `sim-<profile>-<i>`. */

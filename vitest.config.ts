@@ -12,6 +12,8 @@ export default defineConfig({
   test: {
     include: ['packages/*/test/**/*.test.ts', 'plugins/*/test/**/*.test.ts', 'test/**/*.test.ts'],
     exclude: ['**/node_modules/**', '**/dist/**', 'test/fixtures/**'],
+    // Under CI, refuses to run without ERT_TEST_PG_URL (the PostgreSQL suites would vanish).
+    globalSetup: ['test/global-setup.ts'],
     testTimeout: 30_000,
     hookTimeout: 60_000,
   },

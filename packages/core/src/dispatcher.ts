@@ -122,7 +122,10 @@ export class Dispatcher {
   /**
    * The cheap path for hot synchronous hooks (filters, weighers, consumers): no timer, no
    * clock; a throw becomes PluginHookError ERT_PLUGIN_HOOK_FAILED, a result `validate`
-   * refuses becomes ERT_PLUGIN_HOOK_INVALID_RESULT. Counts calls and failures.
+   * refuses becomes ERT_PLUGIN_HOOK_INVALID_RESULT. A promise (any thenable) is not a result
+   * of a synchronous hook: ERT_PLUGIN_HOOK_INVALID_RESULT naming plugin and hook, and its
+   * eventual rejection is handled (logged), so an async hook can never crash the process
+   * with an unhandled rejection. Counts calls and failures.
    */
   callSync<T>(plugin: string, hook: string, fn: () => T, validate?: ResultValidator<T>): T {
     const timing = this.timing(plugin, hook);
@@ -133,6 +136,17 @@ export class Dispatcher {
     } catch (err) {
       timing.failures += 1;
       throw this.wrap(plugin, hook, err);
+    }
+    if (typeof result === 'object' && result !== null && typeof (result as { then?: unknown }).then === 'function') {
+      timing.failures += 1;
+      Promise.resolve(result as unknown as PromiseLike<unknown>).then(undefined, (err: unknown) =>
+        this.logger?.warn({ plugin, hook, err }, `Plugin "${plugin}" hook "${hook}" rejected after it was refused as a promise: ${messageOf(err)}`),
+      );
+      throw new PluginHookError(
+        CoreErrorCodes.PLUGIN_HOOK_INVALID_RESULT,
+        `Plugin "${plugin}" hook "${hook}" returned a promise; this hook must be synchronous`,
+        { plugin, hook, problem: 'returned a promise' },
+      );
     }
     if (validate !== undefined) {
       const problem = problemOf(validate, result);

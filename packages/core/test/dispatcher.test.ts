@@ -162,4 +162,29 @@ describe('Dispatcher.callSync', () => {
     expect(d.callSync('ram', 'weigh', () => 3, finite)).toBe(3);
     expect(timing(d, 'ram', 'weigh')).toMatchObject({ calls: 2, failures: 1 });
   });
+
+  // Mutation seen caught: the thenable check removed from callSync (the promise came back as
+  // the result, and its rejection was unhandled).
+  it('refuses a promise from a synchronous hook, naming plugin and hook, and handles its rejection', async () => {
+    const warnings: Array<{ obj: unknown; msg: unknown }> = [];
+    const logger = { trace() {}, debug() {}, info() {}, error() {}, warn: (obj: unknown, msg?: unknown) => void warnings.push({ obj, msg }), child: () => logger };
+    const d = createDispatcher({ logger });
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      const err = await hookError(() => d.callSync('gpu', 'filter', () => Promise.reject(new Error('device gone'))));
+      expect(err.code).toBe('ERT_PLUGIN_HOOK_INVALID_RESULT');
+      expect(err.message).toBe('Plugin "gpu" hook "filter" returned a promise; this hook must be synchronous');
+      expect(err.details).toEqual({ plugin: 'gpu', hook: 'filter', problem: 'returned a promise' });
+      // A resolved promise is refused too: its value cannot be waited for on this path.
+      expect(() => d.callSync('gpu', 'weigh', async () => 1)).toThrow('Plugin "gpu" hook "weigh" returned a promise');
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(unhandled).toEqual([]);
+      expect(warnings.map((w) => w.msg)).toEqual(['Plugin "gpu" hook "filter" rejected after it was refused as a promise: device gone']);
+      expect(timing(d, 'gpu', 'filter')).toMatchObject({ calls: 1, failures: 1 });
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
+  });
 });

@@ -209,11 +209,14 @@ export class HostManager {
   }
 
   /**
-   * The scheduler wrote allocations for an instance on `host`: count them in the providers'
-   * usages, record the instance, and let every consumer update its data, so the next decision
-   * sees the placement.
+   * The scheduler decided to place an instance on `host` (its claim is written next): count the
+   * allocations in the providers' usages, record the instance, and let every consumer update its
+   * data, so the next decision sees the placement. Returns undefined, or, when a consumer's
+   * `placed` threw (or returned a promise), the reason naming the plugin and hook: that consumer
+   * no longer knows the host, so the host is excluded and the caller must not claim it (fail
+   * closed) but undo the placement by reloading the host.
    */
-  applyPlacement(host: Host, instance: InstanceRequest, spec: RequestSpec, allocations: readonly Allocation[]): void {
+  applyPlacement(host: Host, instance: InstanceRequest, spec: RequestSpec, allocations: readonly Allocation[]): string | undefined {
     for (const allocation of allocations) {
       const provider = host.provider(allocation.providerUuid);
       if (!provider) continue;
@@ -224,19 +227,22 @@ export class HostManager {
     host.addInstance(instance.uuid);
     this.instanceHost.set(instance.uuid, host);
     const placement: Placement = { host: host.name, instance, spec, allocations: allocations.map((a) => ({ ...a })) };
+    let problem: string | undefined;
     this.consumers.forEach((consumer, index) => {
       const placed = consumer.hooks.placed;
       if (!placed || host.exclusion !== undefined) return;
       try {
         host.data[index] = this.callHook(consumer.name, 'placed', () => placed.call(consumer.hooks, host.data[index], placement, host));
       } catch (error) {
-        // A consumer that cannot follow a placement no longer knows the host: keep it out
-        // until the next reload rather than decide on wrong data.
-        host.exclusion = `consumer "${consumer.name}" hook placed failed: ${messageOf(error)}`;
-        this.logger?.warn({ host: host.name, plugin: consumer.name, err: error }, 'consumer placed hook failed; host excluded until reloaded');
+        // A consumer that cannot follow a placement no longer knows the host: keep it out of
+        // every decision rather than decide on wrong data, until the caller reloads it.
+        problem = `consumer "${consumer.name}" hook placed failed: ${messageOf(error)}`;
+        host.exclusion = problem;
+        this.logger?.warn({ host: host.name, plugin: consumer.name, err: error }, 'consumer placed hook failed; the host is not claimed');
       }
     });
     this.touch(host);
+    return problem;
   }
 
   /**

@@ -41,11 +41,19 @@ export const EXCLUDED_BY_WEIGHER = -3;
 /** No host in this slot. */
 const EMPTY_SLOT = -4;
 
+/**
+ * A filter or weigher as one request uses it. `broken`: its `appliesTo` threw (or returned a
+ * promise) for this request, so it cannot say whether it applies: every host it would look at
+ * fails with this reason (fail closed), naming the plugin and hook.
+ */
+export type PreparedFilter = FilterEntry & { broken?: string };
+export type PreparedWeigher = WeigherEntry & { broken?: string };
+
 /** The filters and weighers that apply to one request, fixed for the whole scan. */
 export interface Prepared {
   spec: RequestSpec;
-  filters: FilterEntry[];
-  weighers: WeigherEntry[];
+  filters: PreparedFilter[];
+  weighers: PreparedWeigher[];
   /** Aggregate metadata key overriding each weigher's multiplier: `<weigher>_weight_multiplier`. */
   multiplierKeys: string[];
 }
@@ -144,22 +152,26 @@ export class Ranker {
     private readonly topKept = TOP_KEPT,
   ) {}
 
-  /** The filters and weighers whose `appliesTo` accepts this request (all when absent). */
+  /**
+   * The filters and weighers whose `appliesTo` accepts this request (all when absent). An
+   * `appliesTo` that throws cannot tell "not for me": the entry is kept, marked `broken`, and
+   * rejects every host it is asked about with a reason naming the plugin and hook (fail
+   * closed), without its `filter` or `weigh` being called.
+   */
   prepare(spec: RequestSpec): Prepared {
-    const applies = (entry: FilterEntry | WeigherEntry): boolean => {
+    const prepared = <E extends FilterEntry | WeigherEntry>(kind: 'filter' | 'weigher', entry: E): Array<E & { broken?: string }> => {
       const appliesTo = entry.hooks.appliesTo;
-      if (!appliesTo) return true;
-      // A failing pre-check cannot tell "not for me": run the hook so its failure shows per host.
+      if (!appliesTo) return [entry];
       try {
-        return this.callHook(entry.name, 'appliesTo', () => appliesTo.call(entry.hooks, spec)) !== false;
-      } catch {
-        return true;
+        return this.callHook(entry.name, 'appliesTo', () => appliesTo.call(entry.hooks, spec)) === false ? [] : [entry];
+      } catch (error) {
+        return [{ ...entry, broken: `${kind} "${entry.name}" hook appliesTo failed: ${messageOf(error)}` }];
       }
     };
-    const weighers = this.weighers.filter(applies) as WeigherEntry[];
+    const weighers = this.weighers.flatMap((w) => prepared('weigher', w));
     return {
       spec,
-      filters: this.filters.filter(applies) as FilterEntry[],
+      filters: this.filters.flatMap((f) => prepared('filter', f)),
       weighers,
       multiplierKeys: weighers.map((w) => `${w.name}_weight_multiplier`),
     };
@@ -183,6 +195,11 @@ export class Ranker {
     const spec = prepared.spec;
     for (let f = 0; f < prepared.filters.length; f++) {
       const entry = prepared.filters[f]!;
+      if (entry.broken !== undefined) {
+        memo.outcomes[slot] = f;
+        memo.reasons[slot] = entry.broken;
+        return;
+      }
       let reason: string | undefined | void;
       try {
         reason = this.callHook(entry.name, 'filter', () => entry.hooks.filter(host, spec));
@@ -198,6 +215,11 @@ export class Ranker {
     const w = prepared.weighers.length;
     for (let i = 0; i < w; i++) {
       const entry = prepared.weighers[i]!;
+      if (entry.broken !== undefined) {
+        memo.outcomes[slot] = EXCLUDED_BY_WEIGHER;
+        memo.reasons[slot] = entry.broken;
+        return;
+      }
       let score: unknown;
       try {
         score = this.callHook(entry.name, 'weigh', () => entry.hooks.weigh(host, spec));

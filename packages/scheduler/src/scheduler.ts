@@ -300,7 +300,13 @@ class DefaultScheduler implements Scheduler {
         tried.add(chosen.name);
         const fit = fitRequest(spec, { providers: chosen.providers, sharingProviders: chosen.sharingProviders });
         if (!fit.ok) return { host: chosen.name, problem: fit.reason };
-        this.manager.applyPlacement(chosen, instance, spec, fit.allocations);
+        const refused = this.manager.applyPlacement(chosen, instance, spec, fit.allocations);
+        if (refused !== undefined) {
+          // A consumer's `placed` failed: no claim on this host (fail closed); the reload undoes
+          // what was counted in memory and rebuilds the consumers' data from the store.
+          await this.manager.reload([chosen.name]);
+          return { host: chosen.name, problem: refused };
+        }
         const alternates = candidates
           .filter((c) => c.host !== chosen)
           .slice(0, maxAttempts - 1)

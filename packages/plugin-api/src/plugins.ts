@@ -87,7 +87,12 @@ export interface AllocationRequest {
 export interface ClaimRequest {
   instance: InstanceRequest;
   spec: RequestSpec;
-  /** `claim` for a new instance, `resize` for a new flavor of a live one. */
+  /**
+   * `claim` for a new instance, `resize` for a new flavor of a live one. During a resize the
+   * instance's current allocation stays held until the resize is confirmed or reverted (Nova's
+   * semantics): when `test` runs, the view holds it under the migration consumer's uuid and
+   * nothing under the instance's, so counting everything in the view is right for both kinds.
+   */
   kind: 'claim' | 'resize';
 }
 

@@ -83,11 +83,18 @@ export interface Tracker {
   claim(request: InstanceRequest): Promise<ClaimResult>;
   /** Release an instance (and a pending resize's old allocations). Unknown instances: `{ released: false }`. */
   release(uuid: string): Promise<ReleaseResult>;
-  /** Resize a live instance: hold the new flavor's allocations on the instance and the old ones on a migration consumer. */
+  /**
+   * Resize an active instance of this host (Nova's same-host resize, docs/lifecycle.md): the
+   * new flavor's allocations go to the instance and the old ones stay held by its migration
+   * consumer (`migrationUuid`) until `confirmResize` or `revertResize`, in the store and in
+   * every plugin's view alike. The new flavor must therefore fit beside the old one; when it
+   * does not, the result is `{ ok: false }` with the refusing plugin's reason (which names
+   * the class, pages, ways or CPUs missing), and nothing changes.
+   */
   resize(uuid: string, flavor: Flavor): Promise<ClaimResult>;
-  /** Finish a resize: drop the old allocations. */
+  /** Finish a resize: the migration consumer's old allocations, pages, ways and CPUs are released; the instance keeps the new ones. */
   confirmResize(uuid: string): Promise<ClaimResult>;
-  /** Undo a resize: restore the old flavor, allocations and assignments. */
+  /** Undo a resize: the new allocations are released and the instance gets the old flavor, allocations, assignments and CPUs back. */
   revertResize(uuid: string): Promise<ClaimResult>;
   /** Listen to instance events; returns a function that removes the listener. */
   on(type: InstanceEventType, listener: TrackerListener): () => void;
@@ -889,33 +896,52 @@ class HostTracker implements Tracker {
       }
       const old = await store.getAllocations(uuid);
       const request: InstanceRequest = { uuid, projectId: record.projectId, userId: record.userId, flavor };
-      // The old allocations stay counted (they move to the migration consumer).
-      const placed = await this.place(store, request, 'resize', []);
-      if (!placed.ok) return placed;
       const migration = migrationUuid(uuid);
       const now = this.clock.now();
       const migrationRecord: InstanceRecord = { ...record, uuid: migration, state: 'resizing', updatedAt: now };
       delete migrationRecord.migrationUuid;
       delete migrationRecord.previousFlavor;
+      const problems: Problem[] = [];
+      const oldNames = await this.providerNames(store, old.allocations);
+      const previous = this.toClaimed(record, this.parseOr(record.flavor), old.allocations, oldNames);
+      const held = this.toClaimed(migrationRecord, previous.spec, old.allocations, oldNames);
+      // Nova's semantics: the old allocation stays held, by the migration consumer, until the
+      // resize is confirmed or reverted, so the new flavor must fit beside it. The plugins'
+      // views take that shape before they test (the old amounts, pages, ways and CPUs under
+      // the migration uuid, nothing under the instance's), as the store will hold it: then
+      // every plugin counts the old allocation, whatever it does with `kind`, and a resize
+      // that does not fit is refused by the plugin that counts what is missing.
+      await this.removeFromPlugins(uuid, problems);
+      await this.addToPlugins(held, record.assignments, problems);
+      const restore = async (): Promise<void> => {
+        await this.removeFromPlugins(migration, problems);
+        await this.addToPlugins(previous, record.assignments, problems);
+        if (problems.length > 0) this.logger.error({ instance: uuid, problems }, 'restoring the views after a refused resize');
+      };
+      // The old allocations stay counted in the store too (they move to the migration consumer).
+      const placed = await this.place(store, request, 'resize', []);
+      if (!placed.ok) {
+        await restore();
+        return placed;
+      }
       const resized: InstanceRecord = { ...record, flavor, state: 'resizing', previousFlavor: record.flavor, migrationUuid: migration, assignments: placed.assignments, updatedAt: now };
       // The new flavor's pinning (or none); the migration record keeps the old CPUs until confirmed.
       if (placed.cpus) resized.cpus = placed.cpus;
       else delete resized.cpus;
+      // One transaction whose writes the store checks in order: the instance's new allocations
+      // replace its old ones before the migration consumer takes the old ones, so no write
+      // counts the old allocation twice (which would refuse a resize that fits).
       try {
         await store.writeAllocations([
-          { consumer: { uuid: migration, projectId: record.projectId, userId: record.userId, generation: null }, allocations: old.allocations, instance: migrationRecord },
           { consumer: { uuid, projectId: record.projectId, userId: record.userId, generation: old.generation }, allocations: placed.allocations, instance: resized },
+          { consumer: { uuid: migration, projectId: record.projectId, userId: record.userId, generation: null }, allocations: old.allocations, instance: migrationRecord },
         ]);
       } catch (err) {
+        await restore();
         return { ok: false, reasons: [{ reason: `store refused the allocations: ${(err as Error).message}` }] };
       }
-      const problems: Problem[] = [];
-      const names = await this.providerNames(store, [...old.allocations, ...placed.allocations]);
-      const previous = this.toClaimed(record, this.parseOr(record.flavor), old.allocations, names);
-      const held = this.toClaimed(migrationRecord, previous.spec, old.allocations, names);
+      const names = await this.providerNames(store, placed.allocations);
       const instance = this.toClaimed(resized, placed.spec, placed.allocations, names);
-      await this.removeFromPlugins(uuid, problems);
-      await this.addToPlugins(held, migrationRecord.assignments, problems);
       await this.addToPlugins(instance, resized.assignments, problems);
       await this.refreshStats(store, problems);
       const enforcement = await this.emit('resized', instance, resized.assignments, { instance: previous, assignments: record.assignments });
@@ -980,9 +1006,10 @@ class HostTracker implements Tracker {
     else delete reverted.cpus;
     delete reverted.previousFlavor;
     delete reverted.migrationUuid;
+    // The migration consumer lets go first, so that no write in the transaction counts the old allocation twice.
     await store.writeAllocations([
-      { consumer: { uuid, projectId: record.projectId, userId: record.userId, generation: current.generation }, allocations: held.allocations, instance: reverted },
       { consumer: { uuid: migration, projectId: record.projectId, userId: record.userId }, allocations: [] },
+      { consumer: { uuid, projectId: record.projectId, userId: record.userId, generation: current.generation }, allocations: held.allocations, instance: reverted },
     ]);
     await store.deleteInstance(migration);
     const problems: Problem[] = [];

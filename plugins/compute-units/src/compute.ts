@@ -87,8 +87,9 @@ export default definePlugin<ComputeUnitsOptions, ComputeUnitsStatsV1>({
         const units = requestedAmount(request.spec, CU_CLASS);
         if (units === 0) return undefined;
         if (!view.available) return `compute units are unavailable on this host: ${view.reason}`;
+        // Everything in the view is held, a resize's old allocation included (until confirm or revert).
         let used = 0;
-        for (const [uuid, held] of instances) if (!(request.kind === 'resize' && uuid === request.instance.uuid)) used += held;
+        for (const held of instances.values()) used += held;
         const problem = amountProblem(view.inventory, used, units);
         return problem ? `${CU_CLASS}: ${problem}` : undefined;
       },

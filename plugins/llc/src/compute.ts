@@ -130,11 +130,12 @@ function resource(ctx: ResourceContext<LlcOptions>): ResourceHooks<LlcStats> {
     if (typeof ways === 'string') return ways;
     if (ways === 0) return undefined;
     if (hw.reason !== undefined) return `cannot grant ${ways} cache ways: ${hw.reason}`;
-    const except = request.kind === 'resize' ? request.instance.uuid : undefined;
-    const choice = chooseWays(wayView(except), ways);
+    // Every mask and class of service in the view is held, a resize's old ones included (the
+    // tracker holds them under the migration uuid until the resize is confirmed or reverted):
+    // the new ways are disjoint from them and the new flavor gets a class of service of its own.
+    const choice = chooseWays(wayView(), ways);
     if (typeof choice === 'string') return choice;
-    // A resized instance keeps its class of service; a new one takes the lowest free slot.
-    const closid = (except !== undefined ? held.get(except)?.closid : undefined) ?? freeSlot(except);
+    const closid = freeSlot();
     const assignment: WayAssignment = { domain: choice.domain, mask: formatMask(choice.mask), closid };
     const grant: ClaimGrant = {
       allocations: [{ provider: domainKey(choice.domain), resourceClass: LLC_WAYS, amount: ways }],
@@ -197,8 +198,11 @@ function resource(ctx: ResourceContext<LlcOptions>): ResourceHooks<LlcStats> {
           reservedMask: formatMask(hw.reservedMask),
           freeMask: formatMask(free),
           largestFreeRun: largestRun(free),
+          // Lowest ways first (masks of one domain are disjoint): the same view gives the same
+          // stats whatever order the instances were added in (a restart, a refused resize).
           instances: [...held]
             .filter(([, w]) => w.domain === id)
+            .sort(([, a], [, b]) => a.mask - b.mask)
             .map(([uuid, w]) => ({ uuid, mask: formatMask(w.mask), closid: w.closid })),
         };
       }),

@@ -325,12 +325,13 @@ describe('llc claims', () => {
     expect(((await h.test!(claim('a', 2))) as ClaimGrant).assignment).toEqual({ domain: 0, mask: '3', closid: 1 });
   });
 
-  it('a resize may reuse the ways the instance already holds', async () => {
+  it('a resize does not reuse the ways or the class of service the instance holds (issue 17)', async () => {
     const { h } = await hooks('xeon-2s-cat');
     await h.addInstance!(claimed('a', { assignment: { domain: 0, mask: '7ff', closid: 1 } }));
-    await h.addInstance!(claimed('b', { assignment: { domain: 1, mask: '7ff', closid: 2 } }));
-    expect(await h.test!(claim('a', 6))).toMatch(/no cache domain has 6 contiguous free ways/);
-    expect(((await h.test!(claim('b', 6, 'resize'))) as ClaimGrant).assignment).toEqual({ domain: 1, mask: '3f', closid: 2 });
+    await h.addInstance!(claimed('b', { assignment: { domain: 1, mask: 'f', closid: 2 } }));
+    // The old mask f stays held until the resize is confirmed or reverted: the new one is beside it, with a CLOSID of its own.
+    expect(((await h.test!(claim('b', 5, 'resize'))) as ClaimGrant).assignment).toEqual({ domain: 1, mask: '1f0', closid: 3 });
+    expect(await h.test!(claim('b', 8, 'resize'))).toMatch(/no cache domain has 8 contiguous free ways/);
   });
 
   it('accepts requests without cache ways and refuses ways asked in two groups', async () => {

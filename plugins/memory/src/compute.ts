@@ -112,14 +112,15 @@ export default definePlugin<MemoryOptions, MemoryStatsV1>({
         const pageSize = pageSizeOf(request.spec);
         if (memoryMb === 0 && pageSize === undefined) return undefined;
         if (!view.available) return `memory is unavailable on this host: ${view.reason}`;
-        const skip = request.kind === 'resize' ? request.instance.uuid : undefined;
+        // Everything in the view is held, a resize's old allocation included (the tracker
+        // holds it under the migration uuid until the resize is confirmed or reverted).
         if (memoryMb > 0) {
           let used = 0;
-          for (const [uuid, held] of instances) if (uuid !== skip) used += held.memoryMb;
+          for (const held of instances.values()) used += held.memoryMb;
           const problem = amountProblem(view.hardware.inventory, used, memoryMb);
           if (problem) return `MEMORY_MB: ${problem}`;
         }
-        const choice = choosePages(pageNodes(view.hardware, skip), pageSize, guestMemoryMb(request.spec));
+        const choice = choosePages(pageNodes(view.hardware), pageSize, guestMemoryMb(request.spec));
         if (typeof choice === 'string') return `hw:mem_page_size: ${choice}`;
         return choice === null ? undefined : { assignment: { ...choice } };
       },

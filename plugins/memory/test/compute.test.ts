@@ -121,7 +121,8 @@ describe('memory claims', () => {
     const first = request('a', 8192);
     await hooks.addInstance!(claimedFrom(first, await hooks.test!(first)));
     expect(await hooks.test!(request('b', 8192))).toBe('MEMORY_MB: needs 8192, 6924 free of capacity 15116');
-    expect(await hooks.test!(request('a', 15116, undefined, 'resize'))).toBeUndefined();
+    // A resize counts the instance's current memory too: it stays held until confirmed or reverted.
+    expect(await hooks.test!(request('a', 8192, undefined, 'resize'))).toBe('MEMORY_MB: needs 8192, 6924 free of capacity 15116');
     await hooks.removeInstance!('a');
     expect(await hooks.test!(request('b', 8192))).toBeUndefined();
   });
@@ -158,8 +159,8 @@ describe('memory claims', () => {
       await hooks.addInstance!(claimedFrom(req, grant));
     }
     expect(await hooks.test!(request('e', 1024, '1GB'))).toBe('hw:mem_page_size: no NUMA node has 1 free 1GB huge pages (best node: 0)');
-    // A resize of an instance gets its own pages back first.
-    expect(await hooks.test!(request('big-2', 32768, '1GB', 'resize'))).toEqual({ assignment: { node: 2, sizeKb: 1048576, pages: 32 } });
+    // A resize does not get the instance's own pages back: they stay held until it is confirmed or reverted (issue 17).
+    expect(await hooks.test!(request('big-2', 32768, '1GB', 'resize'))).toBe('hw:mem_page_size: no NUMA node has 32 free 1GB huge pages (best node: 0)');
     const stats = await hooks.stats!();
     expect(stats.numaNodes[3]!.hugePages[1]).toEqual({ sizeKb: 1048576, total: 32, free: 32, surplus: 0, claimed: 32 });
     expect(stats.hugePages[1]).toEqual({ sizeKb: 1048576, total: 128, free: 128, surplus: 0, claimed: 128 });

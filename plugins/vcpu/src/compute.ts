@@ -156,14 +156,15 @@ export default definePlugin<VcpuOptions, VcpuStats>({
             reasons.push(`${cls}: the host has no ${cls === 'PCPU' ? 'dedicated CPUs (dedicatedCpus is empty)' : 'shared CPUs'}`);
             continue;
           }
+          // Everything in the view is held, a resize's old allocation included (until confirm or revert).
           let used = 0;
-          for (const [uuid, held] of instances) if (!(request.kind === 'resize' && uuid === request.instance.uuid)) used += held.amounts[cls];
+          for (const held of instances.values()) used += held.amounts[cls];
           const problem = amountProblem(inventory, used, wanted[cls]);
           if (problem) reasons.push(`${cls}: ${problem}`);
         }
         if (reasons.length > 0) return reasons.join('; ');
         if (wanted.PCPU === 0) return undefined; // shared vCPUs float: no pinning
-        // A resize's new CPUs come on top of the old ones, which stay pinned until it is confirmed.
+        // A resize's new CPUs come beside the old ones, which stay pinned until it is confirmed.
         const free = freeDedicated();
         const cpus = chooseCpus(view.dedicatedByNode, free, wanted.PCPU);
         if (!cpus) return `PCPU: needs ${wanted.PCPU} dedicated CPUs to pin, ${free.size} free (${formatCpuList(free) || 'none'})`;

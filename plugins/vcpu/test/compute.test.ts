@@ -200,8 +200,9 @@ describe('vcpu claims', () => {
     expect(await hooks.test!(request('d', { VCPU: 4 }))).toBeUndefined();
     await hooks.addInstance!(claimed('d', 3));
     expect(await hooks.test!(request('e', { VCPU: 2 }))).toBe('VCPU: needs 2, 1 free of capacity 16');
-    // A resize does not count the instance's own current size.
-    expect(await hooks.test!(request('d', { VCPU: 4 }, 'resize'))).toBeUndefined();
+    // A resize counts the instance's own current size too: it stays held until confirmed or reverted.
+    expect(await hooks.test!(request('d', { VCPU: 1 }, 'resize'))).toBeUndefined();
+    expect(await hooks.test!(request('d', { VCPU: 2 }, 'resize'))).toBe('VCPU: needs 2, 1 free of capacity 16');
     await hooks.removeInstance!('a');
     await hooks.removeInstance!('unknown');
     expect(await hooks.test!(request('e', { VCPU: 4 }))).toBeUndefined();
@@ -266,9 +267,12 @@ describe('vcpu claims', () => {
     it('refuses when fewer dedicated CPUs are free to pin than requested', async () => {
       const hooks = await dedicatedHost('4-7');
       await hooks.addInstance!(pinned('a', [4, 5, 6]));
-      // A resize's old CPUs stay pinned until it is confirmed: the count passes, pinning does not.
-      expect(await hooks.test!(request('a', { PCPU: 2 }, 'resize'))).toBe('PCPU: needs 2 dedicated CPUs to pin, 1 free (7)');
+      // A resize's old CPUs stay pinned and counted until it is confirmed or reverted.
+      expect(await hooks.test!(request('a', { PCPU: 2 }, 'resize'))).toBe('PCPU: needs 2, 1 free of capacity 4');
       expect(await hooks.test!(request('a', { PCPU: 1 }, 'resize'))).toEqual({ cpus: [7] });
+      // Pinned CPUs that the count does not see (an instance added without PCPU allocations) still are not granted.
+      await hooks.addInstance!({ ...claimed('b', 0, 0), cpus: [7] });
+      expect(await hooks.test!(request('c', { PCPU: 1 }))).toBe('PCPU: needs 1 dedicated CPUs to pin, 0 free (none)');
     });
 
     it('rebuilds the pinned CPUs from reset + addInstance', async () => {

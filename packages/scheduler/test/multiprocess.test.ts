@@ -1,62 +1,113 @@
 import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import type { ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildPackage } from '../../../test/build.js';
 import { BACKENDS, hostImport, openStore, tempDir, uuidFor } from './helpers.js';
 
 /*
- * Several scheduler processes (the built dist) schedule at once against the same hosts in one
- * store. Whatever races they lose, no provider may end above capacity and every instance must
- * be placed exactly once (one allocation set, one instance record, on the host reported).
+ * Several scheduler processes (the built dist, built here if stale: the test never skips)
+ * schedule at once against the same hosts in one store, each with several selects in flight
+ * (overlapClaims). Their views are never refreshed on a timer and they rank the hosts alike, so
+ * they go for the same hosts and must lose races: a claim refused by the store (capacity
+ * exceeded, conflict) is retried on the next candidate by the scheduler itself. The test
+ * asserts that this happened, that the processes really ran at the same time (a barrier, then
+ * the wall-clock intervals of their selects), that every instance was placed exactly once and
+ * that no host ever ended above capacity.
+ *
+ * Mutations seen caught:
+ * - RETRY_ON_OTHER_HOST emptied in scheduler.ts (a lost race fails the select instead of
+ *   trying the next candidate): 28 instances failed with ERT_STORE_CAPACITY_EXCEEDED;
+ * - the workers run one after another (`go` sent to the next once the previous finished):
+ *   the overlap assertion failed (a worker's first select started after another's last ended).
  */
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const worker = path.join(here, 'fixtures', 'worker.mjs');
-const dist = path.resolve(here, '..', 'dist', 'index.js');
 
 const WORKERS = 3;
 const PER_WORKER = 25;
+const LANES = 3;
 const HOSTS = 12;
 const VCPUS_PER_HOST = 8; // 96 slots for 75 instances: the fleet is nearly full at the end.
 
 interface WorkerResult {
   workerId: string;
   placed: Array<{ uuid: string; host: string }>;
-  failed: Array<{ uuid: string; error: string }>;
-  retries: number;
+  failed: Array<{ uuid: string; code?: string; error: string }>;
+  lostRaces: Array<{ host: string; instance: string; code: string }>;
+  selects: Array<{ start: number; end: number }>;
 }
 
-function runWorker(storeOptions: object, id: number): Promise<WorkerResult> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [worker, JSON.stringify(storeOptions), String(id), String(PER_WORKER), String(id * 7919)], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (d) => (out += d));
-    child.stderr.on('data', (d) => (err += d));
+/** Starts a worker; resolves `ready` once it has opened its scheduler, `done` with its report. */
+function startWorker(storeOptions: object, id: number): { child: ChildProcess; ready: Promise<void>; done: Promise<WorkerResult> } {
+  const env = { ...process.env };
+  delete env.NODE_OPTIONS;
+  const child = spawn(process.execPath, [worker, JSON.stringify(storeOptions), String(id), String(PER_WORKER), String(LANES)], { env, stdio: ['pipe', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  let markReady: () => void;
+  const ready = new Promise<void>((resolve) => (markReady = resolve));
+  child.stdout!.on('data', (d: Buffer) => {
+    out += d.toString();
+    if (out.startsWith('ready\n')) markReady();
+  });
+  child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+  const done = new Promise<WorkerResult>((resolve, reject) => {
     child.on('error', reject);
     child.on('close', (code) => {
       if (code !== 0) reject(new Error(`worker ${id} exited with ${code}: ${err}`));
       else resolve(JSON.parse(out.trim().split('\n').pop()!) as WorkerResult);
     });
   });
+  return { child, ready: Promise.race([ready, done.then(() => undefined)]), done };
 }
 
-describe.skipIf(!existsSync(dist)).each(BACKENDS)('several scheduler processes on one %s store', (client) => {
+beforeAll(() => {
+  buildPackage(path.resolve(here, '..'));
+}, 120_000);
+
+describe.each(BACKENDS)('several scheduler processes on one %s store', (client) => {
   const tmp = tempDir('ert-multi-');
   afterAll(() => tmp.cleanup());
 
-  it('never exceed capacity and place every instance exactly once', { timeout: 120_000 }, async () => {
+  it('lose races, retry them on other hosts, never exceed capacity and place every instance exactly once', { timeout: 120_000 }, async () => {
     const { store, options } = await openStore(client, tmp.dir, 'multi');
     try {
-      const names = Array.from({ length: HOSTS }, (_, i) => `m${i}`);
+      const names = Array.from({ length: HOSTS }, (_, i) => `m${String(i).padStart(2, '0')}`);
       await store.importHosts(names.map((name) => hostImport({ name, inventories: { VCPU: VCPUS_PER_HOST, MEMORY_MB: 65536 } })));
-      const results = await Promise.all(Array.from({ length: WORKERS }, (_, i) => runWorker(options, i + 1)));
+      const workers = Array.from({ length: WORKERS }, (_, i) => startWorker(options, i + 1));
+      // The barrier: every worker has its scheduler loaded before any starts.
+      await Promise.all(workers.map((w) => w.ready));
+      for (const w of workers) w.child.stdin!.end('go\n');
+      const results = await Promise.all(workers.map((w) => w.done));
+
+      // They ran at the same time: some instant lies inside every worker's activity, and most
+      // selects were in flight while a select of another worker was (run one after another,
+      // hardly any would be).
+      const first = results.map((r) => Math.min(...r.selects.map((s) => s.start)));
+      const last = results.map((r) => Math.max(...r.selects.map((s) => s.end)));
+      expect(Math.max(...first)).toBeLessThan(Math.min(...last));
+      const overlapping = results.flatMap((r) =>
+        r.selects.filter((s) => results.some((o) => o !== r && o.selects.some((t) => t.start < s.end && t.end > s.start))),
+      ).length;
+      expect(overlapping).toBeGreaterThan((WORKERS * PER_WORKER) / 2);
 
       const placed = results.flatMap((r) => r.placed);
       expect(results.flatMap((r) => r.failed)).toEqual([]);
       expect(placed).toHaveLength(WORKERS * PER_WORKER);
       expect(new Set(placed.map((p) => p.uuid)).size).toBe(placed.length);
+
+      // The lost-race path ran: claims the store refused because another process had taken the
+      // room, each retried by the scheduler on another host (the instance is placed above).
+      const lost = results.flatMap((r) => r.lostRaces);
+      console.log(`${client}: lost races per worker ${JSON.stringify(results.map((r) => r.lostRaces.length))}, selects overlapping another worker's ${overlapping}`);
+      expect(lost.length).toBeGreaterThan(0);
+      for (const race of lost) expect(['ERT_STORE_CAPACITY_EXCEEDED', 'ERT_STORE_CONFLICT', 'ERT_STORE_PROVIDER_GENERATION_CONFLICT']).toContain(race.code);
+      const placedOn = new Map(placed.map((p) => [p.uuid, p.host]));
+      for (const race of lost) expect(placedOn.get(race.instance), `${race.instance} lost on ${race.host}`).not.toBe(race.host);
+
       for (const { uuid, host } of placed) {
         const allocations = await store.getAllocations(uuid);
         expect(allocations.allocations).toEqual(expect.arrayContaining([{ providerUuid: uuidFor(host), resourceClass: 'VCPU', amount: 1 }]));

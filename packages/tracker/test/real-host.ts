@@ -26,7 +26,7 @@ import memory from '@ert/plugin-memory/compute';
 import pstate from '@ert/plugin-pstate/compute';
 import vcpu from '@ert/plugin-vcpu/compute';
 import { parseCpuList } from '@ert/sysfs';
-import { createTracker, type Tracker } from '../src/index.js';
+import type { SyncReport, Tracker } from '../src/index.js';
 import type { Bench } from './harness.js';
 
 export const PROFILES = fileURLToPath(new URL('../../../config/hosts', import.meta.url));
@@ -50,8 +50,8 @@ export interface RealHost {
   tracker: Tracker;
   /** The hooks objects the real plugins returned to the running tracker, by plugin name. */
   hooks: Map<string, ResourceHooks>;
-  /** Stop the tracker and start a new one on the same store and profile (views rebuilt from the store). */
-  restart(): Promise<void>;
+  /** Stop the tracker and start a new one on the same store and profile (views rebuilt from the store); the new start's report. */
+  restart(): Promise<SyncReport>;
 }
 
 /**
@@ -104,6 +104,7 @@ export async function realHost(bench: Bench, profile: Profile, options: { hostNa
       host.tracker = await bench.tracker(config, store);
       const report = await host.tracker.start();
       if (report.problems.length > 0) throw new Error(`restart problems: ${JSON.stringify(report.problems)}`);
+      return report;
     },
   };
   const report = await host.tracker.start();

@@ -15,6 +15,9 @@ import { ErtError } from '@ert/plugin-api';
  *                               traits or member_of but no resources)
  * - ERT_SPEC_SCHEMA_UNSUPPORTED a plugin's `ExtraSpecKey.schema` uses a type or keyword the
  *                               parser does not implement (a plugin bug, not an operator's)
+ *
+ * SearchBudgetError (ERT_PLACEMENT_SEARCH_BUDGET) is the candidate search giving up at its
+ * step budget; its details name the budget, the tree, and the request's size.
  */
 export const PlacementErrorCodes = {
   UNKNOWN_KEY: 'ERT_SPEC_UNKNOWN_KEY',
@@ -44,4 +47,23 @@ export class RequestSpecError extends ErtError<PlacementErrorCode> {
 /** `key=value` as it appears in messages (`key` alone when the value is unknown). */
 export function describeKey(key: string, value: string | undefined): string {
   return value === undefined ? `"${key}"` : `"${key}=${value}"`;
+}
+
+export const SEARCH_BUDGET_CODE = 'ERT_PLACEMENT_SEARCH_BUDGET' as const;
+
+/**
+ * `allocationCandidates` needed more than its step budget on one tree to find the next
+ * candidate: the request is refused rather than answered after seconds. Raise the budget
+ * (`budget` option; `scheduler.placementSearchBudget` in config) or simplify the request.
+ */
+export class SearchBudgetError extends ErtError<typeof SEARCH_BUDGET_CODE> {
+  declare readonly details: Readonly<{ budget: number; tree: string; demands: number; providers: number }>;
+
+  constructor(budget: number, tree: string, demands: number, providers: number) {
+    super(
+      SEARCH_BUDGET_CODE,
+      `the request's ${demands} demands over the ${providers} providers of tree ${tree} need more than the search budget of ${budget} steps; refused rather than searched longer`,
+      { budget, tree, demands, providers },
+    );
+  }
 }

@@ -1,7 +1,8 @@
 /**
  * @ert/placement — pure functions both sides share: flavor + extra specs -> RequestSpec
  * (`parseFlavor`), fitting a request to a host's provider tree by Placement's
- * allocation-candidate rules (`fitRequest`), and Nova's extra-spec operators
+ * allocation-candidate rules (`fitRequest`), every candidate of a deployment
+ * (`allocationCandidates`), and Nova's extra-spec operators
  * (`matchCapability`, `matchAggregateExtraSpecs`). No I/O, no state.
  */
 export * from './errors.js';
@@ -24,3 +25,15 @@ export {
   type FitResult,
   type FitTree,
 } from './fit.js';
+export { DEFAULT_SEARCH_BUDGET } from './types.js';
+export {
+  allocationCandidates,
+  indexWorld,
+  DEFAULT_MAX_CANDIDATES,
+  WorldIndex,
+  type CandidateAllocationRequest,
+  type CandidateProviderSummary,
+  type CandidatesOptions,
+  type CandidatesResult,
+  type CandidateWorld,
+} from './candidates.js';

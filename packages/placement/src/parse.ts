@@ -50,6 +50,13 @@ const GROUP_POLICY_KEY = 'group_policy';
 
 const RESOURCE_CLASS_EXPECTED = 'a standard resource class or CUSTOM_[A-Z0-9_]+';
 
+/** The flavor fields Nova turns into resources (disk: root + ephemeral + swap/1024 GB, as `diskGb`). */
+const FLAVOR_BASE_CLASSES = [
+  ['vcpus', 'VCPU'],
+  ['memoryMb', 'MEMORY_MB'],
+  ['diskGb', 'DISK_GB'],
+] as const;
+
 /** Options of `parseFlavor`. */
 export interface ParseFlavorOptions {
   /** Extra-spec keys of the loaded plugins (`PluginRuntime.extraSpecKeys`). */
@@ -67,6 +74,7 @@ interface GroupDraft {
   requiredTraits: string[];
   forbiddenTraits: string[];
   memberOf: string[][];
+  forbiddenAggregates?: string[];
 }
 
 function newDraft(): GroupDraft {
@@ -78,9 +86,11 @@ function newDraft(): GroupDraft {
  * ResourceRequest does, but refusing what Nova only logged:
  *
  * - the unnumbered group gets VCPU=vcpus, MEMORY_MB=memoryMb, DISK_GB=diskGb (zero
- *   amounts omitted); `resources:CLASS=N` overrides a flavor-derived amount, 0 removes it;
+ *   amounts omitted) for each class that no group names (Nova: `resources1:VCPU=4`
+ *   replaces the flavor's vcpus, it is not added to them); `resources:CLASS=N` overrides a
+ *   flavor-derived amount, 0 removes it;
  * - `resources<S>:CLASS=N`, `trait<S>:NAME=required|forbidden`, `member_of<S>=in:a,b`
- *   build numbered groups (suffix `S` is 1-64 of `[a-zA-Z0-9_-]`, as in Placement 1.33);
+ *   (or `!in:a,b`: none of them) build numbered groups (suffix `S` is 1-64 of `[a-zA-Z0-9_-]`, as in Placement 1.33);
  *   `group_policy=none|isolate` (required with two or more numbered groups);
  * - `aggregate_instance_extra_specs:KEY=VALUE`, `capabilities:KEY=<op> VALUE`, `ert:policy`;
  * - keys owned by loaded plugins are converted by their schema into `pluginSpecs`, then
@@ -93,17 +103,16 @@ function newDraft(): GroupDraft {
  */
 export function parseFlavor(flavor: Flavor, opts: ParseFlavorOptions): RequestSpec {
   const unnumbered = newDraft();
-  for (const [field, resourceClass] of [
-    ['vcpus', 'VCPU'],
-    ['memoryMb', 'MEMORY_MB'],
-    ['diskGb', 'DISK_GB'],
-  ] as const) {
+  const base: Record<ResourceClass, number> = {};
+  for (const [field, resourceClass] of FLAVOR_BASE_CLASSES) {
     const amount = flavor[field];
     if (!Number.isSafeInteger(amount) || amount < 0) {
       throw specError(PlacementErrorCodes.INVALID_VALUE, field, String(amount), 'a non-negative integer', `flavor "${flavor.name}" field ${field}=${String(amount)}: expected a non-negative integer`);
     }
-    if (amount > 0) unnumbered.resources[resourceClass] = amount;
+    base[resourceClass] = amount;
   }
+  // Classes that some group's `resources[S]:CLASS` names, even with 0: the flavor's own amount is then not added.
+  const named = new Set<ResourceClass>();
 
   const numbered = new Map<string, GroupDraft>();
   const group = (suffix: string): GroupDraft => {
@@ -142,7 +151,7 @@ export function parseFlavor(flavor: Flavor, opts: ParseFlavorOptions): RequestSp
       }
       const amount = Number(value);
       if (!AMOUNT_PATTERN.test(value) || !Number.isSafeInteger(amount)) throw specError(PlacementErrorCodes.INVALID_VALUE, key, raw, 'a non-negative integer amount');
-      // 0 removes the class (Nova: `resources:VCPU=0` drops the flavor-derived VCPU).
+      named.add(resourceClass);
       const target = group(m[1] ?? '');
       if (amount === 0) delete target.resources[resourceClass];
       else target.resources[resourceClass] = amount;
@@ -155,7 +164,10 @@ export function parseFlavor(flavor: Flavor, opts: ParseFlavorOptions): RequestSp
       const target = group(m[1] ?? '');
       (value === 'required' ? target.requiredTraits : target.forbiddenTraits).push(trait);
     } else if ((m = MEMBER_OF_KEY.exec(key)) !== null) {
-      group(m[1] ?? '').memberOf.push(parseMemberOf(key, raw));
+      const target = group(m[1] ?? '');
+      const parsed = parseMemberOf(key, raw);
+      if (parsed.forbidden) (target.forbiddenAggregates ??= []).push(...parsed.aggregates.filter((a) => !target.forbiddenAggregates?.includes(a)));
+      else target.memberOf.push(parsed.aggregates);
     } else if (key.startsWith(AGGREGATE_SPECS_PREFIX)) {
       const name = key.slice(AGGREGATE_SPECS_PREFIX.length);
       if (name.length === 0) throw specError(PlacementErrorCodes.UNKNOWN_KEY, key, raw, `${AGGREGATE_SPECS_PREFIX}<metadata key>`, 'the metadata key is empty');
@@ -177,6 +189,14 @@ export function parseFlavor(flavor: Flavor, opts: ParseFlavorOptions): RequestSp
     }
   }
 
+  // Nova's rule: the flavor's vcpus, memory and disk go to the unnumbered group only for a
+  // class no group names (so `resources1:VCPU=4` is not counted twice, and
+  // `resources:VCPU=0` drops the flavor's VCPU); the base classes come first.
+  const explicit = unnumbered.resources;
+  unnumbered.resources = {};
+  for (const [resourceClass, amount] of Object.entries(base)) if (amount > 0 && !named.has(resourceClass)) unnumbered.resources[resourceClass] = amount;
+  Object.assign(unnumbered.resources, explicit);
+
   // Plugin keys in the order the plugins were loaded, so resource adjustments compose predictably.
   const pluginSpecs: Record<string, unknown> = {};
   for (const spec of opts.keys) {
@@ -195,7 +215,7 @@ export function parseFlavor(flavor: Flavor, opts: ParseFlavorOptions): RequestSp
     const draft = numbered.get(suffix)!;
     const hasResources = Object.keys(draft.resources).length > 0;
     if (!hasResources) {
-      if (draft.requiredTraits.length === 0 && draft.forbiddenTraits.length === 0 && draft.memberOf.length === 0) continue;
+      if (draft.requiredTraits.length === 0 && draft.forbiddenTraits.length === 0 && draft.memberOf.length === 0 && draft.forbiddenAggregates === undefined) continue;
       // Placement refuses a resourceless numbered group outside same_subtree (which ert does not offer).
       const key = draft.requiredTraits.length + draft.forbiddenTraits.length > 0 ? `trait${suffix}:*` : `member_of${suffix}`;
       throw specError(PlacementErrorCodes.CONFLICT, key, undefined, `resources${suffix}:<CLASS> for group ${suffix}`, `numbered group "${suffix}" has traits or member_of but no resources${suffix}: amounts`);
@@ -220,16 +240,20 @@ export function parseFlavor(flavor: Flavor, opts: ParseFlavorOptions): RequestSp
   return spec;
 }
 
-/** `member_of[S]=in:agg1,agg2` or `member_of[S]=agg1`: the providers must be in one of these. */
-function parseMemberOf(key: string, raw: string): string[] {
-  const value = raw.trim();
-  const expected = 'in:<aggregate>[,<aggregate>...] or one aggregate';
-  if (value.startsWith('!')) throw specError(PlacementErrorCodes.INVALID_VALUE, key, raw, expected, 'forbidden aggregates (!in:) are not supported');
+/**
+ * `member_of[S]=in:agg1,agg2` or `member_of[S]=agg1`: the providers must be in one of these;
+ * `member_of[S]=!agg1` or `!in:agg1,agg2` (Placement 1.32): in none of them.
+ */
+function parseMemberOf(key: string, raw: string): { forbidden: boolean; aggregates: string[] } {
+  const trimmed = raw.trim();
+  const forbidden = trimmed.startsWith('!');
+  const value = forbidden ? trimmed.slice(1) : trimmed;
+  const expected = '[!]in:<aggregate>[,<aggregate>...] or [!]<aggregate>';
   const list = value.startsWith('in:') ? value.slice(3) : value;
   const aggregates = list.split(',').map((a) => a.trim());
   if (aggregates.some((a) => !AGGREGATE_PATTERN.test(a))) throw specError(PlacementErrorCodes.INVALID_VALUE, key, raw, expected);
   if (!value.startsWith('in:') && aggregates.length > 1) throw specError(PlacementErrorCodes.INVALID_VALUE, key, raw, expected, 'several aggregates need the "in:" prefix');
-  return [...new Set(aggregates)];
+  return { forbidden, aggregates: [...new Set(aggregates)] };
 }
 
 /** A plugin's applyResources must leave valid classes and whole positive amounts; zeros are dropped. */

@@ -92,7 +92,7 @@ const cases: Case[] = [
     name: 'forbidden trait on the sharing provider excludes it',
     tree: sharedStorage(['MISC_SHARES_VIA_AGGREGATE', 'STORAGE_DISK_SSD']),
     spec: spec([group('', { VCPU: 1, DISK_GB: 100 }, { forbiddenTraits: ['STORAGE_DISK_SSD'] })]),
-    expect: /DISK_GB is only on providers excluded by the group's forbidden traits or member_of \(ss\)/,
+    expect: /DISK_GB is only on providers excluded by the group's forbidden traits, member_of or in_tree \(ss\)/,
   },
   // allocation-candidates-nested / NUMA: each class whole on one provider, classes may spread
   {
@@ -242,10 +242,27 @@ const cases: Case[] = [
     expect: /resources1: no single provider has SRIOV_NET_VF with required traits CUSTOM_PHYSNET9/,
   },
   {
-    name: 'numbered group member_of through the root',
+    // Placement 8.0.0 (research_context.get_provider_ids_matching): a numbered group's
+    // provider must itself be in the aggregate; the root's aggregates do not span the tree
+    // for it (they do for the unnumbered group).
+    name: 'numbered group member_of does not inherit the root aggregate',
     tree: { providers: [provider('cn', { inv: { VCPU: 8 }, aggs: ['a1'] }), provider('pf1', { parent: 'cn', inv: { SRIOV_NET_VF: 4 } })] },
     spec: spec([group('', {}), group('1', { SRIOV_NET_VF: 1 }, { memberOf: [['a1']] })]),
+    expect: /resources1: no single provider has SRIOV_NET_VF with member_of in:a1/,
+  },
+  {
+    name: 'numbered group member_of: the provider itself in the aggregate',
+    tree: { providers: [provider('cn', { inv: { VCPU: 8 } }), provider('pf1', { parent: 'cn', inv: { SRIOV_NET_VF: 4 }, aggs: ['a1'] })] },
+    spec: spec([group('', {}), group('1', { SRIOV_NET_VF: 1 }, { memberOf: [['a1']] })]),
     expect: [alloc('pf1', 'SRIOV_NET_VF', 1)],
+  },
+  {
+    // Unnumbered member_of: a provider, or the tree's root, must be in EVERY list by itself
+    // (RPCandidateList.filter_by_rp_or_tree with the providers matching all lists).
+    name: 'unnumbered member_of lists are met by the provider or by the root, not half each',
+    tree: { providers: [provider('cn', { aggs: ['a2'] }), provider('numa0', { parent: 'cn', inv: { VCPU: 8 }, aggs: ['a1'] })] },
+    spec: spec([group('', { VCPU: 1 }, { memberOf: [['a1'], ['a2']] })]),
+    expect: /VCPU is only on providers excluded/,
   },
   {
     name: 'a numbered group can be served by a sharing provider',

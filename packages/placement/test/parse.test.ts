@@ -56,6 +56,39 @@ function errorOf(fn: () => unknown): RequestSpecError {
   throw new Error('expected a RequestSpecError');
 }
 
+describe("parseFlavor: Nova's rule for the flavor's own amounts (issue 10, rule 1)", () => {
+  // Mutation seen caught: adding the flavor's vcpus/memory/disk to the unnumbered group
+  // unconditionally (the old parse.ts) fails the first three tests.
+  it('a class a numbered group names is not also taken from the flavor', () => {
+    const request = parse({ 'resources1:VCPU': '4', 'resources1:MEMORY_MB': '2048' }, { vcpus: 4, memoryMb: 2048, diskGb: 0 });
+    expect(request.groups[0]!.resources).toEqual({});
+    expect(request.groups[1]!.resources).toEqual({ VCPU: 4, MEMORY_MB: 2048 });
+  });
+
+  it('classes no group names still come from the flavor', () => {
+    const request = parse({ 'resources1:VCPU': '2' }, { vcpus: 2, memoryMb: 1024, diskGb: 10 });
+    expect(request.groups[0]!.resources).toEqual({ MEMORY_MB: 1024, DISK_GB: 10 });
+    expect(request.groups[1]!.resources).toEqual({ VCPU: 2 });
+  });
+
+  it('a numbered group naming a class with 0 still suppresses the flavor amount', () => {
+    const request = parse({ 'resources1:VCPU': '0', 'resources1:CUSTOM_X': '1' }, { vcpus: 2, memoryMb: 1024, diskGb: 0 });
+    expect(request.groups[0]!.resources).toEqual({ MEMORY_MB: 1024 });
+    expect(request.groups[1]!.resources).toEqual({ CUSTOM_X: 1 });
+  });
+
+  it('resources:CLASS overrides the flavor and resources:CLASS=0 drops it', () => {
+    expect(parse({ 'resources:VCPU': '8', 'resources:DISK_GB': '0' }, { vcpus: 2, memoryMb: 512, diskGb: 20 }).groups[0]!.resources).toEqual({ MEMORY_MB: 512, VCPU: 8 });
+  });
+
+  it('member_of=!in: forbids aggregates (Placement 1.32)', () => {
+    const request = parse({ member_of: '!in:agg1,agg2', 'member_of1': '!agg3', 'resources1:CUSTOM_X': '1' });
+    expect(request.groups[0]!.forbiddenAggregates).toEqual(['agg1', 'agg2']);
+    expect(request.groups[0]!.memberOf).toEqual([]);
+    expect(request.groups[1]!.forbiddenAggregates).toEqual(['agg3']);
+  });
+});
+
 describe('parseFlavor: flavor amounts and resources:', () => {
   it('derives VCPU, MEMORY_MB and DISK_GB from the flavor, omitting zeros', () => {
     const spec = parse({}, { diskGb: 0 });
@@ -187,7 +220,6 @@ describe('parseFlavor: errors name the key and value', () => {
     ['invalid trait name', { 'trait:hw_avx': 'required' }, 'ERT_SPEC_UNKNOWN_KEY', /"hw_avx" is not a valid trait name/],
     ['invalid trait value', { 'trait:HW_CPU_X86_AVX2': 'yes' }, 'ERT_SPEC_INVALID_VALUE', /required or forbidden/],
     ['invalid group_policy', { group_policy: 'separate' }, 'ERT_SPEC_INVALID_VALUE', /none or isolate/],
-    ['member_of forbidden aggregates', { member_of: '!in:agg1' }, 'ERT_SPEC_INVALID_VALUE', /not supported/],
     ['member_of list without in:', { member_of: 'a,b' }, 'ERT_SPEC_INVALID_VALUE', /"in:" prefix/],
     ['member_of empty', { member_of1: 'in:' }, 'ERT_SPEC_INVALID_VALUE', /member_of1/],
     ['capabilities unsupported op', { 'capabilities:cpu': 's< b' }, 'ERT_SPEC_INVALID_VALUE', /not supported/],

@@ -27,10 +27,34 @@ export interface RequestGroup {
   /** '' for the unnumbered group, otherwise the suffix after `resources` (e.g. '1', '_NET'). */
   suffix: string;
   resources: Record<ResourceClass, number>;
+  /**
+   * Traits that must all be present: on the group's one provider for a numbered group; on
+   * the providers serving the unnumbered group, together.
+   */
   requiredTraits: string[];
+  /**
+   * Placement 1.39's `required=in:A,B`: each inner list needs at least one of its traits,
+   * judged like `requiredTraits`. Absent or empty: no any-of condition.
+   */
+  anyOfTraits?: string[][];
+  /** Traits that no provider serving the group may have. */
   forbiddenTraits: string[];
-  /** Each inner list is "any of these aggregates"; all lists must match (Placement member_of). */
+  /**
+   * Each inner list is "any of these aggregates"; all lists must match (Placement
+   * member_of). A numbered group's provider must itself be in the aggregate; a provider
+   * serving the unnumbered group matches when it or its root is (sharing providers: itself).
+   */
   memberOf: string[][];
+  /**
+   * Placement 1.32's `member_of=!a` / `!in:a,b`: no provider serving the group may be in
+   * any of these (for the unnumbered group, nor may its root).
+   */
+  forbiddenAggregates?: string[];
+  /**
+   * Placement 1.31's `in_tree`: uuid of any provider; the group's providers must be in that
+   * provider's tree (which excludes sharing providers from outside it).
+   */
+  inTree?: string;
 }
 
 export type GroupPolicy = 'none' | 'isolate';
@@ -72,7 +96,23 @@ export interface RequestSpec {
   /** The opaque `ert:policy` value, handed to plugins untouched. */
   policy?: string;
   hints: SchedulingHints;
+  /**
+   * Placement 1.36's `same_subtree`: each inner list names group suffixes (e.g. `['_NIC',
+   * '_ACC']`) whose providers must all descend from one of those same providers.
+   */
+  sameSubtree?: string[][];
+  /** Placement 1.35's `root_required=T`: traits the root of the host's tree must have. */
+  rootRequiredTraits?: string[];
+  /** Placement 1.35's `root_required=!T`: traits the root of the host's tree must not have. */
+  rootForbiddenTraits?: string[];
 }
+
+/**
+ * The part of a request that decides where it fits, as Placement's allocation candidates
+ * see it: a `RequestSpec` is one, and so is a request built from a Placement query string
+ * (`@ert/placement`'s `parseCandidatesQuery`) that has no flavor.
+ */
+export type PlacementRequest = Pick<RequestSpec, 'groups' | 'groupPolicy' | 'sameSubtree' | 'rootRequiredTraits' | 'rootForbiddenTraits'>;
 
 /**
  * An extra-spec key a plugin owns. Keys no plugin owns are refused before scheduling.

@@ -18,26 +18,34 @@ function treeOf(host: HostState) {
 }
 
 /**
- * `traits`: a cheap necessary condition checked before `resources` (which is exact):
- * every required trait of every group is somewhere in the tree (or its sharing providers),
- * every numbered group has one provider with all its required and none of its forbidden
- * traits, and a forbidden trait of the unnumbered group is not on every provider of the tree.
+ * `traits`: a cheap necessary condition checked before `resources` (which is exact), so it
+ * never rejects a host that `resources` would accept. Sharing providers count as Placement
+ * counts them: they may serve any group.
+ * - every required trait (and one of each any-of list) of every group is on some provider
+ *   of the tree or its sharing providers;
+ * - every numbered group has one provider (tree or sharing) with all its required traits,
+ *   one of each any-of list, and none of its forbidden ones;
+ * - a forbidden trait of the unnumbered group is not on every provider it could use.
  */
 function traitsProblem(host: HostState, spec: RequestSpec): string | undefined {
+  const providers = host.sharingProviders.length === 0 ? host.providers : [...host.providers, ...host.sharingProviders];
+  const somewhere = (trait: string): boolean => providers.some((p) => p.traits.has(trait));
   for (const group of spec.groups) {
     const label = group.suffix === '' ? 'the unnumbered group' : `group ${group.suffix}`;
-    for (const trait of group.requiredTraits) {
-      if (!host.providers.some((p) => p.traits.has(trait)) && !host.sharingProviders.some((p) => p.traits.has(trait))) {
-        return `no provider has trait ${trait} required by ${label}`;
-      }
+    for (const trait of group.requiredTraits) if (!somewhere(trait)) return `no provider has trait ${trait} required by ${label}`;
+    for (const any of group.anyOfTraits ?? []) {
+      if (any.length > 0 && !any.some(somewhere)) return `no provider has any of the traits ${any.join(', ')} required by ${label}`;
     }
     if (group.suffix === '') {
       for (const trait of group.forbiddenTraits) {
-        if (host.providers.every((p) => p.traits.has(trait))) return `every provider has trait ${trait} forbidden by ${label}`;
+        if (providers.every((p) => p.traits.has(trait))) return `every provider has trait ${trait} forbidden by ${label}`;
       }
     } else {
-      const fits = host.providers.some(
-        (p) => group.requiredTraits.every((t) => p.traits.has(t)) && !group.forbiddenTraits.some((t) => p.traits.has(t)),
+      const fits = providers.some(
+        (p) =>
+          group.requiredTraits.every((t) => p.traits.has(t)) &&
+          (group.anyOfTraits ?? []).every((any) => any.length === 0 || any.some((t) => p.traits.has(t))) &&
+          !group.forbiddenTraits.some((t) => p.traits.has(t)),
       );
       if (!fits) return `no provider has the traits of ${label} (required ${group.requiredTraits.join(',') || '-'}, forbidden ${group.forbiddenTraits.join(',') || '-'})`;
     }
@@ -66,7 +74,7 @@ export function builtinFilters(locator: InstanceLocator): Record<string, Plugin>
       filter: (host) => (host.status === 'up' ? undefined : `host is ${host.status}`),
     }),
     filterPlugin('traits', {
-      appliesTo: (spec) => spec.groups.some((g) => g.requiredTraits.length > 0 || g.forbiddenTraits.length > 0 || g.suffix !== ''),
+      appliesTo: (spec) => spec.groups.some((g) => g.requiredTraits.length > 0 || g.forbiddenTraits.length > 0 || (g.anyOfTraits?.length ?? 0) > 0 || g.suffix !== ''),
       filter: traitsProblem,
     }),
     filterPlugin('resources', {

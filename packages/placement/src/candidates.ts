@@ -1,0 +1,219 @@
+import { capacityOf, TRAIT_SHARING_PROVIDER, type PlacementRequest, type ResourceClass } from '@ert/plugin-api';
+import { compileRequest } from './compile.js';
+import { SearchBudgetError } from './errors.js';
+import { rootTraitsProblem } from './fit.js';
+import { AnchorSearch, type Anchor } from './search.js';
+import { DEFAULT_SEARCH_BUDGET, type FitProvider } from './types.js';
+
+/** Every provider of a deployment (trees and sharing providers), as `allocationCandidates` reads them. */
+export interface CandidateWorld {
+  readonly providers: readonly FitProvider[];
+}
+
+/** One allocation request (Placement 1.12+ object form, plus 1.34 mappings). */
+export interface CandidateAllocationRequest {
+  /** provider uuid -> class -> amount (amounts of several groups on one provider summed). */
+  allocations: Record<string, Record<ResourceClass, number>>;
+  /** group suffix ('' for the unnumbered group) -> uuids of the providers serving it, sorted. */
+  mappings: Record<string, string[]>;
+}
+
+/** Placement's provider summary: every class of the provider, its traits and place in the tree. */
+export interface CandidateProviderSummary {
+  resources: Record<ResourceClass, { capacity: number; used: number }>;
+  traits: string[];
+  parentProviderUuid: string | null;
+  rootProviderUuid: string;
+}
+
+export interface CandidatesResult {
+  allocationRequests: CandidateAllocationRequest[];
+  /** Every provider of every tree that supplies something in `allocationRequests`. */
+  providerSummaries: Record<string, CandidateProviderSummary>;
+  /** True when generation stopped at `maxCandidates` (no `limit` was asked for, or a larger one): more may exist. */
+  truncated: boolean;
+}
+
+export interface CandidatesOptions {
+  /** At most this many allocation requests (Placement's `limit`); generation stops there. */
+  limit?: number;
+  /**
+   * Visit trees in random order (Placement's `randomize_allocation_candidates`). With a
+   * limit, the first `limit` candidates of the shuffled trees are returned, not a uniform
+   * sample of all candidates as Placement draws after generating every one.
+   */
+  randomize?: boolean;
+  /** Random source in [0, 1) for `randomize` (Math.random by default). */
+  random?: () => number;
+  /**
+   * False below microversion 1.29: a candidate may not use two providers of one tree
+   * (sharing providers, being trees of their own, still combine).
+   */
+  nestedAware?: boolean;
+  /** Step budget per tree and answer (DEFAULT_SEARCH_BUDGET); past it SearchBudgetError. */
+  budget?: number;
+  /** Tuning: see SearchOptions.memoAfterSteps. */
+  memoAfterSteps?: number;
+  /** Global cap on the candidates generated (default 10,000), like upstream's max_allocation_candidates. */
+  maxCandidates?: number;
+}
+
+export const DEFAULT_MAX_CANDIDATES = 10_000;
+
+/** A deployment's providers indexed by tree: build once with `indexWorld` and reuse for many requests. */
+export class WorldIndex implements CandidateWorld {
+  readonly byUuid = new Map<string, FitProvider>();
+  /** Root uuid of every provider's tree. */
+  readonly rootOf = new Map<string, string>();
+  /** Each tree's providers, root first, parents before children. */
+  readonly trees = new Map<string, FitProvider[]>();
+  readonly roots: FitProvider[] = [];
+  readonly sharing: FitProvider[] = [];
+  /** Union of the aggregates of each tree's providers (which sharing providers it may use). */
+  readonly treeAggregates = new Map<string, Set<string>>();
+
+  constructor(readonly providers: readonly FitProvider[]) {
+    const children = new Map<string, FitProvider[]>();
+    for (const p of providers) {
+      this.byUuid.set(p.uuid, p);
+      if (p.parentUuid === undefined) this.roots.push(p);
+      else (children.get(p.parentUuid) ?? children.set(p.parentUuid, []).get(p.parentUuid)!).push(p);
+      if (p.traits.has(TRAIT_SHARING_PROVIDER)) this.sharing.push(p);
+    }
+    for (const root of this.roots) {
+      const tree: FitProvider[] = [];
+      const aggregates = new Set<string>();
+      for (let queue = [root]; queue.length > 0; ) {
+        const next: FitProvider[] = [];
+        for (const p of queue) {
+          tree.push(p);
+          this.rootOf.set(p.uuid, root.uuid);
+          for (const a of p.aggregates) aggregates.add(a);
+          next.push(...(children.get(p.uuid) ?? []));
+        }
+        queue = next;
+      }
+      this.trees.set(root.uuid, tree);
+      this.treeAggregates.set(root.uuid, aggregates);
+    }
+  }
+
+  /** The provider itself and its ancestors' uuids. */
+  ancestorsOf(provider: FitProvider): Set<string> {
+    const chain = new Set([provider.uuid]);
+    for (let parent = provider.parentUuid; parent !== undefined && !chain.has(parent); parent = this.byUuid.get(parent)?.parentUuid) chain.add(parent);
+    return chain;
+  }
+
+  /** The anchor of the tree rooted at `root`: its providers, then the outside sharing providers in one of its aggregates. */
+  anchor(root: FitProvider): Anchor {
+    const tree = this.trees.get(root.uuid)!;
+    const aggregates = this.treeAggregates.get(root.uuid)!;
+    const outside = this.sharing.filter((s) => this.rootOf.get(s.uuid) !== root.uuid && [...s.aggregates].some((a) => aggregates.has(a)));
+    const providers = outside.length === 0 ? tree : [...tree, ...outside];
+    const rootUuids = providers.map((p) => this.rootOf.get(p.uuid)!);
+    let ancestors: Array<Set<string>> | undefined;
+    return {
+      root,
+      providers,
+      treeSize: tree.length,
+      rootUuids,
+      ancestors: (index) => (ancestors ??= providers.map((p) => this.ancestorsOf(p)))[index]!,
+      rootOfUuid: (uuid) => this.rootOf.get(uuid),
+    };
+  }
+}
+
+/** Index a deployment's providers once for many `allocationCandidates` calls. */
+export function indexWorld(providers: readonly FitProvider[]): WorldIndex {
+  return new WorldIndex(providers);
+}
+
+function shuffled<T>(items: readonly T[], random: () => number): T[] {
+  const out = [...items];
+  for (let i = out.length - 1; i > 0; i--) {
+    const j = Math.floor(random() * (i + 1));
+    [out[i], out[j]] = [out[j]!, out[i]!];
+  }
+  return out;
+}
+
+/**
+ * Placement's `GET /allocation_candidates` over a whole deployment: every distinct way
+ * (allocations and group mappings) to satisfy `request`, by the rules `fitRequest` applies
+ * to one host (docs/placement.md). Candidates are found tree by tree (a tree's own
+ * providers plus the sharing providers in its aggregates, so a request spans several roots
+ * only through sharing providers), deduplicated as Placement does (the same allocations and
+ * mappings reached from two trees count once), lazily: generation stops at `limit`, so
+ * `limit: 1` over 10,000 providers costs about one fit.
+ *
+ * Throws SearchBudgetError when one tree needs more than the step budget to find its next
+ * candidate (never silently answers after seconds). Pure apart from `random`.
+ */
+export function allocationCandidates(request: PlacementRequest, world: CandidateWorld, opts: CandidatesOptions = {}): CandidatesResult {
+  const index = world instanceof WorldIndex ? world : new WorldIndex(world.providers);
+  const compiled = compileRequest(request);
+  const budget = opts.budget ?? DEFAULT_SEARCH_BUDGET;
+  const cap = Math.min(opts.limit ?? Infinity, opts.maxCandidates ?? DEFAULT_MAX_CANDIDATES);
+  const nestedAware = opts.nestedAware ?? true;
+  const roots = opts.randomize === true ? shuffled(index.roots, opts.random ?? Math.random) : index.roots;
+
+  const seen = new Set<string>();
+  const found: CandidateAllocationRequest[] = [];
+  for (const root of roots) {
+    if (found.length >= cap) break;
+    if (rootTraitsProblem(request, root) !== undefined) continue;
+    const anchor = index.anchor(root);
+    const search = new AnchorSearch(anchor, compiled, { budget, mode: 'all', ...(opts.memoAfterSteps === undefined ? {} : { memoAfterSteps: opts.memoAfterSteps }) });
+    const outcome = search.run((s) => {
+      const candidate = { allocations: allocationsObject(s), mappings: s.mappings() };
+      if (!nestedAware && usesTwoProvidersOfOneTree(Object.keys(candidate.allocations), index)) return false;
+      const key = candidateKey(candidate);
+      if (seen.has(key)) return false;
+      seen.add(key);
+      found.push(candidate);
+      return found.length >= cap;
+    });
+    if (outcome === 'budget') throw new SearchBudgetError(budget, root.name, compiled.demands.length, anchor.providers.length);
+  }
+  const maxCandidates = opts.maxCandidates ?? DEFAULT_MAX_CANDIDATES;
+  const truncated = found.length >= maxCandidates && (opts.limit ?? Infinity) > maxCandidates;
+  return { allocationRequests: found, providerSummaries: summaries(found, index), truncated };
+}
+
+function allocationsObject(search: AnchorSearch): Record<string, Record<ResourceClass, number>> {
+  const out: Record<string, Record<ResourceClass, number>> = {};
+  for (const a of search.allocations()) (out[a.providerUuid] ??= {})[a.resourceClass] = a.amount;
+  return out;
+}
+
+function usesTwoProvidersOfOneTree(uuids: readonly string[], index: WorldIndex): boolean {
+  const roots = new Set(uuids.map((u) => index.rootOf.get(u)));
+  return roots.size !== uuids.length;
+}
+
+/** Placement's AllocationRequest equality: the same (provider, class, amount) set and the same mappings. */
+function candidateKey(candidate: CandidateAllocationRequest): string {
+  const allocations = Object.entries(candidate.allocations)
+    .flatMap(([uuid, classes]) => Object.entries(classes).map(([c, n]) => `${uuid}/${c}=${n}`))
+    .sort();
+  const mappings = Object.entries(candidate.mappings)
+    .map(([suffix, uuids]) => `${suffix}:${uuids.join(',')}`)
+    .sort();
+  return `${allocations.join(' ')}|${mappings.join(' ')}`;
+}
+
+/** Summaries of every provider of every tree (by its own root) that the candidates draw on. */
+function summaries(candidates: readonly CandidateAllocationRequest[], index: WorldIndex): Record<string, CandidateProviderSummary> {
+  const roots = new Set<string>();
+  for (const c of candidates) for (const uuid of Object.keys(c.allocations)) roots.add(index.rootOf.get(uuid)!);
+  const out: Record<string, CandidateProviderSummary> = {};
+  for (const rootUuid of roots) {
+    for (const p of index.trees.get(rootUuid)!) {
+      const resources: Record<ResourceClass, { capacity: number; used: number }> = {};
+      for (const [c, inventory] of Object.entries(p.inventories)) resources[c] = { capacity: capacityOf(inventory), used: p.usages[c] ?? 0 };
+      out[p.uuid] = { resources, traits: [...p.traits].sort(), parentProviderUuid: p.parentUuid ?? null, rootProviderUuid: rootUuid };
+    }
+  }
+  return out;
+}

@@ -8,9 +8,17 @@ import type { HostIndex } from '../src/ranking.js';
 
 /*
  * The indexed ranking (change journal, memoised results, the ordered list of best candidates
- * kept across decisions) against a fresh evaluation of every host, on fleets larger than the
- * list, so that hosts leave it, come back, and it runs out and is rebuilt. The scheduler-level
- * equivalence test (equivalence.test.ts) uses fleets too small for that.
+ * kept across decisions) and the fresh evaluation of every host, both against `expectedRanking`
+ * below: the ranking rules written out again in the test (filter, min-max normalise each raw
+ * score over the candidates, times the multiplier, summed; higher weight first, then lower host
+ * name), computed from the fake hosts' fields without any code of ranking.ts. Fleets are larger
+ * than the kept list, so that hosts leave it, come back, and it runs out and is rebuilt. The
+ * scheduler-level equivalence test (equivalence.test.ts) uses fleets too small for that.
+ *
+ * Mutations seen caught: in `updateTop`, a changed host no longer removed from the kept list
+ * (`if (at >= 0) top.splice(at, 1)` dropped): stale entries were returned; in `scaleOf`,
+ * `1 / (max - min)` replaced by `1 / max`: the weights differed from the expected ones (the
+ * former comparison with a fresh evaluation by the same Ranker could not see that one).
  */
 
 /** What the fake filter and weighers read of a host. */
@@ -29,6 +37,34 @@ const filter: FilterHooks = { filter: (host) => ((host as unknown as FakeHost).p
 const weighA: WeigherHooks = { weigh: (host) => (host as unknown as FakeHost).a };
 const weighB: WeigherHooks = { weigh: (host) => (host as unknown as FakeHost).b };
 const spec = {} as RequestSpec;
+/** The weighers of the test, as the expected ranking reads them. */
+const WEIGHERS: Array<{ score: (h: FakeHost) => number; multiplier: number }> = [
+  { score: (h) => h.a, multiplier: 1 },
+  { score: (h) => h.b, multiplier: -2 },
+];
+
+/**
+ * The best `limit` candidates by the ranking rules, from the fake hosts alone. The weight of a
+ * host is the sum over weighers of multiplier x (raw - min) x (1 / (max - min)), 0 when every
+ * candidate has the same raw score, added in weigher order (the same float operations as the
+ * rule, so weights compare exactly and ties stay ties).
+ */
+function expectedRanking(slots: ReadonlyArray<Host | undefined>, limit: number): { passed: number; candidates: Array<[string, number]> } {
+  const hosts = slots.filter((h): h is Host => h !== undefined).map((h) => h as unknown as FakeHost).filter((h) => h.passes);
+  const bounds = WEIGHERS.map(({ score }) => {
+    const raws = hosts.map(score);
+    const min = Math.min(...raws);
+    const max = Math.max(...raws);
+    return { min, scale: max > min ? 1 / (max - min) : 0 };
+  });
+  const weighed = hosts.map((h): [string, number] => {
+    let weight = 0;
+    WEIGHERS.forEach(({ score, multiplier }, i) => (weight += multiplier * (score(h) - bounds[i]!.min) * bounds[i]!.scale));
+    return [h.name, weight];
+  });
+  weighed.sort((x, y) => y[1] - x[1] || (x[0] < y[0] ? -1 : x[0] > y[0] ? 1 : 0));
+  return { passed: hosts.length, candidates: weighed.slice(0, limit) };
+}
 
 class FakeIndex implements HostIndex {
   slots: Array<Host | undefined> = [];
@@ -57,7 +93,7 @@ const change = fc.record({
 });
 
 describe('indexed ranking', () => {
-  it('returns exactly the best candidates a fresh evaluation of every host returns', () => {
+  it('indexed and fresh rankings return exactly the best candidates the ranking rules give', () => {
     fc.assert(
       fc.property(
         fc.integer({ min: 1, max: 80 }),
@@ -72,8 +108,8 @@ describe('indexed ranking', () => {
           const ranker = new Ranker(
             [{ name: 'f', hooks: filter }],
             [
-              { name: 'a', hooks: weighA, multiplier: 1 },
-              { name: 'b', hooks: weighB, multiplier: -2 },
+              { name: 'a', hooks: weighA, multiplier: WEIGHERS[0]!.multiplier },
+              { name: 'b', hooks: weighB, multiplier: WEIGHERS[1]!.multiplier },
             ],
             callHook,
             topKept,
@@ -104,10 +140,13 @@ describe('indexed ranking', () => {
                 index.touch(slot);
               }
             }
+            const expected = expectedRanking(index.slots, limit);
             const indexed = ranker.rank(index, memo, limit);
             const fresh = ranker.rank(index, new Memo(ranker.prepare(spec), 4096), limit, true);
-            expect(indexed.passed).toBe(fresh.passed);
-            expect(indexed.candidates.map((c) => [c.host.name, c.weight])).toEqual(fresh.candidates.map((c) => [c.host.name, c.weight]));
+            expect(indexed.passed).toBe(expected.passed);
+            expect(fresh.passed).toBe(expected.passed);
+            expect(indexed.candidates.map((c) => [c.host.name, c.weight])).toEqual(expected.candidates);
+            expect(fresh.candidates.map((c) => [c.host.name, c.weight])).toEqual(expected.candidates);
           }
         },
       ),

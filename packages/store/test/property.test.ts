@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { amountProblem, capacityOf, normalizeInventory, type Inventory } from '@ert/plugin-api';
+import { normalizeInventory, type Inventory } from '@ert/plugin-api';
 import type { AllocationWrite, Store } from '@ert/store';
 import { backends, openStore } from './backends.js';
 
@@ -10,7 +10,22 @@ import { backends, openStore } from './backends.js';
  * the model: the same outcome (success or error code), the same inventories, allocations,
  * usages and generations. Usage never exceeds capacity; failed operations change nothing;
  * generations move only on change.
+ *
+ * The model's arithmetic is Placement's, written out here (capacity, unit rules), not the
+ * contract's `capacityOf` / `amountProblem` that the store itself uses: a wrong rule there
+ * would otherwise be wrong in the model too. Mutation seen caught: `capacityOf` in
+ * plugin-api ignoring `reserved` (the store accepted claims the model refused).
  */
+
+/** Placement's capacity: floor((total - reserved) x allocation_ratio). */
+function capacity(inv: Inventory): number {
+  return Math.floor((inv.total - inv.reserved) * inv.allocationRatio);
+}
+
+/** Placement's unit rules: min_unit <= amount <= max_unit and amount a multiple of step_size. */
+function unitsFit(inv: Inventory, amount: number): boolean {
+  return amount >= inv.minUnit && amount <= inv.maxUnit && amount % inv.stepSize === 0;
+}
 
 const PROVIDERS = 2;
 const CONSUMERS = 3;
@@ -74,7 +89,7 @@ function applyModel(model: Model, op: Op, generationArg: (choice: GenChoice, act
     if (gen !== undefined && gen !== p.generation) throw new ModelError('ERT_STORE_PROVIDER_GENERATION_CONFLICT');
     for (const rc of CLASSES) {
       const inv = op.inventories[rc];
-      if (usageOf(next, op.provider, rc) > (inv ? capacityOf(inv) : 0)) throw new ModelError('ERT_STORE_INVENTORY_IN_USE');
+      if (usageOf(next, op.provider, rc) > (inv ? capacity(inv) : 0)) throw new ModelError('ERT_STORE_INVENTORY_IN_USE');
     }
     next.providers[op.provider] = { generation: p.generation + 1, inventories: { ...op.inventories } };
     return next;
@@ -90,7 +105,9 @@ function applyModel(model: Model, op: Op, generationArg: (choice: GenChoice, act
       const inv = next.providers[a.provider]!.inventories[a.rc];
       if (!inv) throw new ModelError('ERT_STORE_CAPACITY_EXCEEDED');
       const used = usageOf(next, a.provider, a.rc, write.consumer);
-      if (amountProblem(inv, used, a.amount) !== undefined) throw new ModelError(used + a.amount > capacityOf(inv) ? 'ERT_STORE_CAPACITY_EXCEEDED' : 'ERT_STORE_INVALID');
+      // Over capacity wins over a unit rule (the store reports the capacity problem).
+      if (used + a.amount > capacity(inv)) throw new ModelError('ERT_STORE_CAPACITY_EXCEEDED');
+      if (!unitsFit(inv, a.amount)) throw new ModelError('ERT_STORE_INVALID');
       touched.add(a.provider);
     }
     if (write.allocations.length === 0) next.consumers.delete(write.consumer);
@@ -175,7 +192,7 @@ describe.each(backends)('store against a model on %s', (client) => {
             for (const rc of CLASSES) {
               const used = usageOf(model, i, rc);
               expect(usages[rc] ?? 0).toBe(used);
-              expect(used).toBeLessThanOrEqual(inventories[rc] ? capacityOf(inventories[rc]) : 0);
+              expect(used).toBeLessThanOrEqual(inventories[rc] ? capacity(inventories[rc]) : 0);
             }
           }
           for (let c = 0; c < CONSUMERS; c++) {

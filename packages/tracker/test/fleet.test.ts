@@ -95,7 +95,8 @@ describe('the first-party plugins on the host profiles', () => {
       expect(report.providers[0]!.inventories['VCPU']!.total).toBeGreaterThan(0);
       expect(report.providers[0]!.inventories['MEMORY_MB']!.total).toBeGreaterThan(0);
       expect(report.plugins.map((p) => p.plugin)).toEqual(['vcpu', 'memory', 'compute-units', 'llc', 'pstate']);
-      for (const plugin of report.plugins) if (plugin.available) expect(plugin.stats, plugin.plugin).toBeDefined();
+      const versions: Record<string, number> = { vcpu: 2, memory: 1, 'compute-units': 1, llc: 1, pstate: 1 };
+      for (const plugin of report.plugins) if (plugin.available) expect(plugin.stats?.schemaVersion, plugin.plugin).toBe(versions[plugin.plugin]);
     } finally {
       await tracker.stop();
     }
@@ -116,44 +117,96 @@ describe('the first-party plugins on the host profiles', () => {
     }
   });
 
-  it('claims with LLC ways on xeon-2s-cat through the real plugins and the real store', async () => {
-    const config = await defaultConfig();
+  /*
+   * LLC ways and dedicated CPUs end to end: sequential claims through the default config's
+   * plugins (loaded by name), then a restarted tracker, and each time the masks are one run
+   * of ways each, on the domain their CUSTOM_LLC_WAYS allocation is on, as many ways as
+   * allocated, pairwise disjoint; the CPU sets are dedicated CPUs, as many as the PCPU
+   * allocation, pairwise disjoint; and the plugins' stats say the same.
+   * Seen red on: llc's free mask ignoring the ways instances hold (masks overlap); vcpu's
+   * free dedicated CPUs ignoring pinned ones (CPU 16 pinned twice); the restart re-adding
+   * instances without their CPUs (the rebuilt vcpu view differs: `stats of vcpu` rewritten).
+   * Not caught: the restart re-adding instances without their llc assignment -- llc then
+   * re-places the ways and, adding in the same order, finds the same masks.
+   */
+  it('claims LLC ways and dedicated CPUs on xeon-2s-cat; masks and CPU sets stay disjoint and contiguous across a restart', async () => {
+    const base = await defaultConfig();
+    // 16-19 on NUMA node 0, 20-23 on node 1.
+    const config = { ...base, plugins: { ...base.plugins, vcpu: { ...(base.plugins['vcpu'] as object), dedicatedCpus: '16-23' } } };
     const store = await createStore({ client: 'sqlite3', connection: path.join(dir, 'real.db') });
     await store.migrate();
-    const tracker = await createTracker({ config, store, hostName: 'xeon', root: path.join(PROFILES, 'xeon-2s-cat') });
+    const root = path.join(PROFILES, 'xeon-2s-cat');
+    const domains = { [providerUuid('xeon_llc_0')]: 0, [providerUuid('xeon_llc_1')]: 1 };
+    const gold = (ways: number, cpus: number) => ({ name: `gold${ways}x${cpus}`, vcpus: cpus, memoryMb: 8192, diskGb: 0, extraSpecs: { 'llc:ways': String(ways), 'cu:units': '40', 'hw:cpu_policy': 'dedicated' } });
+    const flavors = [gold(4, 2), gold(4, 2), gold(5, 1), gold(3, 2), gold(6, 1)];
+    const uuids = flavors.map((_, i) => `10000000-0000-4000-8000-00000000000${i}`);
+
+    /** Every record's ways and CPUs checked against its allocations and the others; returns the masks by uuid. */
+    async function checkRecords(): Promise<Record<string, { domain: number; mask: string; cpus: number[] }>> {
+      const held: Record<string, { domain: number; mask: string; cpus: number[] }> = {};
+      const byDomain: number[] = [0, 0];
+      const pinned = new Set<number>();
+      for (const uuid of uuids) {
+        const record = (await store.getInstance(uuid))!;
+        const { allocations } = await store.getAllocations(uuid);
+        const ways = allocations.filter((a) => a.resourceClass === 'CUSTOM_LLC_WAYS');
+        expect(ways, uuid).toHaveLength(1);
+        const a = record.assignments['llc'] as { domain: number; mask: string; closid: number };
+        expect(a.domain, `${uuid}: mask on the domain its ways are allocated on`).toBe(domains[ways[0]!.providerUuid]);
+        const mask = parseInt(a.mask, 16);
+        const run = mask / (mask & -mask); // the mask shifted down to bit 0
+        expect((run & (run + 1)) === 0 && mask > 0, `${uuid}: mask ${a.mask} is one run of ways`).toBe(true);
+        expect(mask.toString(2).replace(/0/g, '').length, `${uuid}: ways in the mask = ways allocated`).toBe(ways[0]!.amount);
+        expect(mask & byDomain[a.domain]!, `${uuid}: mask ${a.mask} overlaps another on domain ${a.domain}`).toBe(0);
+        byDomain[a.domain]! |= mask;
+        const pcpu = allocations.filter((x) => x.resourceClass === 'PCPU').reduce((n, x) => n + x.amount, 0);
+        expect(record.cpus, `${uuid}: pinned CPUs`).toHaveLength(pcpu);
+        for (const cpu of record.cpus!) {
+          expect(cpu >= 16 && cpu <= 23, `${uuid}: CPU ${cpu} is dedicated`).toBe(true);
+          expect(pinned.has(cpu), `${uuid}: CPU ${cpu} pinned twice`).toBe(false);
+          pinned.add(cpu);
+        }
+        held[uuid] = { domain: a.domain, mask: a.mask, cpus: record.cpus! };
+      }
+      // The plugins' stats (their views) say the same.
+      const stats = await store.readStats('xeon');
+      const llc = stats['llc']!.data as { domains: Array<{ id: number; freeMask: string; instances: Array<{ uuid: string; mask: string }> }> };
+      for (const d of llc.domains) {
+        expect(Object.fromEntries(d.instances.map((i) => [i.uuid, i.mask]))).toEqual(Object.fromEntries(Object.entries(held).filter(([, h]) => h.domain === d.id).map(([u, h]) => [u, h.mask])));
+        expect(parseInt(d.freeMask, 16)).toBe(0x7ff & ~byDomain[d.id]!);
+      }
+      // All 8 dedicated CPUs (16-23) are pinned by the five instances.
+      expect((stats['vcpu']!.data as { freeDedicatedCpus: string }).freeDedicatedCpus).toBe('');
+      return held;
+    }
+
+    const tracker = await createTracker({ config, store, hostName: 'xeon', root });
     try {
       const report = await tracker.start();
       expect(report.problems).toEqual([]);
       expect(report.discovery.providers.map((p) => p.name)).toEqual(expect.arrayContaining(['xeon', 'xeon_llc_0', 'xeon_llc_1']));
-      const llcBefore = (await store.readStats('xeon'))['llc']!.data;
-      const claims = [];
-      for (let i = 0; i < 3; i++) {
-        const result = await tracker.claim({
-          uuid: `10000000-0000-4000-8000-00000000000${i}`,
-          projectId: 'p',
-          userId: 'u',
-          flavor: { name: 'llc.gold', vcpus: 4, memoryMb: 8192, diskGb: 0, extraSpecs: { 'llc:ways': '4', 'cu:units': '40' } },
-        });
+      for (const [i, flavor] of flavors.entries()) {
+        const result = await tracker.claim({ uuid: uuids[i]!, projectId: 'p', userId: 'u', flavor });
         if (!result.ok) throw new Error(JSON.stringify(result.reasons));
-        claims.push(result);
+        expect(result.allocations).toContainEqual({ providerUuid: providerUuid('xeon'), resourceClass: 'CUSTOM_CU', amount: 40 });
       }
-      for (const claim of claims) {
-        const ways = claim.allocations.filter((a) => a.resourceClass === 'CUSTOM_LLC_WAYS');
-        expect(ways).toHaveLength(1);
-        expect([providerUuid('xeon_llc_0'), providerUuid('xeon_llc_1')]).toContain(ways[0]!.providerUuid);
-        expect(ways[0]!.amount).toBe(4);
-        expect(claim.record.assignments['llc']).toBeDefined();
-        expect(claim.allocations).toContainEqual({ providerUuid: providerUuid('xeon'), resourceClass: 'CUSTOM_CU', amount: 40 });
-      }
-      expect((await store.readStats('xeon'))['llc']!.data).not.toEqual(llcBefore);
-      // A second tracker on the same host and store rebuilds the same views: nothing to write.
+      // 4 + 4 + 5 + 3 + 6 = 22 ways, all of both domains' 2 x 11.
+      const before = await checkRecords();
+      expect(Object.values(before).reduce((n, h) => n + parseInt(h.mask, 16).toString(2).replace(/0/g, '').length, 0)).toBe(22);
+      // Every dedicated CPU is pinned: one more is refused by vcpu, and nothing is written.
+      const refused = await tracker.claim({ uuid: '10000000-0000-4000-8000-0000000000ff', projectId: 'p', userId: 'u', flavor: gold(1, 1) });
+      expect(refused).toEqual({ ok: false, reasons: expect.arrayContaining([{ plugin: 'vcpu', reason: expect.stringMatching(/^PCPU: needs 1, 0 free of capacity 8/) }]) });
       await tracker.stop();
-      const again = await createTracker({ config, store, hostName: 'xeon', root: path.join(PROFILES, 'xeon-2s-cat') });
+
+      // A second tracker on the same host and store rebuilds the same views: nothing to write,
+      // the same masks and CPUs.
+      const again = await createTracker({ config, store, hostName: 'xeon', root });
       try {
         const rebuilt = await again.start();
         expect(rebuilt.problems).toEqual([]);
         expect(rebuilt.changes).toEqual([]);
-        expect(rebuilt.instances).toBe(3);
+        expect(rebuilt.instances).toBe(5);
+        expect(await checkRecords()).toEqual(before);
       } finally {
         await again.stop();
       }

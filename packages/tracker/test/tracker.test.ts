@@ -118,7 +118,7 @@ describe.each(BACKENDS)('tracker on %s', (backend) => {
       const report = await fewer.sync();
       expect(report.changes).toEqual(expect.arrayContaining(['deleted provider host1_cache_1']));
       expect(await store.getProvider(providerUuid('host1_cache_1'))).toBeUndefined();
-      expect(await store.getProvider(providerUuid('host1_cache_0'))).toBeDefined();
+      expect(await store.getProvider(providerUuid('host1_cache_0'))).toMatchObject({ name: 'host1_cache_0', uuid: providerUuid('host1_cache_0') });
     });
 
     it.each([

@@ -18,15 +18,36 @@ import { ErtError } from '@ert/plugin-api';
  *
  * SearchBudgetError (ERT_PLACEMENT_SEARCH_BUDGET) is the candidate search giving up at its
  * step budget; its details name the budget, the tree, and the request's size.
+ *
+ * `PlacementQueryError` (a refused GET /allocation_candidates query string) carries
+ * OpenStack Placement 8.0.0's own codes, verbatim, because Placement clients read them from
+ * the error body; its `details` are `{ key, value }` (the query parameter at fault and its
+ * value, each undefined when the problem is not one parameter's):
+ *
+ * - placement.undefined_code      Placement's default: malformed values, unknown or too-new
+ *                                 parameters, orphaned traits, conflicting traits, a missing
+ *                                 group_policy
+ * - placement.query.duplicate_key `root_required` given more than once
+ * - placement.query.bad_value     conflicting `root_required`, `same_subtree` problems, a
+ *                                 resourceless group outside every `same_subtree`
+ * - placement.query.missing_value no `resources*` at all (1.36+)
  */
 export const PlacementErrorCodes = {
   UNKNOWN_KEY: 'ERT_SPEC_UNKNOWN_KEY',
   INVALID_VALUE: 'ERT_SPEC_INVALID_VALUE',
   CONFLICT: 'ERT_SPEC_CONFLICT',
   SCHEMA_UNSUPPORTED: 'ERT_SPEC_SCHEMA_UNSUPPORTED',
+  QUERY_UNDEFINED: 'placement.undefined_code',
+  QUERY_DUPLICATE_KEY: 'placement.query.duplicate_key',
+  QUERY_BAD_VALUE: 'placement.query.bad_value',
+  QUERY_MISSING_VALUE: 'placement.query.missing_value',
 } as const;
 
-export type PlacementErrorCode = (typeof PlacementErrorCodes)[keyof typeof PlacementErrorCodes];
+/** Codes of `PlacementQueryError`: Placement's own. */
+export type PlacementQueryErrorCode = Extract<(typeof PlacementErrorCodes)[keyof typeof PlacementErrorCodes], `placement.${string}`>;
+
+/** Codes of `RequestSpecError`. */
+export type PlacementErrorCode = Exclude<(typeof PlacementErrorCodes)[keyof typeof PlacementErrorCodes], PlacementQueryErrorCode>;
 
 export interface RequestSpecErrorDetails {
   key: string;
@@ -47,6 +68,29 @@ export class RequestSpecError extends ErtError<PlacementErrorCode> {
 /** `key=value` as it appears in messages (`key` alone when the value is unknown). */
 export function describeKey(key: string, value: string | undefined): string {
   return value === undefined ? `"${key}"` : `"${key}=${value}"`;
+}
+
+export interface PlacementQueryErrorDetails {
+  /** The query parameter at fault (e.g. `resources1`), when one is. */
+  key: string | undefined;
+  /** Its value as received, when one value is at fault. */
+  value: string | undefined;
+  [extra: string]: unknown;
+}
+
+/**
+ * Placement would refuse this GET /allocation_candidates query string. `status` is the HTTP
+ * status to answer with; `code` and `message` are Placement 8.0.0's (the message is the part
+ * of the error body's `detail` after webob's generic first line).
+ */
+export class PlacementQueryError extends ErtError<PlacementQueryErrorCode> {
+  declare readonly details: Readonly<PlacementQueryErrorDetails>;
+  readonly status: 400;
+
+  constructor(code: PlacementQueryErrorCode, message: string, details: PlacementQueryErrorDetails) {
+    super(code, message, details);
+    this.status = 400;
+  }
 }
 
 export const SEARCH_BUDGET_CODE = 'ERT_PLACEMENT_SEARCH_BUDGET' as const;

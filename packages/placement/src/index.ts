@@ -37,3 +37,10 @@ export {
   type CandidatesResult,
   type CandidateWorld,
 } from './candidates.js';
+export {
+  CANDIDATES_MAX_MICROVERSION,
+  CANDIDATES_MIN_MICROVERSION,
+  parseCandidatesQuery,
+  type CandidatesQuery,
+  type Microversion,
+} from './query.js';

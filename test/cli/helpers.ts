@@ -1,8 +1,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { chmodSync } from 'node:fs';
 import { mkdtemp, rm, writeFile, cp, mkdir } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { stringify } from 'yaml';
+import { buildPackage } from '../build.js';
 
 export const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 /** The built binary, as a user runs it (`npm test` builds it first). */
@@ -29,8 +31,23 @@ export function runErt(args: string[], opts: { cwd: string; env?: Record<string,
   });
 }
 
+let cliBuilt = false;
+
+/**
+ * Build the CLI and what it references (`tsc -b`, once per test worker, a no-op when up to date)
+ * before the first `ert` runs, so the tests never run a stale or missing dist: a failed build
+ * throws. `npm run build` also marks the binary executable; so does this.
+ */
+export function ensureCliBuilt(): void {
+  if (cliBuilt) return;
+  buildPackage(join(REPO, 'packages/cli'));
+  chmodSync(BIN, 0o755);
+  cliBuilt = true;
+}
+
 /** Start `ert args...` without waiting (daemons). */
 export function startErt(args: string[], opts: { cwd: string; env?: Record<string, string> }): ChildProcess {
+  ensureCliBuilt();
   const env: NodeJS.ProcessEnv = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('ERT_')));
   return spawn(process.execPath, [BIN, ...args], { cwd: opts.cwd, env: { ...env, ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'] });
 }
@@ -41,6 +58,7 @@ export function startErt(args: string[], opts: { cwd: string; env?: Record<strin
  * dropped.
  */
 export function bash(script: string, env: Record<string, string>): Promise<RunResult> {
+  ensureCliBuilt();
   return new Promise((resolvePromise, reject) => {
     const cleanEnv = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('ERT_')));
     const child = spawn('bash', ['-c', `set -eo pipefail\ntrap 'echo "failed: $BASH_COMMAND" >&2' ERR\n${script}`], {

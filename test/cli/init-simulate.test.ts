@@ -1,9 +1,9 @@
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { cp, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { REPO, json, runErt } from './helpers.js';
+import { REPO, json, runErt, scratchDir } from './helpers.js';
 
 describe('ert init', () => {
   let dir: string;
@@ -105,6 +105,82 @@ describe('ert simulate', () => {
     expect(json(b).placements).toEqual(first.placements);
     expect(json(b).rejections).toEqual(first.rejections);
     expect(json(c).placements).not.toEqual(first.placements);
+  });
+
+  /*
+   * A fleet small enough to work out by hand: 3 cloud-vm hosts (config/hosts/README.md: 4 CPUs,
+   * VCPU capacity 4 x 4.0 = 16 with max_unit 4; MEMORY_MB 15628 - 512 reserved = 15116), only
+   * the vcpu and memory plugins, filters status and resources, no weigher (every weight 0: ties
+   * go to the lower host name, so hosts fill in name order), one flavor f3 (3 vCPUs, 4096 MB),
+   * and a mean lifetime so long that nobody leaves. Memory binds: a host takes
+   * floor(15116 / 4096) = 3 instances (9 vCPUs of 16).
+   *
+   * Mutations seen caught: `utilization` dividing by the free amount instead of the capacity
+   * (usage.ts); the stranded share counting the free capacity of hosts that fit instead of
+   * those that do not (simulation.ts); decisionsPerSecond computed per millisecond.
+   */
+  describe('on a hand-computed fleet', () => {
+    let dir: string;
+    let run: (requests: number) => Promise<any>;
+    beforeAll(async () => {
+      dir = await scratchDir('ert-cli-sim-hand-');
+      await mkdir(join(dir, 'hosts'));
+      await cp(join(REPO, 'config/hosts/cloud-vm'), join(dir, 'hosts/cloud-vm'), { recursive: true });
+      await writeFile(join(dir, 'flavors.yaml'), '- { name: f3, vcpus: 3, memory_mb: 4096, disk_gb: 0, extra_specs: {} }\n');
+      await writeFile(
+        join(dir, 'ert.config.yaml'),
+        [
+          'store: { client: sqlite3, connection: ./unused.db }',
+          'log: { level: silent }',
+          'tracker: { resources: [vcpu, memory] }',
+          'scheduler: { consumers: [vcpu, memory], filters: [status, resources], weighers: [], maxAttempts: 3, hostSubsetSize: 1 }',
+          'plugins: { vcpu: { allocationRatio: 4.0 }, memory: { reservedMb: 512, allocationRatio: 1.0 } }',
+          'flavors: ./flavors.yaml',
+          '',
+        ].join('\n'),
+      );
+      run = async (requests) => {
+        const result = await runErt(['--config', join(dir, 'ert.config.yaml'), 'simulate', '--hosts', '3', '--requests', String(requests), '--lifetime', '1000000', '--seed', '3', '--json'], { cwd: dir });
+        expect(result.code, result.stderr).toBe(0);
+        return json(result);
+      };
+    });
+    afterAll(async () => {
+      await rm(dir, { recursive: true, force: true });
+    });
+
+    it('7 requests: 3 + 3 + 1 placed in name order; utilisation, fit and stranded capacity as computed by hand', async () => {
+      const report = await run(7);
+      expect(report).toMatchObject({ seed: 3, hosts: 3, profiles: { 'cloud-vm': 3 }, requests: 7, placed: 7, rejected: 0, departed: 0, live: 7, rejectedByFlavor: {} });
+      expect(report.placements.map((p: any) => [p.request, p.flavor, p.host])).toEqual([
+        [0, 'f3', 'sim-cloud-vm-0'],
+        [1, 'f3', 'sim-cloud-vm-0'],
+        [2, 'f3', 'sim-cloud-vm-0'],
+        [3, 'f3', 'sim-cloud-vm-1'],
+        [4, 'f3', 'sim-cloud-vm-1'],
+        [5, 'f3', 'sim-cloud-vm-1'],
+        [6, 'f3', 'sim-cloud-vm-2'],
+      ]);
+      // Used 7 x 3 = 21 of 3 x 16 = 48 vCPUs; 7 x 4096 = 28672 of 3 x 15116 = 45348 MB.
+      expect(report.utilization).toEqual({ MEMORY_MB: 28672 / 45348, VCPU: 21 / 48 });
+      // Free: vCPUs 7, 7, 13 and MB 2828, 2828, 11020. Only sim-cloud-vm-2 still takes f3
+      // (2828 MB < 4096): 14 of 27 free vCPUs and 5656 of 16676 free MB are stranded.
+      expect(report.fragmentation).toEqual({ flavor: 'f3', hostsThatFit: 1, strandedFreeShare: { MEMORY_MB: 5656 / 16676, VCPU: 14 / 27 } });
+      // Decisions per second of select time: select time is part of the run's elapsed time.
+      expect(report.decisionsPerSecond).toBeGreaterThanOrEqual(7 / ((report.elapsedMs + 1) / 1000));
+    });
+
+    it('10 requests: the tenth finds no host; then no host takes f3 and all free capacity is stranded', async () => {
+      const report = await run(10);
+      expect(report).toMatchObject({ hosts: 3, requests: 10, placed: 9, rejected: 1, departed: 0, live: 9, rejectedByFlavor: { f3: 1 } });
+      expect(report.placements.map((p: any) => p.host)).toEqual([0, 0, 0, 1, 1, 1, 2, 2, 2].map((i) => `sim-cloud-vm-${i}`));
+      expect(report.rejections).toHaveLength(1);
+      expect(report.rejections[0]).toMatchObject({ request: 9, flavor: 'f3' });
+      expect(report.rejections[0].reason).toMatch(/no valid host .* 3 host\(s\), 0 passed; removed by resources: 3/);
+      expect(report.utilization).toEqual({ MEMORY_MB: 36864 / 45348, VCPU: 27 / 48 });
+      expect(report.fragmentation).toEqual({ flavor: 'f3', hostsThatFit: 0, strandedFreeShare: { MEMORY_MB: 1, VCPU: 1 } });
+      expect(report.decisionsPerSecond).toBeGreaterThanOrEqual(10 / ((report.elapsedMs + 1) / 1000));
+    });
   });
 
   it('prints a readable report without --json, with no progress bar when stderr is not a TTY', async () => {

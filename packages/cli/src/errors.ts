@@ -20,6 +20,16 @@ export const CliErrorCode = {
   UNKNOWN_HOST: 'ERT_CLI_UNKNOWN_HOST',
   /** A claim on the compute host was refused by its plugins or by placement. */
   CLAIM_REJECTED: 'ERT_CLI_CLAIM_REJECTED',
+  /**
+   * The claim was written (the instance holds its allocations) but a plugin hook failed
+   * afterwards: enforcement under `enforcementFailure: report`, addInstance, stats
+   * (details: instance, host, allocations, problems).
+   */
+  CLAIMED_WITH_PROBLEMS: 'ERT_CLI_CLAIMED_WITH_PROBLEMS',
+  /** The instance was released (its allocations are gone) but a plugin hook failed doing it: removeInstance, stats, enforcement (details: instance, host, problems). */
+  RELEASED_WITH_PROBLEMS: 'ERT_CLI_RELEASED_WITH_PROBLEMS',
+  /** `ert release UUID`: the host's tracker released nothing; the instance is no longer recorded on that host (details: instance, host). */
+  NOT_RELEASED: 'ERT_CLI_NOT_RELEASED',
   /** The configured store cannot be opened or migrated (unreachable server, unwritable file). */
   STORE_UNAVAILABLE: 'ERT_CLI_STORE_UNAVAILABLE',
   /** A file the command needs (host profiles) is missing. */
@@ -40,6 +50,8 @@ export const ExitCode = {
   USAGE: 2,
   /** No valid host for a request, or a claim rejected by the host. */
   REJECTED: 3,
+  /** Done, with problems: a claim or release was written, but a plugin hook failed afterwards (enforcement, addInstance, removeInstance, stats). */
+  DONE_WITH_PROBLEMS: 4,
 } as const;
 
 const USAGE_CODES: ReadonlySet<string> = new Set([
@@ -48,20 +60,24 @@ const USAGE_CODES: ReadonlySet<string> = new Set([
   CliErrorCode.UNKNOWN_FLAVOR,
   CliErrorCode.BAD_ROOT,
   CliErrorCode.UNKNOWN_INSTANCE,
+  CliErrorCode.NOT_RELEASED,
   CliErrorCode.UNKNOWN_HOST,
   CliErrorCode.MISSING_FILE,
 ]);
 const REJECTED_CODES: ReadonlySet<string> = new Set(['ERT_SCHEDULER_NO_VALID_HOST', CliErrorCode.CLAIM_REJECTED]);
+const PROBLEM_CODES: ReadonlySet<string> = new Set([CliErrorCode.CLAIMED_WITH_PROBLEMS, CliErrorCode.RELEASED_WITH_PROBLEMS]);
 
 /**
  * The exit status for an error: 2 for usage, configuration, plugin loading and extra-spec
  * errors (the operator must change something), 3 for "no valid host" and rejected claims,
- * 1 for everything else (including plugin hook failures and store errors).
+ * 4 for a claim or release that was written but followed by plugin hook failures, 1 for
+ * everything else (including plugin hook failures and store errors).
  */
 export function exitCodeFor(err: unknown): number {
   if (!isErtError(err)) return ExitCode.OPERATIONAL;
   const code = err.code;
   if (REJECTED_CODES.has(code)) return ExitCode.REJECTED;
+  if (PROBLEM_CODES.has(code)) return ExitCode.DONE_WITH_PROBLEMS;
   if (USAGE_CODES.has(code) || code.startsWith('ERT_CONFIG_') || code.startsWith('ERT_SPEC_')) return ExitCode.USAGE;
   // Loading a plugin fails because of the config (name, manifest, options, API range);
   // a hook that fails or returns bad stats at run time is operational.

@@ -42,6 +42,9 @@ describe('exitCodeFor', () => {
     [new ErtError('ERT_STORE_CONFLICT', 'x'), 1],
     [new ErtError('ERT_SCHEDULER_NO_VALID_HOST', 'x'), 3],
     [new CliError(CliErrorCode.CLAIM_REJECTED, 'x'), 3],
+    [new CliError(CliErrorCode.CLAIMED_WITH_PROBLEMS, 'x'), 4],
+    [new CliError(CliErrorCode.RELEASED_WITH_PROBLEMS, 'x'), 4],
+    [new CliError(CliErrorCode.NOT_RELEASED, 'x'), 2],
     [new Error('plain'), 1],
   ])('%s -> %i', (err, code) => {
     expect(exitCodeFor(err)).toBe(code);

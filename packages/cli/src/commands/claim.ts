@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { createTracker } from '@ert/tracker';
+import { createTracker, type Problem } from '@ert/tracker';
 import { checkRoot, findFlavor, type CommandContext } from '../context.js';
 import { CliError, CliErrorCode } from '../errors.js';
 
@@ -12,10 +12,18 @@ interface ClaimOptions {
   user: string;
 }
 
+/** Each problem's message (a hook failure's names the plugin and the hook), joined for the one-line failure. */
+function describeProblems(problems: readonly Problem[]): string {
+  return problems.map((p) => p.message).join('; ');
+}
+
 /**
  * `ert claim`: claim one instance on this compute host through the tracker: every
  * resource plugin tests it, then the allocation is written atomically. A refusal exits 3
- * with every reason (plugin: reason) and writes nothing.
+ * with every reason (plugin: reason) and writes nothing. A claim that was written but
+ * followed by plugin hook failures (enforcement under `enforcementFailure: report`,
+ * addInstance, stats) exits 4 with ERT_CLI_CLAIMED_WITH_PROBLEMS naming each problem; the
+ * instance stays claimed. Exit 0 only when nothing went wrong.
  * JSON: `{ instance, host, allocations: [{ providerUuid, resourceClass, amount }] }`.
  */
 export async function claimCommand(ctx: CommandContext, opts: ClaimOptions): Promise<void> {
@@ -37,6 +45,13 @@ export async function claimCommand(ctx: CommandContext, opts: ClaimOptions): Pro
       );
     }
     const allocations = result.allocations;
+    if (result.problems.length > 0) {
+      throw new CliError(
+        CliErrorCode.CLAIMED_WITH_PROBLEMS,
+        `claimed ${uuid} (${flavor.name}) on host ${tracker.hostName}, but ${result.problems.length} problem(s) followed: ${describeProblems(result.problems)}`,
+        { instance: uuid, host: tracker.hostName, flavor: flavor.name, allocations, problems: result.problems },
+      );
+    }
     ctx.out.result({ instance: uuid, host: tracker.hostName, allocations }, () =>
       `claimed ${uuid} (${flavor.name}) on ${tracker.hostName}\n` +
       ctx.out.table(allocations, [
@@ -52,7 +67,11 @@ export async function claimCommand(ctx: CommandContext, opts: ClaimOptions): Pro
 
 /**
  * `ert release UUID`: release an instance on the host the store records it on, through
- * that host's tracker (plugins forget it, allocations are deleted). An unknown uuid exits 2.
+ * that host's tracker (plugins forget it, allocations are deleted). What is printed is what
+ * the tracker reports: an unknown uuid, or an instance the host's tracker no longer has
+ * (released meanwhile), exits 2 having released nothing; a release followed by plugin hook
+ * failures (removeInstance, stats, enforcement) exits 4 with ERT_CLI_RELEASED_WITH_PROBLEMS
+ * naming each problem (the allocations are gone). Exit 0 only when nothing went wrong.
  * JSON: `{ instance, host, released: true }`.
  */
 export async function releaseCommand(ctx: CommandContext, uuid: string, opts: { root?: string }): Promise<void> {
@@ -62,11 +81,22 @@ export async function releaseCommand(ctx: CommandContext, uuid: string, opts: { 
   const instance = await store.getInstance(uuid);
   if (!instance) throw new CliError(CliErrorCode.UNKNOWN_INSTANCE, `no instance ${uuid} in the store`, { instance: uuid });
   const tracker = await createTracker({ config, store, logger: await ctx.logger(), hostName: instance.host, ...(root ? { root } : {}) });
+  let result;
   try {
     await tracker.start();
-    await tracker.release(uuid);
+    result = await tracker.release(uuid);
   } finally {
     await tracker.stop();
   }
-  ctx.out.result({ instance: uuid, host: instance.host, released: true }, () => `released ${uuid} on ${instance.host}\n`);
+  if (!result.released) {
+    throw new CliError(CliErrorCode.NOT_RELEASED, `instance ${uuid} is no longer recorded on host ${instance.host}; nothing was released`, { instance: uuid, host: instance.host });
+  }
+  if (result.problems.length > 0) {
+    throw new CliError(
+      CliErrorCode.RELEASED_WITH_PROBLEMS,
+      `released ${uuid} on host ${instance.host}, but ${result.problems.length} problem(s) followed: ${describeProblems(result.problems)}`,
+      { instance: uuid, host: instance.host, released: true, problems: result.problems },
+    );
+  }
+  ctx.out.result({ instance: uuid, host: instance.host, released: result.released }, () => `released ${uuid} on ${instance.host}\n`);
 }

@@ -224,8 +224,10 @@ export async function violations(host: RealHost): Promise<string[]> {
   // 2. Stored stats = the plugins' views.
   const stored = await store.readStats(hostName);
   const current: Record<string, JsonValue> = {};
+  const available = new Set(host.tracker.lastSync?.discovery.plugins.filter((p) => p.available).map((p) => p.plugin));
   for (const [name, hooks] of host.hooks) {
-    if (!hooks.stats) continue;
+    // The tracker writes the stats of available plugins only (cloud-vm has no cpufreq: pstate is not).
+    if (!hooks.stats || !available.has(name)) continue;
     try {
       current[name] = (await hooks.stats()) as JsonValue;
     } catch {

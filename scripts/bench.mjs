@@ -11,6 +11,7 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const benchmarks = {
   store: 'packages/bench/dist/store-bench.js',
   scheduler: 'packages/bench/dist/scheduler-bench.js',
+  placement: 'packages/bench/dist/placement-bench.js',
 };
 
 const [name, ...args] = process.argv.slice(2);

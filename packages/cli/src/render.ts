@@ -6,6 +6,7 @@ import type { DiscoveryReport, SyncReport } from '@ert/tracker';
 import type { Output } from './io.js';
 import type { SimulationReport } from './simulation.js';
 import { capacityOf } from '@ert/plugin-api';
+import { toCandidatesQuery } from '@ert/placement';
 
 const percent = (fraction: number): string => `${(fraction * 100).toFixed(1)}%`;
 
@@ -62,6 +63,7 @@ export function renderSync(out: Output, report: SyncReport): string {
 /** Counts per filter with example reasons; with a full explanation, the candidates' weights. */
 export function renderExplanation(out: Output, explanation: ExplanationSummary | Explanation): string {
   const lines = [`flavor ${explanation.flavor}: ${explanation.passed} of ${explanation.hosts} hosts passed`];
+  if ('request' in explanation) lines.push(`request: ${toCandidatesQuery(explanation.request) || '(nothing to place)'}`);
   const filters = out.table(explanation.filters, [
     { header: 'FILTER', value: (f) => f.filter },
     { header: 'REMOVED', value: (f) => f.removed },

@@ -69,6 +69,11 @@ export interface ErtConfig {
     refreshInterval: number;
     /** Per-call timeout of async scheduler hooks, ms. */
     hookTimeout: number;
+    /**
+     * Step budget of the Placement-rules search per host (`@ert/placement`'s fitRequest):
+     * a request that needs more is refused for that host with a reason naming the limit.
+     */
+    placementSearchBudget: number;
   };
   /** Raw per-plugin options, by plugin name; validated by each plugin's schema at load. */
   plugins: Record<string, unknown>;
@@ -171,6 +176,7 @@ export const CONFIG_SCHEMA = {
         hostSubsetSize: { type: 'integer', minimum: 1, default: 1 },
         refreshInterval: duration('1s'),
         hookTimeout: duration('1s'),
+        placementSearchBudget: { type: 'integer', minimum: 100, maximum: 100000000, default: 50000 },
       },
     },
     plugins: { type: 'object', additionalProperties: { type: 'object' }, default: {} },
@@ -370,6 +376,7 @@ export function configFromObject(input: unknown, source: ConfigSource): ErtConfi
       hostSubsetSize: s.hostSubsetSize,
       refreshInterval: parseDuration(s.refreshInterval),
       hookTimeout: parseDuration(s.hookTimeout),
+      placementSearchBudget: s.placementSearchBudget,
     },
     plugins: data.plugins,
     flavors,

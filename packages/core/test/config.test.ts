@@ -150,7 +150,7 @@ describe('defaults and resolution', () => {
         enforce: [],
         enforcementFailure: 'report',
       },
-      scheduler: { consumers: [], filters: [], weighers: [], maxAttempts: 3, hostSubsetSize: 1, refreshInterval: 1000, hookTimeout: 1000 },
+      scheduler: { consumers: [], filters: [], weighers: [], maxAttempts: 3, hostSubsetSize: 1, refreshInterval: 1000, hookTimeout: 1000, placementSearchBudget: 50000 },
       plugins: {},
       flavors: [],
     });

@@ -93,6 +93,8 @@ export interface SearchOptions {
 }
 
 const MEMO_AFTER_STEPS = 200;
+/** Steps the 'first' search spends in request order before it re-orders most constrained first. */
+const FIRST_PASS_STEPS = 2_000;
 
 /**
  * A depth-first search for assignments of a compiled request's demands to an anchor's
@@ -134,11 +136,20 @@ export class AnchorSearch {
   private readonly numberedOn: Int32Array;
   readonly preProviders: number[] = [];
   private memo: Set<string> | undefined;
+  /** The step budget of the current attempt (see run). */
+  private budgetLimit = 0;
   private signatures: string[] | undefined;
   private readonly providerSymmetry: boolean;
   private traitUnionOfDomain: Array<Set<string>> | undefined;
-  /** same_subtree lists to check when the search reaches depth i. */
-  private readonly subtreeChecksAt: number[][][];
+  /** The demand placed at each depth, and the depth of each demand. */
+  private order: Int32Array;
+  private depthOf: Int32Array;
+  /** Depth at which the last unnumbered demand is placed (-1 when there is none). */
+  private lastUnnumberedDepth = -1;
+  /** same_subtree lists (demand indexes) to check once the search has placed depth d. */
+  private subtreeChecksAt: number[][][] = [];
+  /** Scratch for forward checking: loads that demands with one provider left must add. */
+  private readonly forced: Float64Array;
   private onSolution: (search: AnchorSearch) => boolean = () => true;
 
   constructor(
@@ -181,23 +192,72 @@ export class AnchorSearch {
       return domain;
     });
     this.providerSymmetry = options.mode === 'first' && request.sameSubtree.length === 0;
-    this.subtreeChecksAt = this.demands.map(() => []);
-    for (const list of request.sameSubtree) {
-      const last = Math.max(...list);
-      this.subtreeChecksAt[last]!.push([...list]);
-    }
+    this.forced = new Float64Array(n * nClasses);
+    this.order = new Int32Array(0);
+    this.depthOf = new Int32Array(0);
+    this.setOrder(this.demands.map((_, i) => i));
   }
 
-  /** Run the search; `onSolution` sees each full assignment and returns true to stop. */
+  /** Place demands in this order (a permutation of demand indexes; twins must stay adjacent and in order). */
+  private setOrder(order: readonly number[]): void {
+    this.order = Int32Array.from(order);
+    this.depthOf = new Int32Array(order.length);
+    order.forEach((demand, depth) => (this.depthOf[demand] = depth));
+    this.lastUnnumberedDepth = -1;
+    for (let i = 0; i < this.request.unnumberedCount; i++) this.lastUnnumberedDepth = Math.max(this.lastUnnumberedDepth, this.depthOf[i]!);
+    this.subtreeChecksAt = order.map(() => []);
+    for (const list of this.request.sameSubtree) this.subtreeChecksAt[Math.max(...list.map((j) => this.depthOf[j]!))]!.push([...list]);
+  }
+
+  /**
+   * Most constrained first: demands by how many providers they may use (fewest first),
+   * stable, so twins stay adjacent and in order. Conflicts between demands that have
+   * few choices show at once instead of under every combination of the others.
+   */
+  private failFirstOrder(): number[] {
+    return this.demands.map((_, i) => i).sort((a, b) => this.domains[a]!.length - this.domains[b]!.length || a - b);
+  }
+
+  /** Forget a stopped search's placements (the budget unwinds without undoing them). */
+  private reset(): void {
+    this.assignment.fill(-1);
+    this.load.fill(0);
+    this.numberedOn.fill(0);
+    this.assignedCount.fill(0);
+    for (const pre of this.options.preallocated ?? []) this.assignedCount[pre.provider]!++;
+    this.memo = undefined;
+    this.stepsSinceSolution = 0;
+  }
+
+  /**
+   * Run the search; `onSolution` sees each full assignment and returns true to stop.
+   * 'first' tries demands in request order (so the answer prefers the root, then tree
+   * order, for the first demands) for a few steps, then, if still undecided, starts again
+   * most constrained first with what is left of the budget; 'all' goes most constrained
+   * first from the start (the order of candidates is unspecified).
+   */
   run(onSolution: (search: AnchorSearch) => boolean): SearchOutcome {
     this.onSolution = onSolution;
     if (!this.staticChecksPass()) return 'exhausted';
-    try {
-      return this.place(0) ? 'stopped' : 'exhausted';
-    } catch (e) {
-      if (e === BUDGET) return 'budget';
-      throw e;
+    const budget = this.options.budget;
+    const attempt = (limit: number): SearchOutcome => {
+      this.budgetLimit = limit;
+      try {
+        return this.place(0) ? 'stopped' : 'exhausted';
+      } catch (e) {
+        if (e === BUDGET) return 'budget';
+        throw e;
+      }
+    };
+    if (this.options.mode === 'all' || this.demands.length < 3) {
+      if (this.options.mode === 'all') this.setOrder(this.failFirstOrder());
+      return attempt(budget);
     }
+    const quick = attempt(Math.min(budget, FIRST_PASS_STEPS));
+    if (quick !== 'budget' || budget <= FIRST_PASS_STEPS) return quick;
+    this.reset();
+    this.setOrder(this.failFirstOrder());
+    return attempt(budget - FIRST_PASS_STEPS);
   }
 
   /** Checks that need no assignment: every demand has a provider; preallocations and the root meet the unnumbered group's rules. */
@@ -274,14 +334,16 @@ export class AnchorSearch {
     this.assignment[i] = -1;
   }
 
-  private place(i: number): boolean {
-    if (i === this.demands.length) {
+  /** Place the demand at `depth` and everything after it. */
+  private place(depth: number): boolean {
+    if (depth === this.demands.length) {
       this.solutions++;
       this.stepsSinceSolution = 0;
       return this.onSolution(this);
     }
-    if (this.memo !== undefined && this.memo.has(this.stateKey(i))) return false;
+    if (this.memo !== undefined && this.memo.has(this.stateKey(depth))) return false;
     const solutionsBefore = this.solutions;
+    const i = this.order[depth]!;
     const domain = this.domains[i]!;
     const d = this.demands[i]!;
     // Twin groups in non-decreasing provider order (strictly increasing under isolate).
@@ -291,7 +353,7 @@ export class AnchorSearch {
     for (const p of domain) {
       if (p < low) continue;
       this.steps++;
-      if (++this.stepsSinceSolution > this.options.budget) throw BUDGET;
+      if (++this.stepsSinceSolution > this.budgetLimit) throw BUDGET;
       if (!this.fitsNow(i, p)) continue;
       if (triedFresh !== undefined && this.assignedCount[p] === 0) {
         const signature = this.signatures![p]!;
@@ -300,37 +362,55 @@ export class AnchorSearch {
       }
       this.assign(i, p);
       // Stopping keeps the assignment in place for allocations() and mappings().
-      if (this.consistent(i) && this.place(i + 1)) return true;
+      if (this.consistent(depth) && this.place(depth + 1)) return true;
       this.unassign(i);
     }
     // Only a sub-search that found nothing is remembered: the same state fails again.
-    if (this.steps > (this.options.memoAfterSteps ?? MEMO_AFTER_STEPS) && this.solutions === solutionsBefore) this.enableMemo().add(this.stateKey(i));
+    if (this.steps > (this.options.memoAfterSteps ?? MEMO_AFTER_STEPS) && this.solutions === solutionsBefore) this.enableMemo().add(this.stateKey(depth));
     return false;
   }
 
-  /** After demand `i` was placed: the rules that can be decided now, and look-ahead. */
-  private consistent(i: number): boolean {
-    const count = this.request.unnumberedCount;
-    if (i === count - 1 && !this.unnumberedRulesMet()) return false;
-    if (i < count - 1 && this.request.unnumberedTraitRule && !this.unnumberedTraitsReachable(i + 1)) return false;
-    for (const list of this.subtreeChecksAt[i]!) if (!this.sameSubtreeMet(list)) return false;
-    if (i + 1 >= this.demands.length) return true;
-    // Forward checking: every later demand still has somewhere to go.
-    for (let j = i + 1; j < this.demands.length; j++) {
-      let found = false;
+  /** After the demand at `depth` was placed: the rules that can be decided now, and look-ahead. */
+  private consistent(depth: number): boolean {
+    if (depth === this.lastUnnumberedDepth && !this.unnumberedRulesMet()) return false;
+    if (depth < this.lastUnnumberedDepth && this.request.unnumberedTraitRule && !this.unnumberedTraitsReachable()) return false;
+    for (const list of this.subtreeChecksAt[depth]!) if (!this.sameSubtreeMet(list)) return false;
+    if (depth + 1 >= this.demands.length) return true;
+    // Forward checking: every later demand still has somewhere to go, and the demands left
+    // with one provider fit there together (their loads are forced).
+    const nClasses = this.nClasses;
+    const forced = this.forced;
+    const touched: number[] = [];
+    let ok = true;
+    for (let at = depth + 1; at < this.demands.length && ok; at++) {
+      const j = this.order[at]!;
+      let only = -1;
+      let count = 0;
       for (const p of this.domains[j]!) {
         if (this.fitsNow(j, p)) {
-          found = true;
-          break;
+          only = p;
+          if (++count > 1) break;
         }
       }
-      if (!found) return false;
+      if (count === 0) ok = false;
+      else if (count === 1) {
+        const d = this.demands[j]!;
+        const classIndex = this.request.classIndex[j]!;
+        for (let k = 0; k < classIndex.length; k++) {
+          const slot = only * nClasses + classIndex[k]!;
+          if (forced[slot] === 0) touched.push(slot);
+          forced[slot]! += d.amounts[k]!;
+          const total = this.load[slot]! + forced[slot]!;
+          if (total > this.free[slot]! || total > this.maxUnit[slot]!) ok = false;
+        }
+      }
     }
-    return !this.request.isolate || this.numberedMatchable(i + 1);
+    for (const slot of touched) forced[slot] = 0;
+    return ok && (!this.request.isolate || this.numberedMatchable(depth + 1));
   }
 
-  /** Could the unnumbered traits still be met by the providers placed so far plus those the remaining unnumbered demands may use? */
-  private unnumberedTraitsReachable(from: number): boolean {
+  /** Could the unnumbered traits still be met by the providers placed so far plus those the unplaced unnumbered demands may use? */
+  private unnumberedTraitsReachable(): boolean {
     this.traitUnionOfDomain ??= this.domains.map((domain) => {
       const union = new Set<string>();
       for (const p of domain) for (const t of this.anchor.providers[p]!.traits) union.add(t);
@@ -338,9 +418,11 @@ export class AnchorSearch {
     });
     const group = this.request.unnumbered;
     const has = (t: string): boolean => {
-      for (let j = 0; j < from; j++) if (this.anchor.providers[this.assignment[j]!]!.traits.has(t)) return true;
+      for (let j = 0; j < this.request.unnumberedCount; j++) {
+        const p = this.assignment[j]!;
+        if (p >= 0 ? this.anchor.providers[p]!.traits.has(t) : this.traitUnionOfDomain![j]!.has(t)) return true;
+      }
       for (const p of this.preProviders) if (this.anchor.providers[p]!.traits.has(t)) return true;
-      for (let j = from; j < this.request.unnumberedCount; j++) if (this.traitUnionOfDomain![j]!.has(t)) return true;
       return false;
     };
     return group.requiredTraits.every(has) && anyOfMet(group.anyOfTraits, has);
@@ -356,7 +438,7 @@ export class AnchorSearch {
     });
   }
 
-  /** Under isolate: can the unplaced numbered demands still go on distinct free providers (Kuhn's matching)? */
+  /** Under isolate: can the numbered demands placed at depth `from` or later still go on distinct free providers (Kuhn's matching)? */
   private numberedMatchable(from: number): boolean {
     const owner = new Map<number, number>();
     const tryDemand = (j: number, seen: Set<number>): boolean => {
@@ -371,7 +453,8 @@ export class AnchorSearch {
       }
       return false;
     };
-    for (let j = from; j < this.demands.length; j++) {
+    for (let at = from; at < this.demands.length; at++) {
+      const j = this.order[at]!;
       if (this.demands[j]!.numbered && !tryDemand(j, new Set())) return false;
     }
     return true;
@@ -386,16 +469,17 @@ export class AnchorSearch {
   }
 
   /**
-   * Everything the rest of the search (demands i..) depends on: this request's loads,
-   * which providers numbered groups hold, the twin bound, and the placements that rules
-   * still to be checked read (unnumbered traits, same_subtree lists not yet complete).
+   * Everything the rest of the search (depth..) depends on: this request's loads, which
+   * providers numbered groups hold, the twin bound, and the placements that rules still to
+   * be checked read (unnumbered traits, same_subtree lists not yet complete).
    */
-  private stateKey(i: number): string {
-    let key = `${i}|${Array.prototype.join.call(this.load, ',')}|${Array.prototype.join.call(this.numberedOn, ',')}`;
-    if (this.options.mode === 'first' && this.demands[i]?.twinOfPrevious) key += `|t${this.assignment[i - 1]}`;
-    if (i < this.request.unnumberedCount) key += `|u${Array.prototype.slice.call(this.assignment, 0, i).join(',')}`;
+  private stateKey(depth: number): string {
+    let key = `${depth}|${Array.prototype.join.call(this.load, ',')}|${Array.prototype.join.call(this.numberedOn, ',')}`;
+    const i = this.order[depth]!;
+    if (this.options.mode === 'first' && this.demands[i]!.twinOfPrevious) key += `|t${this.assignment[i - 1]}`;
+    if (depth <= this.lastUnnumberedDepth) key += `|u${Array.prototype.slice.call(this.assignment, 0, this.request.unnumberedCount).join(',')}`;
     for (const list of this.request.sameSubtree) {
-      if (Math.max(...list) >= i) key += `|s${list.map((j) => (j < i ? this.assignment[j] : -1)).join(',')}`;
+      if (list.some((j) => this.depthOf[j]! >= depth)) key += `|s${list.map((j) => this.assignment[j]).join(',')}`;
     }
     return key;
   }

@@ -62,13 +62,15 @@ function describeValue(value: string | number | undefined): string {
  * called exactly like third-party filters. Configure them by name in `scheduler.filters`.
  * - `status`: the host is `up` (not stale, not disabled).
  * - `traits`: required/forbidden traits of every group, a cheap pre-check (see traitsProblem).
- * - `resources`: placement's `fitRequest` over the host's tree and sharing providers.
+ * - `resources`: placement's `fitRequest` over the host's tree and sharing providers, within
+ *   `scheduler.placementSearchBudget` steps (past it the host is refused, the reason names the limit).
  * - `aggregate-extra-specs`: `aggregate_instance_extra_specs:` against the aggregate metadata.
  * - `capabilities`: `capabilities:` against `HostState.capabilities`.
  * - `same-host` / `different-host`: hints naming instances whose hosts are (not) wanted.
  * - `affinity` / `anti-affinity`: server groups (hints.serverGroup) by policy.
  */
-export function builtinFilters(locator: InstanceLocator): Record<string, Plugin> {
+export function builtinFilters(locator: InstanceLocator, options: { placementSearchBudget?: number } = {}): Record<string, Plugin> {
+  const fitOptions = options.placementSearchBudget === undefined ? {} : { budget: options.placementSearchBudget };
   const plugins: Plugin[] = [
     filterPlugin('status', {
       filter: (host) => (host.status === 'up' ? undefined : `host is ${host.status}`),
@@ -79,7 +81,7 @@ export function builtinFilters(locator: InstanceLocator): Record<string, Plugin>
     }),
     filterPlugin('resources', {
       filter: (host, spec) => {
-        const fit = fitRequest(spec, treeOf(host));
+        const fit = fitRequest(spec, treeOf(host), fitOptions);
         return fit.ok ? undefined : fit.reason;
       },
     }),

@@ -1,3 +1,4 @@
+import type { PlacementRequest } from '@ert/plugin-api';
 import type { Host } from './host-state.js';
 import { EXCLUDED_BY_HOST_MANAGER, EXCLUDED_BY_WEIGHER, PASSED } from './ranking.js';
 import type { Memo, Ranking } from './ranking.js';
@@ -37,6 +38,11 @@ export interface WeigherScore {
 
 /** Everything `explain` reports about one request. */
 export interface Explanation extends ExplanationSummary {
+  /**
+   * The request as the filters saw it after parsing: the groups (unnumbered first) with
+   * their resources, traits and aggregates, and group_policy, same_subtree, root_required.
+   */
+  request: PlacementRequest;
   /** Every host removed, with the filter that removed it and its reason, by host name. */
   rejected: Array<{ host: string; filter: string; reason: string }>;
   /** Every candidate, best first: total weight and each weigher's part. */
@@ -85,8 +91,14 @@ export function buildExplanation(slots: ReadonlyArray<Host | undefined>, memo: M
     });
     return { host: host.name, weight, weights };
   });
+  const { groups, groupPolicy, sameSubtree, rootRequiredTraits, rootForbiddenTraits } = prepared.spec;
+  const request: PlacementRequest = { groups, groupPolicy };
+  if (sameSubtree !== undefined) request.sameSubtree = sameSubtree;
+  if (rootRequiredTraits !== undefined) request.rootRequiredTraits = rootRequiredTraits;
+  if (rootForbiddenTraits !== undefined) request.rootForbiddenTraits = rootForbiddenTraits;
   return {
     flavor: prepared.spec.flavor.name,
+    request,
     hosts,
     passed: ranking.passed,
     filters: order.map(([code]) => counts.get(code)!),

@@ -1,8 +1,8 @@
 import { isErtError, messageOf } from '@ert/plugin-api';
-import type { Clock, Flavor, HostState, InstanceRequest, Logger, RequestSpec, SchedulingHints } from '@ert/plugin-api';
+import type { Clock, Flavor, HostState, InstanceRequest, Logger, PlacementRequest, RequestSpec, SchedulingHints } from '@ert/plugin-api';
 import { createLogger, createPluginRuntime } from '@ert/core';
 import type { ErtConfig, HookTiming, PluginRuntime } from '@ert/core';
-import { fitRequest, parseFlavor } from '@ert/placement';
+import { checkPlacementRequest, fitRequest, parseFlavor, specFromPlacementRequest } from '@ert/placement';
 import type { Allocation, Store } from '@ert/store';
 import { affinityHosts, builtinFilters } from './builtins.js';
 import { NoValidHostError, SchedulerError, SchedulerErrorCode } from './errors.js';
@@ -20,9 +20,16 @@ export interface InstanceToSchedule {
   userId: string;
 }
 
-/** What `select` and `explain` take: one flavor for every instance of the batch. */
+/**
+ * What `select` and `explain` take: one flavor for every instance of the batch, or instead
+ * of a flavor a Placement-style request (groups, traits, aggregates, group_policy,
+ * same_subtree, root_required; checked by `@ert/placement`'s checkPlacementRequest). With
+ * `placement` the instances are recorded with the flavor `placement-request` whose amounts
+ * are the request's totals; plugin extra specs need a flavor.
+ */
 export interface ScheduleRequest {
-  flavor: Flavor;
+  flavor?: Flavor;
+  placement?: PlacementRequest;
   instances: InstanceToSchedule[];
   hints?: SchedulingHints;
 }
@@ -120,7 +127,7 @@ export async function createScheduler(options: SchedulerOptions): Promise<Schedu
   // Assigned once below; the built-in filters' locator closes over it before the manager exists.
   // eslint-disable-next-line prefer-const
   let manager: HostManager | undefined;
-  const builtins = builtinFilters({ hostOf: (uuid) => manager?.hostOfInstance(uuid)?.name });
+  const builtins = builtinFilters({ hostOf: (uuid) => manager?.hostOfInstance(uuid)?.name }, { placementSearchBudget: config.scheduler.placementSearchBudget });
   const runtime = await createPluginRuntime({ config, logger, side: 'scheduler', builtins });
   const callHook: HookCaller = (plugin, hook, fn) => runtime.dispatcher.callSync(plugin, hook, fn);
   const consumers: ConsumerEntry[] = runtime.consumers.map((c) => ({ name: c.name, hooks: c.hooks }));
@@ -247,12 +254,15 @@ class DefaultScheduler implements Scheduler {
   private parse(request: ScheduleRequest): ParsedRequest {
     validateRequest(request);
     const hints = withBatchMembers(request.hints, request.instances);
-    const input = JSON.stringify([request.flavor, hints]);
+    const input = JSON.stringify([request.flavor ?? null, request.placement ?? null, hints]);
     let parsed = this.parsed.get(input);
     if (parsed) {
       this.parsed.delete(input);
     } else {
-      const spec = parseFlavor(request.flavor, { keys: this.runtime.extraSpecKeys, hints });
+      const spec =
+        request.placement !== undefined
+          ? specFromPlacementRequest(checkPlacementRequest(request.placement), hints)
+          : parseFlavor(request.flavor!, { keys: this.runtime.extraSpecKeys, hints });
       parsed = { spec, key: JSON.stringify(spec) };
       if (this.parsed.size >= PARSED_LIMIT) this.parsed.delete(this.parsed.keys().next().value!);
     }
@@ -266,7 +276,7 @@ class DefaultScheduler implements Scheduler {
     const selections: Selection[] = [];
     try {
       for (const instance of request.instances) {
-        selections.push(await this.placeOne({ ...instance, flavor: request.flavor }, parsed, locked));
+        selections.push(await this.placeOne({ ...instance, flavor: parsed.spec.flavor }, parsed, locked));
       }
     } catch (error) {
       await this.release(selections, locked);
@@ -298,7 +308,7 @@ class DefaultScheduler implements Scheduler {
         const pick = Math.min(Math.floor(this.env.random() * Math.min(hostSubsetSize, candidates.length)), candidates.length - 1);
         const chosen = candidates[pick]!.host;
         tried.add(chosen.name);
-        const fit = fitRequest(spec, { providers: chosen.providers, sharingProviders: chosen.sharingProviders });
+        const fit = fitRequest(spec, { providers: chosen.providers, sharingProviders: chosen.sharingProviders }, { budget: this.config.scheduler.placementSearchBudget });
         if (!fit.ok) return { host: chosen.name, problem: fit.reason };
         const refused = this.manager.applyPlacement(chosen, instance, spec, fit.allocations);
         if (refused !== undefined) {
@@ -405,7 +415,8 @@ function validateRequest(request: ScheduleRequest): void {
   const problem = (message: string, details: Record<string, unknown> = {}) =>
     new SchedulerError(SchedulerErrorCode.INVALID_REQUEST, `invalid scheduling request: ${message}`, details);
   if (!request || typeof request !== 'object') throw problem('not an object');
-  if (!request.flavor || typeof request.flavor !== 'object') throw problem('flavor is missing');
+  if ((request.flavor === undefined) === (request.placement === undefined)) throw problem('give either flavor or placement (a Placement-style request), not both or neither');
+  if (request.flavor !== undefined && (request.flavor === null || typeof request.flavor !== 'object')) throw problem('flavor must be an object');
   if (!Array.isArray(request.instances) || request.instances.length === 0) throw problem('instances must be a non-empty list');
   const seen = new Set<string>();
   request.instances.forEach((instance, i) => {

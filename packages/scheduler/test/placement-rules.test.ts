@@ -1,5 +1,6 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { normalizeInventory } from '@ert/plugin-api';
+import type { PlacementRequest } from '@ert/plugin-api';
 import type { Store, StoreOptions } from '@ert/store';
 import { createScheduler, NoValidHostError } from '../src/index.js';
 import type { Scheduler } from '../src/index.js';
@@ -75,6 +76,31 @@ describe.each(BACKENDS)('Placement rules through the scheduler on %s', (client) 
       { providerUuid: nfs, resourceClass: 'DISK_GB', amount: 10 },
       { providerUuid: uuidFor('h1'), resourceClass: 'VCPU', amount: 1 },
     ]);
+  });
+
+  it('a Placement-style request instead of a flavor: explained as parsed, placed, recorded under the placement-request flavor', async () => {
+    const { store, options } = await fleet('preq', [
+      { name: 'h1', inventories: { VCPU: 8, MEMORY_MB: 4096 }, traits: ['CUSTOM_SLOW'] },
+      { name: 'h2', inventories: { VCPU: 8, MEMORY_MB: 4096 }, children: [{ key: 'nic', inventories: { SRIOV_NET_VF: 4 }, traits: ['CUSTOM_PHYSNET1'] }] },
+    ]);
+    const s = await scheduler(options, store);
+    const placement: PlacementRequest = {
+      groups: [
+        { suffix: '', resources: { VCPU: 2, MEMORY_MB: 1024 }, requiredTraits: [], forbiddenTraits: ['CUSTOM_SLOW'], memberOf: [] },
+        { suffix: '_NIC', resources: { SRIOV_NET_VF: 1 }, requiredTraits: ['CUSTOM_PHYSNET1'], forbiddenTraits: [], memberOf: [] },
+      ],
+      groupPolicy: 'isolate',
+    };
+    const [inst] = instances(1);
+    const explanation = await s.explain({ placement, instances: [inst!] });
+    expect(explanation.request).toEqual(placement);
+    expect(explanation.rejected.map((r) => r.host)).toEqual(['h1']);
+    const [selection] = await s.select({ placement, instances: [inst!] });
+    expect(selection!.host).toBe('h2');
+    expect(selection!.allocations).toContainEqual({ providerUuid: uuidFor('h2_nic'), resourceClass: 'SRIOV_NET_VF', amount: 1 });
+    expect(await store.getInstance(inst!.uuid)).toMatchObject({ host: 'h2', flavor: { name: 'placement-request', vcpus: 2, memoryMb: 1024 } });
+    await expect(s.select({ placement: { ...placement, groupPolicy: 'separate' as never }, instances: instances(1) })).rejects.toThrow(/groupPolicy=separate: expected none or isolate/);
+    await expect(s.select({ placement, flavor: flavor('both', 1, 1), instances: instances(1) })).rejects.toThrow(/either flavor or placement/);
   });
 
   it('rule 4: two groups that together pass max_unit are refused by explain and select alike; a fitting pair is claimed whole', async () => {

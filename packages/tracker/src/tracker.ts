@@ -94,8 +94,28 @@ export interface Tracker {
   resize(uuid: string, flavor: Flavor): Promise<ClaimResult>;
   /** Finish a resize: the migration consumer's old allocations, pages, ways and CPUs are released; the instance keeps the new ones. */
   confirmResize(uuid: string): Promise<ClaimResult>;
-  /** Undo a resize: the new allocations are released and the instance gets the old flavor, allocations, assignments and CPUs back. */
+  /** Undo a resize or a cold migration: the new allocations are released and the instance gets the old host, flavor, allocations, assignments and CPUs back. */
   revertResize(uuid: string): Promise<ClaimResult>;
+  /**
+   * Cold-migrate an active instance of another host to this one; called on the destination
+   * host's tracker (Nova's semantics, docs/lifecycle.md). This host's plugins test the
+   * instance's flavor as a claim; then one transaction gives the instance this host's
+   * allocations (record on this host, state `resizing`) and moves its allocations on the
+   * source host to its migration consumer (a `resizing` record on the source host), where
+   * they stay held until `confirmResize` (released) or `revertResize` (the instance goes
+   * back) on this tracker. The source host's plugins see the move at their next update
+   * (`sync`, periodic, or a restart); until then they count the same amounts under the
+   * instance's uuid. A refusal (this host's plugins, placement, the store) changes nothing.
+   */
+  migrate(uuid: string): Promise<ClaimResult>;
+  /**
+   * Evacuate an active instance from a host that is down (status `stale` or `disabled`) to
+   * this one; called on the destination's tracker. Like `migrate`, but the instance is
+   * `active` here at once: its allocations on the source host stay held on its migration
+   * consumer until the source host's tracker starts again and releases them (Nova's
+   * evacuation). Refused while the source host is `up`.
+   */
+  evacuate(uuid: string): Promise<ClaimResult>;
   /** Listen to instance events; returns a function that removes the listener. */
   on(type: InstanceEventType, listener: TrackerListener): () => void;
 }
@@ -426,7 +446,7 @@ class HostTracker implements Tracker {
       lastUpdate: now,
     });
 
-    const live = await this.rebuildViews(store, problems);
+    const live = await this.rebuildViews(store, problems, changes);
     const { reports, problems: statsProblems } = await this.collectStats(discovered.available);
     this.attachStats(discovered.report, reports);
     discovered.report.problems.push(...statsProblems);
@@ -617,10 +637,13 @@ class HostTracker implements Tracker {
   /**
    * `reset` every plugin, then re-add every instance the store records on this host
    * (including a pending resize's migration record) with its stored allocations and
-   * assignment. Returns the instances re-added. Migration records whose instance is no
-   * longer resizing (a crash between two writes) are deleted.
+   * assignment. Returns the instances re-added. A migration record of this host whose
+   * instance, on any host, no longer refers to it (a crash between two writes) is deleted
+   * (a problem); one whose instance was evacuated to another host (active there, still
+   * referring to it) is released now that this host is back, and the instance's reference
+   * cleared (a change). A pending migration's record stays held.
    */
-  private async rebuildViews(store: Store, problems: Problem[]): Promise<Array<{ instance: ClaimedInstance; assignments: Record<string, JsonValue> }>> {
+  private async rebuildViews(store: Store, problems: Problem[], changes: string[] = []): Promise<Array<{ instance: ClaimedInstance; assignments: Record<string, JsonValue> }>> {
     for (const resource of this.resources) {
       const reset = resource.hooks.reset;
       if (!reset) continue;
@@ -635,12 +658,27 @@ class HostTracker implements Tracker {
     const migrations = new Set(live.filter((l) => l.record.state === 'resizing' && l.record.migrationUuid).map((l) => l.record.migrationUuid!));
     const names = await this.providerNames(store, live.flatMap((l) => l.allocations));
     const added: Array<{ instance: ClaimedInstance; assignments: Record<string, JsonValue> }> = [];
+    let everyInstance: InstanceRecord[] | undefined;
     for (const { record, allocations } of live) {
       if (record.state === 'resizing' && !record.migrationUuid && !migrations.has(record.uuid)) {
-        await store.deleteAllocations(record.uuid);
-        await store.deleteInstance(record.uuid);
-        problems.push({ code: TrackerErrorCodes.INSTANCE, message: `deleted orphaned migration record ${record.uuid}`, instance: record.uuid });
-        continue;
+        // The migration record of an instance that is (or was) on another host, or of none.
+        everyInstance ??= await store.listInstances();
+        const owner = everyInstance.find((i) => i.migrationUuid === record.uuid);
+        if (owner?.state === 'active') {
+          await store.deleteAllocations(record.uuid);
+          await store.deleteInstance(record.uuid);
+          const cleared: InstanceRecord = { ...owner, updatedAt: this.clock.now() };
+          delete cleared.migrationUuid;
+          await store.upsertInstance(cleared);
+          changes.push(`released what instance ${owner.uuid} held here before it was evacuated to host ${owner.host}`);
+          continue;
+        }
+        if (owner?.state !== 'resizing') {
+          await store.deleteAllocations(record.uuid);
+          await store.deleteInstance(record.uuid);
+          problems.push({ code: TrackerErrorCodes.INSTANCE, message: `deleted orphaned migration record ${record.uuid}`, instance: record.uuid });
+          continue;
+        }
       }
       let spec: RequestSpec;
       try {
@@ -894,6 +932,8 @@ class HostTracker implements Tracker {
       if (!record || record.host !== this.hostName || record.state !== 'active') {
         return { ok: false, reasons: [{ reason: `instance ${uuid} is ${record ? `${record.state} on host ${record.host}` : 'unknown'}; only an active instance of host ${this.hostName} can be resized` }] };
       }
+      const evacuated = await this.evacuationHeld(store, record);
+      if (evacuated) return evacuated;
       const old = await store.getAllocations(uuid);
       const request: InstanceRequest = { uuid, projectId: record.projectId, userId: record.userId, flavor };
       const migration = migrationUuid(uuid);
@@ -955,6 +995,78 @@ class HostTracker implements Tracker {
     });
   }
 
+  migrate(uuid: string): Promise<ClaimResult> {
+    this.assertRunning();
+    return this.mutex.run(async () => this.moveInLocked(await this.openStore(), uuid, 'migrate'));
+  }
+
+  evacuate(uuid: string): Promise<ClaimResult> {
+    this.assertRunning();
+    return this.mutex.run(async () => this.moveInLocked(await this.openStore(), uuid, 'evacuate'));
+  }
+
+  /**
+   * Move an active instance of another host here (`migrate`, `evacuate`): this host's
+   * plugins test its flavor; one transaction gives the instance this host's allocations and
+   * moves its source allocations to its migration consumer (written in that order, so no
+   * write counts anything twice).
+   */
+  private async moveInLocked(store: Store, uuid: string, kind: 'migrate' | 'evacuate'): Promise<ClaimResult> {
+    const record = await store.getInstance(uuid);
+    const verb = kind === 'migrate' ? 'migrated' : 'evacuated';
+    if (!record || record.state !== 'active' || record.host === this.hostName) {
+      return { ok: false, reasons: [{ reason: `instance ${uuid} is ${record ? `${record.state} on host ${record.host}` : 'unknown'}; only an active instance of another host can be ${verb} to host ${this.hostName}` }] };
+    }
+    const evacuated = await this.evacuationHeld(store, record);
+    if (evacuated) return evacuated;
+    if (kind === 'evacuate') {
+      const source = await store.getHost(record.host);
+      if (source?.status === 'up') {
+        return { ok: false, reasons: [{ reason: `host ${record.host} is up: only an instance of a host that is down (stale or disabled) can be evacuated; migrate it instead` }] };
+      }
+    }
+    const old = await store.getAllocations(uuid);
+    const placed = await this.place(store, { uuid, projectId: record.projectId, userId: record.userId, flavor: record.flavor }, 'claim', []);
+    if (!placed.ok) return placed;
+    const migration = migrationUuid(uuid);
+    const now = this.clock.now();
+    const migrationRecord: InstanceRecord = { ...record, uuid: migration, state: 'resizing', updatedAt: now };
+    delete migrationRecord.migrationUuid;
+    delete migrationRecord.previousFlavor;
+    const moved: InstanceRecord = { ...record, host: this.hostName, state: kind === 'migrate' ? 'resizing' : 'active', migrationUuid: migration, assignments: placed.assignments, updatedAt: now };
+    if (kind === 'migrate') moved.previousFlavor = record.flavor;
+    if (placed.cpus) moved.cpus = placed.cpus;
+    else delete moved.cpus;
+    try {
+      await store.writeAllocations([
+        { consumer: { uuid, projectId: record.projectId, userId: record.userId, generation: old.generation }, allocations: placed.allocations, instance: moved },
+        { consumer: { uuid: migration, projectId: record.projectId, userId: record.userId, generation: null }, allocations: old.allocations, instance: migrationRecord },
+      ]);
+    } catch (err) {
+      return { ok: false, reasons: [{ reason: `store refused the allocations: ${(err as Error).message}` }] };
+    }
+    const problems: Problem[] = [];
+    const names = await this.providerNames(store, placed.allocations);
+    const instance = this.toClaimed(moved, placed.spec, placed.allocations, names);
+    await this.addToPlugins(instance, moved.assignments, problems);
+    await this.refreshStats(store, problems);
+    // The instance arrives on this host: its plugins program it as a claim.
+    const enforcement = await this.emit('claimed', instance, moved.assignments);
+    problems.push(...enforcement);
+    if (enforcement.length > 0 && kind === 'migrate' && this.config.tracker.enforcementFailure === 'undo') {
+      await this.revertLocked(store, uuid, true);
+      return { ok: false, reasons: enforcement.map((p) => ({ ...(p.plugin ? { plugin: p.plugin } : {}), reason: `enforcement by plugin ${p.plugin} failed, migration reverted: ${p.message}` })) };
+    }
+    return { ok: true, instance, allocations: placed.allocations, record: moved, problems };
+  }
+
+  /** A refusal while an evacuated instance's allocations are still held on the host it left (until that host's tracker starts again). */
+  private async evacuationHeld(store: Store, record: InstanceRecord): Promise<ClaimResult | undefined> {
+    if (record.state !== 'active' || !record.migrationUuid) return undefined;
+    const held = await store.getInstance(record.migrationUuid);
+    return { ok: false, reasons: [{ reason: `instance ${record.uuid} was evacuated from host ${held?.host ?? '(unknown)'}, which still holds its old allocations until its tracker starts again` }] };
+  }
+
   private async resizing(store: Store, uuid: string): Promise<{ record: InstanceRecord; migration: string } | { ok: false; reasons: Array<{ reason: string }> }> {
     const record = await store.getInstance(uuid);
     if (!record || record.host !== this.hostName || record.state !== 'resizing' || !record.migrationUuid) {
@@ -1001,7 +1113,8 @@ class HostTracker implements Tracker {
     const held = await store.getAllocations(migration);
     const heldRecord = await store.getInstance(migration);
     const current = await store.getAllocations(uuid);
-    const reverted: InstanceRecord = { ...record, flavor: record.previousFlavor ?? record.flavor, state: 'active', assignments: heldRecord?.assignments ?? {}, updatedAt: this.clock.now() };
+    // A cold migration's instance goes back to the source host, where its migration record is.
+    const reverted: InstanceRecord = { ...record, host: heldRecord?.host ?? record.host, flavor: record.previousFlavor ?? record.flavor, state: 'active', assignments: heldRecord?.assignments ?? {}, updatedAt: this.clock.now() };
     if (heldRecord?.cpus) reverted.cpus = heldRecord.cpus;
     else delete reverted.cpus;
     delete reverted.previousFlavor;
@@ -1016,12 +1129,15 @@ class HostTracker implements Tracker {
     const names = await this.providerNames(store, [...held.allocations, ...current.allocations]);
     const instance = this.toClaimed(reverted, this.parseOr(reverted.flavor), held.allocations, names);
     const previous = this.toClaimed(record, this.parseOr(record.flavor), current.allocations, names);
+    const here = reverted.host === this.hostName;
     await this.removeFromPlugins(uuid, problems);
     await this.removeFromPlugins(migration, problems);
-    await this.addToPlugins(instance, reverted.assignments, problems);
+    // Back to another host (a reverted migration): that host's plugins count it again at their next update.
+    if (here) await this.addToPlugins(instance, reverted.assignments, problems);
     await this.refreshStats(store, problems);
     if (announce) {
-      problems.push(...(await this.emit('resized', instance, reverted.assignments, { instance: previous, assignments: record.assignments })));
+      if (here) problems.push(...(await this.emit('resized', instance, reverted.assignments, { instance: previous, assignments: record.assignments })));
+      else problems.push(...(await this.emit('released', previous, record.assignments)));
     }
     return { ok: true, instance, allocations: held.allocations, record: reverted, problems };
   }

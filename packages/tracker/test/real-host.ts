@@ -52,6 +52,8 @@ export interface RealHost {
   hooks: Map<string, ResourceHooks>;
   /** Stop the tracker and start a new one on the same store and profile (views rebuilt from the store); the new start's report. */
   restart(): Promise<SyncReport>;
+  /** Stop the tracker (the host is down): `violations` then checks only what the store holds for it. */
+  stop(): Promise<void>;
 }
 
 /**
@@ -75,10 +77,10 @@ function observed(plugin: Plugin<any, any>, sink: () => Map<string, ResourceHook
  * reaches max_unit; `DEDICATED` CPUs as PCPU), memory, compute-units, llc and pstate, on a
  * fresh SQLite file of `bench`.
  */
-export async function realHost(bench: Bench, profile: Profile, options: { hostName?: string; store?: StoreOptions } = {}): Promise<RealHost> {
+export async function realHost(bench: Bench, profile: Profile, options: { hostName?: string; shared?: { store: Store; options: StoreOptions } } = {}): Promise<RealHost> {
   const hostName = options.hostName ?? profile;
-  const storeOptions = options.store ?? bench.storeOptions();
-  const store = await bench.openStore(storeOptions);
+  const storeOptions = options.shared?.options ?? bench.storeOptions();
+  const store = options.shared?.store ?? (await bench.openStore(storeOptions));
   let hooks = new Map<string, ResourceHooks>();
   const plugins = [vcpu, memory, computeUnits, llc, pstate].map((p) => observed(p as Plugin<any, any>, () => hooks));
   const config = configFromObject(
@@ -105,6 +107,11 @@ export async function realHost(bench: Bench, profile: Profile, options: { hostNa
       const report = await host.tracker.start();
       if (report.problems.length > 0) throw new Error(`restart problems: ${JSON.stringify(report.problems)}`);
       return report;
+    },
+    async stop() {
+      await host.tracker.stop();
+      hooks = new Map();
+      host.hooks = hooks;
     },
   };
   const report = await host.tracker.start();
@@ -216,9 +223,19 @@ export async function violations(host: RealHost): Promise<string[]> {
       if (sum !== used) out.push(`${p.name} ${cls}: usage ${used} but the host's records hold ${sum}`);
     }
   }
+  // Pairs, across hosts: an instance referring to a migration record, and the record held
+  // for it -- on this host for a resize, on the source host for a migration or evacuation.
+  const everywhere = await store.listInstances();
+  const status = (await store.getHost(hostName))?.status;
   for (const r of records) {
-    if (r.state === 'resizing' && r.migrationUuid && byUuid.get(r.migrationUuid)?.state !== 'resizing') out.push(`instance ${r.uuid} is resizing without its migration record`);
-    if (r.state === 'resizing' && !r.migrationUuid && !records.some((o) => o.migrationUuid === r.uuid)) out.push(`migration record ${r.uuid} has no resizing instance`);
+    if (r.migrationUuid && everywhere.find((o) => o.uuid === r.migrationUuid)?.state !== 'resizing') out.push(`instance ${r.uuid} refers to migration record ${r.migrationUuid}, which is not held`);
+    if (r.migrationUuid && r.state === 'active' && !everywhere.some((o) => o.uuid === r.migrationUuid && o.host !== hostName)) out.push(`active instance ${r.uuid} refers to a migration record that is not an evacuation's`);
+    if (r.state === 'resizing' && !r.migrationUuid) {
+      const owner = everywhere.find((o) => o.migrationUuid === r.uuid);
+      if (!owner) out.push(`migration record ${r.uuid} has no instance`);
+      // An evacuated instance's old allocations stay held only while this host is down.
+      else if (owner.state === 'active' && (status === 'up' || host.hooks.size > 0)) out.push(`migration record ${r.uuid} of evacuated ${owner.uuid} still held on a host that is up`);
+    }
   }
 
   // 2. Stored stats = the plugins' views.

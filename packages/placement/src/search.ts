@@ -94,7 +94,7 @@ export interface SearchOptions {
 
 const MEMO_AFTER_STEPS = 200;
 /** Steps the 'first' search spends in request order before it re-orders most constrained first. */
-const FIRST_PASS_STEPS = 2_000;
+const FIRST_PASS_STEPS = 256;
 
 /**
  * A depth-first search for assignments of a compiled request's demands to an anchor's

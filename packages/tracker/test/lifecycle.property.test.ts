@@ -11,12 +11,16 @@
  * Seen red on: the code of issue 17 (pages, ways and counted amounts); resize() not moving
  * the views back after a refusal; revert writing the instance before the migration consumer
  * lets go (a revert on a full host throws).
+ * A second property does the same on two xeon-4s-numa hosts sharing one store, with cold
+ * migrations between them: the host that acted is exact at once, the other once it has run
+ * its periodic update (`sync`).
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { Flavor } from '@ert/plugin-api';
 import type { ClaimResult } from '../src/index.js';
 import { useBench } from './harness.js';
+import type { Store } from '@ert/store';
 import { newUuid, realFlavor, realHost, violations, type RealHost } from './real-host.js';
 
 const GB = 1024;
@@ -138,5 +142,68 @@ describe('the lifecycle invariant over random sequences (real plugins, xeon-4s-n
     // The sequences did exercise both outcomes.
     expect(counts.ok).toBeGreaterThan(20);
     expect(counts.refused).toBeGreaterThan(3);
+  });
+
+  // Seen red on: the source's rebuildViews deleting a pending migration's record (the former
+  // orphan rule); revert adding the reverted instance to the destination's views.
+  it('holds on both hosts over random claims, migrations, confirms, reverts, releases and restarts', { timeout: 60_000 }, async () => {
+    type TwoHostStep =
+      | { op: 'claim'; on: 0 | 1; flavor: number }
+      | { op: 'migrate' | 'confirm' | 'revert' | 'release'; pick: number }
+      | { op: 'restart'; on: 0 | 1 };
+    const side = fc.constantFrom(0 as const, 1 as const);
+    const twoHostStep: fc.Arbitrary<TwoHostStep> = fc.oneof(
+      { weight: 4, arbitrary: fc.record({ op: fc.constant('claim' as const), on: side, flavor: fc.nat(FLAVORS.length - 1) }) },
+      { weight: 4, arbitrary: fc.record({ op: fc.constant('migrate' as const), pick: fc.nat(7) }) },
+      { weight: 3, arbitrary: fc.record({ op: fc.constantFrom('confirm' as const, 'revert' as const, 'release' as const), pick: fc.nat(7) }) },
+      { weight: 1, arbitrary: fc.record({ op: fc.constant('restart' as const), on: side }) },
+    );
+    const counts = { migrated: 0, refused: 0 };
+    await fc.assert(
+      fc.asyncProperty(fc.array(twoHostStep, { minLength: 4, maxLength: 12 }), async (steps) => {
+        const options = bench.storeOptions();
+        const store: Store = await bench.openStore(options);
+        const hosts = [await realHost(bench, 'xeon-4s-numa', { hostName: 'a', shared: { store, options } }), await realHost(bench, 'xeon-4s-numa', { hostName: 'b', shared: { store, options } })];
+        const byName = (name: string) => hosts.find((h) => h.hostName === name)!;
+        try {
+          for (const s of steps) {
+            const all = (await store.listInstances()).filter((r) => r.previousFlavor !== undefined || r.state === 'active').sort((x, y) => x.uuid.localeCompare(y.uuid));
+            const target = 'pick' in s && all.length > 0 ? all[s.pick % all.length]! : undefined;
+            if ('pick' in s && !target) continue;
+            // Migrate to the other host; confirm, revert and release on the instance's host.
+            const acting = s.op === 'claim' || s.op === 'restart' ? hosts[s.on]! : s.op === 'migrate' ? hosts.find((h) => h.hostName !== target!.host)! : byName(target!.host);
+            const before = await storeState(acting);
+            let result: ClaimResult | undefined;
+            if (s.op === 'claim') result = await acting.tracker.claim({ uuid: newUuid(), projectId: 'p', userId: 'u', flavor: FLAVORS[s.flavor]! });
+            else if (s.op === 'migrate') result = await acting.tracker.migrate(target!.uuid);
+            else if (s.op === 'confirm') result = await acting.tracker.confirmResize(target!.uuid);
+            else if (s.op === 'revert') result = await acting.tracker.revertResize(target!.uuid);
+            else if (s.op === 'release') expect((await acting.tracker.release(target!.uuid)).released).toBe(true);
+            else expect((await acting.restart()).changes).toEqual([]);
+            if (result && !result.ok) {
+              counts.refused++;
+              expect(await storeState(acting), `refused ${s.op} changed the store`).toEqual(before);
+              if (s.op === 'claim' || (s.op === 'migrate' && target!.state === 'active')) {
+                for (const r of result.reasons) expect(r.plugin, `${s.op} refused without a plugin: ${r.reason}`).toMatch(/^(vcpu|memory|compute-units|llc|pstate)$/);
+              }
+            } else if (result?.ok && s.op === 'migrate') counts.migrated++;
+            // The host that acted is exact at once; the other is after its periodic update.
+            expect(await violations(acting), `${acting.hostName} after ${JSON.stringify(s)}`).toEqual([]);
+            const other = hosts.find((h) => h !== acting)!;
+            await other.tracker.sync();
+            expect(await violations(other), `${other.hostName} after ${JSON.stringify(s)} and its update`).toEqual([]);
+          }
+        } finally {
+          for (const h of hosts) await h.tracker.stop();
+        }
+      }),
+      {
+        numRuns: 8,
+        seed: Number(process.env['ERT_PROPERTY_SEED'] ?? 17),
+        endOnFailure: true,
+        examples: [[[{ op: 'claim', on: 0, flavor: 10 }, { op: 'migrate', pick: 0 }, { op: 'restart', on: 0 }, { op: 'revert', pick: 0 }, { op: 'migrate', pick: 0 }, { op: 'confirm', pick: 0 }]]],
+      },
+    );
+    expect(counts.migrated).toBeGreaterThan(3);
   });
 });

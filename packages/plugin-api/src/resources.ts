@@ -81,12 +81,27 @@ export function normalizeInventory(input: InventoryInput): Inventory {
   };
 }
 
-/** Returns why an inventory is invalid, or undefined when it is valid. */
+/** Largest allocation ratio an inventory may have (Placement has none; 1e308 meant infinite capacity). */
+export const MAX_ALLOCATION_RATIO = 1000;
+
+/**
+ * Largest total, reserved, unit and capacity: 2^53-1, the largest integer JavaScript holds
+ * exactly, and below what both stores hold (SQLite INTEGER and PostgreSQL bigint, 2^63-1).
+ */
+export const MAX_INVENTORY_AMOUNT = Number.MAX_SAFE_INTEGER;
+
+/**
+ * Returns why an inventory is invalid, or undefined when it is valid. The message starts
+ * with the field at fault. Bounds: integers 0..MAX_INVENTORY_AMOUNT, 0 < allocationRatio <=
+ * MAX_ALLOCATION_RATIO, and the capacity itself at most MAX_INVENTORY_AMOUNT.
+ */
 export function inventoryProblem(inv: Inventory): string | undefined {
   const ints: Array<keyof Inventory> = ['total', 'reserved', 'minUnit', 'maxUnit', 'stepSize'];
   for (const key of ints) {
     const v = inv[key];
-    if (!Number.isSafeInteger(v) || v < 0) return `${key} must be a non-negative integer, got ${String(v)}`;
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > MAX_INVENTORY_AMOUNT) {
+      return `${key} must be an integer from 0 to ${MAX_INVENTORY_AMOUNT}, got ${String(v)}`;
+    }
   }
   if (inv.total < 1) return `total must be at least 1, got ${inv.total}`;
   if (inv.minUnit < 1) return `minUnit must be at least 1, got ${inv.minUnit}`;
@@ -95,6 +110,11 @@ export function inventoryProblem(inv: Inventory): string | undefined {
   if (inv.reserved > inv.total) return `reserved (${inv.reserved}) must not exceed total (${inv.total})`;
   if (!(typeof inv.allocationRatio === 'number' && Number.isFinite(inv.allocationRatio) && inv.allocationRatio > 0)) {
     return `allocationRatio must be a positive number, got ${String(inv.allocationRatio)}`;
+  }
+  if (inv.allocationRatio > MAX_ALLOCATION_RATIO) return `allocationRatio must be at most ${MAX_ALLOCATION_RATIO}, got ${String(inv.allocationRatio)}`;
+  const capacity = capacityOf(inv);
+  if (capacity > MAX_INVENTORY_AMOUNT) {
+    return `allocationRatio ${inv.allocationRatio} times total - reserved (${inv.total - inv.reserved}) gives capacity ${capacity}, above ${MAX_INVENTORY_AMOUNT}`;
   }
   return undefined;
 }

@@ -28,6 +28,12 @@ export interface StoreOptions {
    * one transaction per call (for comparison in benchmarks).
    */
   combineWrites?: boolean;
+  /**
+   * SQLite: how long a write waits for another process's write lock, ms (default
+   * `SQLITE_BUSY_TIMEOUT_MS`, 5 s). Waiting that long fails with ERT_STORE_LOCKED naming the
+   * file and, when /proc/locks tells, the holder's pid and command.
+   */
+  busyTimeoutMs?: number;
 }
 
 export interface ProviderRecord {
@@ -94,6 +100,14 @@ export interface AllocationWrite {
   allocations: Allocation[];
   /** Written in the same transaction (e.g. the scheduler's claim records the instance). */
   instance?: InstanceRecord;
+  /**
+   * Delete the instance record whose uuid is the consumer's, in the same transaction as the
+   * allocations (a release, a confirmed or reverted resize dropping its migration record):
+   * the record and its allocations go together or not at all. Only with empty `allocations`
+   * and no `instance` (else ERT_STORE_INVALID); no such record is a no-op. Bumps the
+   * generation of the record's host.
+   */
+  removeInstance?: boolean;
 }
 
 export interface HostRecord {
@@ -161,11 +175,40 @@ export interface AllocationWriteResult {
   hosts: Array<{ name: string; generationBefore: number; generation: number; shared: boolean }>;
 }
 
+/** Where a store's schema stands against this program's migrations (`Store.schemaStatus`). */
+export interface SchemaStatus {
+  /** Whether the store exists: the SQLite file, or ert's migrations table in the PostgreSQL schema. */
+  exists: boolean;
+  /** Migrations recorded in the store, in order. */
+  applied: string[];
+  /** This program's migrations, in order. */
+  known: string[];
+  /** Known migrations the store lacks (`ert db migrate` applies them). */
+  pending: string[];
+  /** Migrations the store records that this program does not know (a newer ert migrated it). */
+  unknown: string[];
+}
+
 export interface Store {
   readonly client: StoreClient;
 
-  /** Apply pending migrations (idempotent; safe when several processes race). */
+  /**
+   * Apply pending migrations (idempotent; safe when several processes race). Creates the
+   * store when it does not exist. A store migrated by a newer program (migrations this one
+   * does not know) is ERT_STORE_SCHEMA_NEWER, naming them, and is left untouched.
+   */
   migrate(): Promise<void>;
+  /**
+   * Reads where the schema stands without creating or writing anything (a missing SQLite
+   * file is reported as `exists: false` and not created).
+   */
+  schemaStatus(): Promise<SchemaStatus>;
+  /**
+   * Checks that the store exists and its schema is exactly this program's, writing nothing:
+   * ERT_STORE_MISSING (no file / no schema), ERT_STORE_SCHEMA_OUTDATED (pending migrations),
+   * ERT_STORE_SCHEMA_NEWER (unknown migrations), each naming the store and the versions.
+   */
+  checkSchema(): Promise<void>;
   /** Close the pool. Further calls fail. */
   close(): Promise<void>;
 
@@ -216,7 +259,9 @@ export interface Store {
    * of is ERT_STORE_CAPACITY_EXCEEDED with free 0; an amount breaking min_unit, max_unit or
    * step_size is ERT_STORE_INVALID; an unknown provider, or an instance on an unknown host,
    * is ERT_STORE_NOT_FOUND. A new consumer starts at generation 0 and each write increments
-   * it; empty `allocations` delete the consumer. Calls made while another is in flight
+   * it; empty `allocations` delete the consumer. Instance records written (`instance`) and
+   * removed (`removeInstance`) are part of the same transaction: a call's allocations and
+   * records are all written or none is, even if the process dies. Calls made while another is in flight
    * may be committed in one transaction, each checked on its own: one call's failure
    * never affects another's result.
    * Resolves with the hosts whose generation the call's transaction bumped (see
@@ -255,7 +300,10 @@ export interface Store {
   upsertInstance(instance: InstanceRecord): Promise<void>;
   getInstance(uuid: string): Promise<InstanceRecord | undefined>;
   listInstances(filter?: { host?: string }): Promise<InstanceRecord[]>;
-  /** Remove an instance record (not its allocations); unknown uuids are a no-op. */
+  /**
+   * Remove an instance record (not its allocations); unknown uuids are a no-op. To remove a
+   * record together with its allocations, atomically, use `writeAllocations` with `removeInstance`.
+   */
   deleteInstance(uuid: string): Promise<void>;
 
   /**

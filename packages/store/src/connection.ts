@@ -1,17 +1,44 @@
+import { readFileSync, statSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import knexFactory, { type Knex } from 'knex';
 import type { StoreOptions } from './api.js';
 import { StoreConflictError, StoreError, isStoreError } from './errors.js';
 
-/** How long a SQLite connection waits for another process's write lock before SQLITE_BUSY. */
-export const SQLITE_BUSY_TIMEOUT_MS = 10_000;
+/**
+ * Default of how long a SQLite connection waits for another process's write lock before
+ * SQLITE_BUSY (`StoreOptions.busyTimeoutMs`, config `store.busyTimeout`).
+ */
+export const SQLITE_BUSY_TIMEOUT_MS = 5_000;
+
+/** Largest busy timeout accepted (and 32-bit timers can hold): 2^31-1 ms. */
+export const MAX_BUSY_TIMEOUT_MS = 2_147_483_647;
 
 /** Pragmas applied to every SQLite connection (WAL so readers never block the writer). */
-const SQLITE_PRAGMAS = [
-  'PRAGMA journal_mode = WAL',
-  'PRAGMA foreign_keys = ON',
-  `PRAGMA busy_timeout = ${SQLITE_BUSY_TIMEOUT_MS}`,
-  'PRAGMA synchronous = NORMAL',
-];
+function sqlitePragmas(busyTimeoutMs: number): string[] {
+  return ['PRAGMA journal_mode = WAL', 'PRAGMA foreign_keys = ON', `PRAGMA busy_timeout = ${busyTimeoutMs}`, 'PRAGMA synchronous = NORMAL'];
+}
+
+/** The busy timeout in force for these options (validated: an integer 0..2^31-1). */
+export function busyTimeoutOf(options: StoreOptions): number {
+  const ms = options.busyTimeoutMs ?? SQLITE_BUSY_TIMEOUT_MS;
+  if (!Number.isSafeInteger(ms) || ms < 0 || ms > MAX_BUSY_TIMEOUT_MS) {
+    throw new StoreError('ERT_STORE_INVALID', `store.busyTimeout must be 0..${MAX_BUSY_TIMEOUT_MS} ms, got ${String(ms)}`, { key: 'busyTimeout', value: ms });
+  }
+  return ms;
+}
+
+/**
+ * PostgreSQL bigint (int8, OID 20) as a JS number: the amount and total columns are bigint
+ * (migration 0003), and every value the store writes is a safe integer (`inventoryProblem`
+ * bounds totals and capacities), so no precision is lost. Per connection, not global.
+ */
+const pgTypes = (createRequire(import.meta.url)('pg') as { types: { getTypeParser(oid: number, format?: string): unknown } }).types;
+const PG_TYPES = {
+  getTypeParser(oid: number, format?: string): unknown {
+    if (oid === 20 && format !== 'binary') return (value: string) => Number(value);
+    return pgTypes.getTypeParser(oid, format);
+  },
+};
 
 interface SqliteConnection {
   exec(sql: string, callback: (err: Error | null) => void): void;
@@ -27,6 +54,7 @@ export function openKnex(options: StoreOptions): Knex {
     });
   }
   if (options.client === 'sqlite3') {
+    const pragmas = sqlitePragmas(busyTimeoutOf(options));
     return knexFactory({
       client: 'sqlite3',
       connection: { filename: options.connection },
@@ -37,7 +65,7 @@ export function openKnex(options: StoreOptions): Knex {
         min: 1,
         max: 1,
         afterCreate(conn: SqliteConnection, done: (err: Error | null, conn: SqliteConnection) => void) {
-          conn.exec(SQLITE_PRAGMAS.join(';\n'), (err) => done(err, conn));
+          conn.exec(pragmas.join(';\n'), (err) => done(err, conn));
         },
       },
     });
@@ -49,7 +77,7 @@ export function openKnex(options: StoreOptions): Knex {
     }
     return knexFactory({
       client: 'pg',
-      connection: options.connection,
+      connection: { connectionString: options.connection, types: PG_TYPES } as Knex.PgConnectionConfig,
       searchPath: [schema],
       pool: { min: options.pool?.min ?? 0, max: options.pool?.max ?? 10 },
     });
@@ -72,11 +100,17 @@ const PG_RETRIABLE = new Set(['40001', '40P01', '55P03']);
  * serialization failure or deadlock, a unique or foreign-key violation from a concurrent
  * writer) becomes a `StoreConflictError`; StoreErrors and anything else pass through.
  */
-export function mapDriverError(err: unknown, what: string): unknown {
+export function mapDriverError(err: unknown, what: string, sqlite?: { file: string; busyTimeoutMs: number; waitedMs: number }): unknown {
   if (isStoreError(err) || typeof err !== 'object' || err === null) return err;
   const { code, message = '' } = err as DriverError;
   const conflict = (reason: string) => new StoreConflictError('ERT_STORE_CONFLICT', `${what}: ${reason}`, { driverCode: code }, { cause: err });
+  if ((code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED') && sqlite !== undefined && sqlite.waitedMs >= sqlite.busyTimeoutMs * 0.9) {
+    // Waited the whole busy timeout: a lock held this long is not a race to retry elsewhere.
+    return lockedError(sqlite.file, sqlite.waitedMs, what, err);
+  }
   if (code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED') return conflict('the database is locked by another writer');
+  const sqliteProblem = sqlite === undefined ? undefined : sqliteFileError(err, sqlite.file, what);
+  if (sqliteProblem) return sqliteProblem;
   if (code !== undefined && PG_RETRIABLE.has(code)) return conflict('lost a race with a concurrent transaction');
   if (code === '23505' || (code === 'SQLITE_CONSTRAINT' && /UNIQUE|PRIMARY KEY/.test(message))) {
     return conflict(`a row already exists (${message.replace(/^.* - /, '')})`);
@@ -85,6 +119,63 @@ export function mapDriverError(err: unknown, what: string): unknown {
     return conflict('a referenced row was removed concurrently or is still referenced');
   }
   return err;
+}
+
+/** Processes holding a POSIX lock on the SQLite file or its -wal/-shm (Linux /proc/locks), other than this one. */
+export function sqliteLockHolders(file: string): Array<{ pid: number; command: string }> {
+  const inodes = new Set<string>();
+  for (const suffix of ['', '-wal', '-shm', '-journal']) {
+    try {
+      const st = statSync(file + suffix);
+      inodes.add(String(st.ino));
+    } catch {
+      // absent: not locked through it
+    }
+  }
+  let locks: string;
+  try {
+    locks = readFileSync('/proc/locks', 'utf8');
+  } catch {
+    return [];
+  }
+  const pids = new Set<number>();
+  for (const line of locks.split('\n')) {
+    // "1: POSIX  ADVISORY  WRITE 1234 fd:01:5678 120 120" (a "->" marks a waiter: skipped)
+    const m = /^\d+:\s+(?:POSIX|OFDLCK|FLOCK)\s+\S+\s+\S+\s+(-?\d+)\s+[0-9a-f]+:[0-9a-f]+:(\d+)\s/.exec(line);
+    if (m && inodes.has(m[2]!) && Number(m[1]) > 0 && Number(m[1]) !== process.pid) pids.add(Number(m[1]));
+  }
+  return [...pids].sort((a, b) => a - b).map((pid) => {
+    let command = '';
+    try {
+      command = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter(Boolean).join(' ');
+    } catch {
+      // gone or not ours to read
+    }
+    return { pid, command };
+  });
+}
+
+function lockedError(file: string, waitedMs: number, what: string, cause: unknown): StoreError {
+  const holders = sqliteLockHolders(file);
+  const by = holders.length > 0 ? `held by ${holders.map((h) => `pid ${h.pid}${h.command ? ` (${h.command.slice(0, 120)})` : ''}`).join(', ')}` : 'holder unknown';
+  return new StoreError(
+    'ERT_STORE_LOCKED',
+    `${what}: the SQLite store ${file} is locked by another process (${by}); gave up after ${(waitedMs / 1000).toFixed(1)} s (store.busyTimeout)`,
+    { file, waitedMs, holders },
+    { cause },
+  );
+}
+
+/** A corrupt file or a full disk, as one clear error naming the file; undefined for anything else. */
+function sqliteFileError(err: object, file: string, what: string): StoreError | undefined {
+  const { code, message = '' } = err as DriverError;
+  if (code === 'SQLITE_NOTADB' || code === 'SQLITE_CORRUPT' || /file is not a database|malformed/.test(message)) {
+    return new StoreError('ERT_STORE_CORRUPT', `${what}: the SQLite store ${file} is not a database or is damaged (${message.replace(/^.* - /, '')})`, { file }, { cause: err });
+  }
+  if (code === 'SQLITE_FULL' || /database or disk is full/.test(message)) {
+    return new StoreError('ERT_STORE_FULL', `${what}: the SQLite store ${file} cannot grow: the disk (or the database's page limit) is full`, { file }, { cause: err });
+  }
+  return undefined;
 }
 
 /**

@@ -13,6 +13,17 @@ import { ErtError, isErtError } from '@ert/plugin-api';
  * - ERT_STORE_NOT_FOUND: a provider, host, consumer or instance that does not exist.
  * - ERT_STORE_INVALID: malformed input (bad class or trait name, invalid inventory,
  *   amount breaking min_unit / max_unit / step_size, duplicate entries).
+ * - ERT_STORE_LOCKED: another process held the SQLite write lock for longer than the busy
+ *   timeout (details file, waitedMs, holders: [{ pid, command }] when /proc/locks names them).
+ *   Not a lost race: retrying elsewhere would wait again.
+ * - ERT_STORE_MISSING: the store does not exist (no SQLite file, no ert schema) and the
+ *   caller asked not to create it (details connection).
+ * - ERT_STORE_SCHEMA_OUTDATED: the store's schema lacks migrations this program needs
+ *   (details applied, pending); `ert db migrate` applies them.
+ * - ERT_STORE_SCHEMA_NEWER: the store holds migrations this program does not know (a newer
+ *   ert migrated it; details unknown, known).
+ * - ERT_STORE_CORRUPT: the SQLite file is not a database or is damaged (details file).
+ * - ERT_STORE_FULL: the disk (or the database's page limit) is full (details file).
  */
 export const STORE_ERROR_CODES = {
   capacityExceeded: 'ERT_STORE_CAPACITY_EXCEEDED',
@@ -23,6 +34,12 @@ export const STORE_ERROR_CODES = {
   providerInUse: 'ERT_STORE_PROVIDER_IN_USE',
   notFound: 'ERT_STORE_NOT_FOUND',
   invalid: 'ERT_STORE_INVALID',
+  locked: 'ERT_STORE_LOCKED',
+  missing: 'ERT_STORE_MISSING',
+  schemaOutdated: 'ERT_STORE_SCHEMA_OUTDATED',
+  schemaNewer: 'ERT_STORE_SCHEMA_NEWER',
+  corrupt: 'ERT_STORE_CORRUPT',
+  full: 'ERT_STORE_FULL',
 } as const;
 
 export type StoreErrorCode = (typeof STORE_ERROR_CODES)[keyof typeof STORE_ERROR_CODES];

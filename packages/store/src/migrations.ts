@@ -149,10 +149,43 @@ const instanceCpus: Migration = {
   },
 };
 
+/**
+ * Amounts and totals as bigint. PostgreSQL's integer stops at 2^31-1 (a 3 TB MEMORY_MB
+ * inventory overflowed); SQLite's INTEGER is already 64-bit, so there it changes nothing.
+ * Every value written is still a safe JS integer (`inventoryProblem` bounds them), and the
+ * connection reads int8 back as a number (connection.ts).
+ */
+const AMOUNT_COLUMNS: Record<string, string[]> = {
+  inventories: ['total', 'reserved', 'min_unit', 'max_unit', 'step_size'],
+  allocations: ['used'],
+};
+const bigintAmounts: Migration = {
+  async up(knex) {
+    if (knex.client.config.client !== 'pg') return;
+    for (const [table, columns] of Object.entries(AMOUNT_COLUMNS)) {
+      await knex.schema.alterTable(table, (t) => {
+        for (const column of columns) t.bigInteger(column).notNullable().alter();
+      });
+    }
+  },
+  async down(knex) {
+    if (knex.client.config.client !== 'pg') return;
+    for (const [table, columns] of Object.entries(AMOUNT_COLUMNS)) {
+      await knex.schema.alterTable(table, (t) => {
+        for (const column of columns) t.integer(column).notNullable().alter();
+      });
+    }
+  },
+};
+
 const migrations: Record<string, Migration> = {
   '0001_initial': initial,
   '0002_instance_cpus': instanceCpus,
+  '0003_bigint_amounts': bigintAmounts,
 };
+
+/** This program's migrations, in application order. */
+export const MIGRATION_NAMES: readonly string[] = Object.keys(migrations).sort();
 
 /**
  * Knex migration source defined in code, so migrations ship inside dist and work from

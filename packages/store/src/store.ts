@@ -29,11 +29,13 @@ import type {
   StatsRecord,
   Store,
   StoreClient,
+  SchemaStatus,
   StoreOptions,
 } from './api.js';
-import { mapDriverError, openKnex } from './connection.js';
+import { existsSync } from 'node:fs';
+import { busyTimeoutOf, mapDriverError, openKnex } from './connection.js';
 import { CapacityExceededError, InventoryInUseError, StoreConflictError, StoreError, isStoreError } from './errors.js';
-import { MIGRATIONS_TABLE, ensureMigrationTables, migrationSource } from './migrations.js';
+import { MIGRATIONS_TABLE, MIGRATION_NAMES, ensureMigrationTables, migrationSource } from './migrations.js';
 
 type Trx = Knex.Transaction;
 type Db = Knex | Knex.Transaction;
@@ -217,18 +219,88 @@ export class KnexStore implements Store {
 
   /* ---------------------------------------------------------------- lifecycle */
 
+  /** Where the store is, for messages: the SQLite file, or the PostgreSQL URL (password masked) and schema. */
+  private describe(): string {
+    if (this.client === 'sqlite3') return this.options.connection;
+    return `${this.options.connection.replace(/\/\/([^:/@]+):[^@]*@/, '//$1:***@')} (schema ${this.options.schema ?? 'public'})`;
+  }
+
+  private sqliteContext(startedAt: number): { file: string; busyTimeoutMs: number; waitedMs: number } | undefined {
+    if (this.client !== 'sqlite3') return undefined;
+    return { file: this.options.connection, busyTimeoutMs: busyTimeoutOf(this.options), waitedMs: Date.now() - startedAt };
+  }
+
+  async schemaStatus(): Promise<SchemaStatus> {
+    const known = [...MIGRATION_NAMES];
+    const none = { exists: false, applied: [], known, pending: known, unknown: [] };
+    // Opening a missing SQLite file would create it: look first.
+    if (this.client === 'sqlite3' && this.options.connection !== ':memory:' && !existsSync(this.options.connection)) return none;
+    const startedAt = Date.now();
+    try {
+      const schema = this.client === 'pg' ? (this.options.schema ?? 'public') : undefined;
+      const builder = schema ? this.knex.schema.withSchema(schema) : this.knex.schema;
+      if (!(await builder.hasTable(MIGRATIONS_TABLE))) {
+        // An existing SQLite file without ert's tables (empty, or someone else's database).
+        return this.client === 'sqlite3' && this.options.connection !== ':memory:' ? { ...none, exists: true } : none;
+      }
+      const table = schema ? this.knex.withSchema(schema).from(MIGRATIONS_TABLE) : this.knex.from(MIGRATIONS_TABLE);
+      const rows: Array<{ name: string }> = await table.select('name').orderBy('id');
+      const applied = rows.map((r) => r.name);
+      return { exists: true, applied, known, pending: known.filter((n) => !applied.includes(n)), unknown: applied.filter((n) => !known.includes(n)) };
+    } catch (err) {
+      throw mapDriverError(err, `reading the schema of ${this.describe()}`, this.sqliteContext(startedAt));
+    }
+  }
+
+  async checkSchema(): Promise<void> {
+    const status = await this.schemaStatus();
+    const where = `${this.client === 'sqlite3' ? 'SQLite' : 'PostgreSQL'} store ${this.describe()}`;
+    if (!status.exists || status.applied.length === 0) {
+      throw new StoreError(
+        'ERT_STORE_MISSING',
+        `${where} ${status.exists ? 'holds no ert schema' : 'does not exist'}; check store.connection, or create it with \`ert db migrate\``,
+        { connection: this.describe(), exists: status.exists },
+      );
+    }
+    this.refuseNewer(status, where);
+    if (status.pending.length > 0) {
+      throw new StoreError(
+        'ERT_STORE_SCHEMA_OUTDATED',
+        `${where} is at schema version ${status.applied[status.applied.length - 1]}; this ert needs ${status.known[status.known.length - 1]} (pending: ${status.pending.join(', ')}); run \`ert db migrate\``,
+        { connection: this.describe(), applied: status.applied, pending: status.pending },
+      );
+    }
+  }
+
+  private refuseNewer(status: SchemaStatus, where: string): void {
+    if (status.unknown.length === 0) return;
+    throw new StoreError(
+      'ERT_STORE_SCHEMA_NEWER',
+      `${where} was migrated by a newer ert: schema versions ${status.unknown.join(', ')} are unknown to this one (it knows up to ${status.known[status.known.length - 1]}); upgrade ert`,
+      { connection: this.describe(), unknown: status.unknown, known: status.known },
+    );
+  }
+
   async migrate(): Promise<void> {
+    const before = await this.schemaStatus();
+    // knex would say "migration directory is corrupt": name the versions instead.
+    this.refuseNewer(before, `${this.client === 'sqlite3' ? 'SQLite' : 'PostgreSQL'} store ${this.describe()}`);
+    if (before.exists && before.pending.length === 0) return;
     const schema = this.options.client === 'pg' ? (this.options.schema ?? 'public') : undefined;
     // Several processes may migrate at once: knex's lock table makes one win; the others
     // see MigrationLocked (or a racing CREATE) and retry until nothing is pending.
     for (let attempt = 0; ; attempt++) {
+      const startedAt = Date.now();
       try {
         if (schema !== undefined && schema !== 'public') await this.knex.raw('CREATE SCHEMA IF NOT EXISTS ??', [schema]);
         await ensureMigrationTables(this.knex, this.client, schema);
         await this.knex.migrate.latest({ migrationSource, tableName: MIGRATIONS_TABLE, schemaName: schema });
         break;
       } catch (err) {
-        if (attempt >= 100 || !isMigrationRace(err)) throw mapDriverError(err, 'migrate');
+        const context = this.sqliteContext(startedAt);
+        // A lock held for the whole busy timeout is not a race: give up now, naming the holder.
+        const lockedOut = context !== undefined && (err as { code?: string }).code === 'SQLITE_BUSY' && Date.now() - startedAt >= context.busyTimeoutMs * 0.9;
+        if (attempt >= 100 || lockedOut || !isMigrationRace(err)) throw mapDriverError(err, 'migrate', context);
         await new Promise((resolve) => setTimeout(resolve, 20 + Math.random() * 80));
       }
     }
@@ -252,13 +324,22 @@ export class KnexStore implements Store {
    * pass `firstStatementWrites` when `fn` already starts with a write.
    */
   private async write<T>(what: string, fn: (trx: Trx) => Promise<T>, opts: { firstStatementWrites?: boolean } = {}): Promise<T> {
+    const startedAt = Date.now();
+    // SQLite rolls back by itself on some errors (SQLITE_FULL); knex's ROLLBACK then fails
+    // with "no transaction is active" and replaces the error: keep the first one.
+    let first: unknown;
     try {
       return await this.knex.transaction(async (trx) => {
-        if (this.client === 'sqlite3' && !opts.firstStatementWrites) await this.takeWriteLock(trx);
-        return fn(trx);
+        try {
+          if (this.client === 'sqlite3' && !opts.firstStatementWrites) await this.takeWriteLock(trx);
+          return await fn(trx);
+        } catch (err) {
+          first = err;
+          throw err;
+        }
       });
     } catch (err) {
-      throw mapDriverError(err, what);
+      throw mapDriverError(first ?? err, what, this.sqliteContext(startedAt));
     }
   }
 
@@ -270,7 +351,12 @@ export class KnexStore implements Store {
   /** Runs `fn` in one consistent read (a snapshot on both backends). */
   private async read<T>(fn: (trx: Trx) => Promise<T>): Promise<T> {
     const config: Knex.TransactionConfig = this.client === 'pg' ? { isolationLevel: 'repeatable read', readOnly: true } : {};
-    return this.knex.transaction(fn, config);
+    const startedAt = Date.now();
+    try {
+      return await this.knex.transaction(fn, config);
+    } catch (err) {
+      throw mapDriverError(err, 'read', this.sqliteContext(startedAt));
+    }
   }
 
   /* ---------------------------------------------------------------- classes */
@@ -723,10 +809,12 @@ export class KnexStore implements Store {
     const hostIds = new Map(hostRows.map((r) => [r.name, r.id]));
 
     // Check each call against the state left by the calls before it.
-    const outcomes: Array<{ error: unknown } | { providers: Set<number>; instances: InstanceRecord[] }> = [];
+    const outcomes: Array<{ error: unknown } | { providers: Set<number>; instances: InstanceRecord[]; removed: string[] }> = [];
     const final = new Map<string, ConsumerState | null>();
     const touched = new Set<number>();
     const instances: InstanceRecord[] = [];
+    // Each instance record's last state over the successful calls, in order: written, or removed (null).
+    const records = new Map<string, InstanceRecord | null>();
     for (const call of calls) {
       const stagedConsumers = new Map<string, ConsumerState | null>();
       const stagedUsage = new Map<string, number>();
@@ -768,7 +856,12 @@ export class KnexStore implements Store {
       }
       const callProviders = new Set<number>();
       const callInstances = call.flatMap((write) => (write.instance ? [write.instance] : []));
-      outcomes.push({ providers: callProviders, instances: callInstances });
+      const callRemoved = call.flatMap((write) => (write.removeInstance ? [write.consumer.uuid] : []));
+      outcomes.push({ providers: callProviders, instances: callInstances, removed: callRemoved });
+      for (const write of call) {
+        if (write.instance) records.set(write.instance.uuid, write.instance);
+        if (write.removeInstance) records.set(write.consumer.uuid, null);
+      }
       for (const [key, used] of stagedUsage) usage.set(key, used);
       for (const [uuid, state] of stagedConsumers) {
         const before = final.has(uuid) ? final.get(uuid) : consumers.get(uuid);
@@ -780,13 +873,21 @@ export class KnexStore implements Store {
     }
     if (final.size > 0) await this.writeConsumers(trx, consumers, final);
     if (touched.size > 0) await trx('providers').whereIn('id', [...touched]).increment('generation', 1);
-    const previousHosts = instances.length > 0 ? await this.upsertInstancesIn(trx, instances, hostIds, { bumpHosts: false }) : new Map<string, number>();
+    // Instance records removed (`removeInstance`): their hosts read first, then the rows deleted
+    // unless a later call of the batch wrote the record again.
+    const removedUuids = [...new Set(outcomes.flatMap((o) => ('removed' in o ? o.removed : [])))];
+    const removedRows: Array<{ uuid: string; host_id: number }> = await inChunks(removedUuids, (part) => trx('instances').select('uuid', 'host_id').whereIn('uuid', part));
+    const removedHosts = new Map(removedRows.map((r) => [r.uuid, r.host_id]));
+    const gone = removedRows.filter((r) => records.get(r.uuid) === null).map((r) => r.uuid);
+    for (const part of chunks(gone)) await trx('instances').whereIn('uuid', part).delete();
+    const written = [...records.values()].filter((r): r is InstanceRecord => r !== null);
+    const previousHosts = written.length > 0 ? await this.upsertInstancesIn(trx, written, hostIds, { bumpHosts: false }) : new Map<string, number>();
     // Host generations, each bumped once: the roots of the trees touched and the instances'
     // hosts (new and previous) in one statement returning the new generations; then the
     // general path for sharing providers (hosts of their aggregates).
     const rootOf = new Map(providers.map((p) => [p.id, p.root_id]));
     const roots = [...new Set([...touched].map((id) => rootOf.get(id)!))];
-    const instanceHostIds = [...new Set([...instances.map((i) => hostIds.get(i.host)!), ...previousHosts.values()])];
+    const instanceHostIds = [...new Set([...instances.map((i) => hostIds.get(i.host)!), ...previousHosts.values(), ...removedHosts.values()])];
     const bumped: Array<{ id: number; name: string; generation: number; root_provider_id: number }> = [];
     for (let i = 0; i < Math.max(roots.length, instanceHostIds.length); i += 450) {
       const rootPart = roots.slice(i, i + 450);
@@ -822,6 +923,10 @@ export class KnexStore implements Store {
         ids.add(hostIds.get(instance.host)!);
         const previous = previousHosts.get(instance.uuid);
         if (previous !== undefined) ids.add(previous);
+      }
+      for (const uuid of outcome.removed) {
+        const host = removedHosts.get(uuid);
+        if (host !== undefined) ids.add(host);
       }
       for (const id of ids) writers.set(id, (writers.get(id) ?? 0) + 1);
       return [...ids];
@@ -1495,6 +1600,10 @@ function validateWrites(writes: AllocationWrite[]): void {
       seen.add(key);
     }
     if (write.instance) checkInstance(write.instance);
+    if (write.removeInstance !== undefined && typeof write.removeInstance !== 'boolean') throw invalid(`consumer ${uuid}: removeInstance must be a boolean`, { consumer: uuid });
+    if (write.removeInstance && (write.instance || write.allocations.length > 0)) {
+      throw invalid(`consumer ${uuid}: removeInstance removes the instance record with its allocations; it takes no allocations and no instance`, { consumer: uuid });
+    }
   }
 }
 

@@ -80,6 +80,12 @@ export interface ErtConfig {
   flavors: Flavor[];
 }
 
+/**
+ * Longest duration accepted: 2^31-1 ms (about 24.8 days). Node's timers hold no more; a
+ * longer delay fires after 1 ms, so `interval: 700h` would sync in a tight loop.
+ */
+export const MAX_DURATION_MS = 2_147_483_647;
+
 const nonEmptyString = { type: 'string', minLength: 1 };
 const duration = (fallback?: string) => ({
   type: ['string', 'number'],
@@ -140,6 +146,7 @@ export const CONFIG_SCHEMA = {
           properties: { min: { type: 'integer', minimum: 0 }, max: { type: 'integer', minimum: 1 } },
         },
         schema: { type: 'string', pattern: '^[A-Za-z_][A-Za-z0-9_]*$', expected: 'a schema name (letters, digits, _)' },
+        busyTimeout: duration('5s'),
       },
     },
     log: {
@@ -207,6 +214,42 @@ export interface ConfigSource {
 }
 
 const POSTGRES_URL = /^postgres(ql)?:\/\//;
+
+/**
+ * The key path of the first value that contains itself (a recursive YAML alias such as
+ * `a: &a [*a]`, or a circular object from a JS config), or undefined. Plugin objects are
+ * not walked.
+ */
+export function findCycle(value: unknown, path = '', ancestors: Set<unknown> = new Set()): string | undefined {
+  if (typeof value !== 'object' || value === null || isPlugin(value)) return undefined;
+  if (ancestors.has(value)) return path === '' ? '(top level)' : path;
+  ancestors.add(value);
+  try {
+    const entries: Array<[string, unknown]> = Array.isArray(value)
+      ? value.map((v, i) => [`${path}[${i}]`, v])
+      : Object.getPrototypeOf(value) === Object.prototype || Object.getPrototypeOf(value) === null
+        ? Object.entries(value).map(([k, v]) => [path === '' ? k : `${path}.${k}`, v])
+        : [];
+    for (const [at, child] of entries) {
+      const found = findCycle(child, at, ancestors);
+      if (found !== undefined) return found;
+    }
+    return undefined;
+  } finally {
+    ancestors.delete(value);
+  }
+}
+
+function refuseCycle(value: unknown, file: string): void {
+  const at = findCycle(value);
+  if (at !== undefined) {
+    throw new ConfigError(
+      CoreErrorCodes.CONFIG_PARSE,
+      `Config file ${file} cannot be used: ${at} contains itself (a recursive YAML alias or a circular object)`,
+      { file, path: at },
+    );
+  }
+}
 
 /** Deep copy of plain objects and arrays; anything else (plugin objects) is kept by reference. */
 function clonePlain(value: unknown): unknown {
@@ -279,6 +322,7 @@ function loadFlavorFile(file: string): unknown[] {
   } catch (err) {
     throw new ConfigError(CoreErrorCodes.CONFIG_PARSE, `Flavors file ${file} is not valid YAML: ${messageOf(err)}`, { file }, { cause: err });
   }
+  refuseCycle(data, file);
   const list = typeof data === 'object' && data !== null && !Array.isArray(data) && 'flavors' in data ? (data as { flavors: unknown }).flavors : data;
   if (!validateFlavorList(list)) throw configError(file, problemsFromAjv(validateFlavorList.errors, 'flavors'));
   return list as unknown[];
@@ -305,6 +349,7 @@ function duplicateFlavorProblems(flavors: Flavor[]): ConfigProblem[] {
 export function configFromObject(input: unknown, source: ConfigSource): ErtConfig {
   const file = source.configFile ?? '<config object>';
   const configDir = resolve(source.configDir);
+  refuseCycle(input, file);
   const raw = clonePlain(input ?? {});
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
     throw configError(file, [{ path: '', value: raw, expected: 'an object (the config)' }]);
@@ -347,11 +392,27 @@ export function configFromObject(input: unknown, source: ConfigSource): ErtConfi
   problems.push(...duplicateFlavorProblems(flavors));
   if (problems.length > 0) throw configError(file, problems);
 
-  const store: StoreOptions = { ...data.store, connection: data.store.connection ?? './ert.db' };
-  if (store.client === 'sqlite3' && store.connection !== ':memory:') store.connection = resolve(configDir, store.connection);
-  const interval = parseDuration(data.tracker.interval);
+  // Durations become ms; one that a timer cannot hold is a problem naming its key.
+  const durationAt = (path: string, value: string | number): number => {
+    const ms = parseDuration(value);
+    if (ms > MAX_DURATION_MS) {
+      problems.push({ path, value, expected: `a duration of at most ${MAX_DURATION_MS} ms (about 24.8 days; ${ms} ms is longer)` });
+    }
+    return ms;
+  };
   const t = data.tracker;
   const s = data.scheduler;
+  const { busyTimeout, ...storeRest } = data.store as Record<string, unknown> & { busyTimeout: string | number };
+  const busyTimeoutMs = durationAt('store.busyTimeout', busyTimeout);
+  const interval = durationAt('tracker.interval', t.interval);
+  const staleAfter = t.staleAfter === undefined ? Math.min(3 * interval, MAX_DURATION_MS) : durationAt('tracker.staleAfter', t.staleAfter);
+  const hookTimeout = durationAt('tracker.hookTimeout', t.hookTimeout);
+  const refreshInterval = durationAt('scheduler.refreshInterval', s.refreshInterval);
+  const schedulerHookTimeout = durationAt('scheduler.hookTimeout', s.hookTimeout);
+  if (problems.length > 0) throw configError(file, problems);
+
+  const store = { ...storeRest, connection: (storeRest.connection as string | undefined) ?? './ert.db', busyTimeoutMs } as StoreOptions;
+  if (store.client === 'sqlite3' && store.connection !== ':memory:') store.connection = resolve(configDir, store.connection);
   return {
     ...(source.configFile === undefined ? {} : { configFile: resolve(source.configFile) }),
     configDir,
@@ -362,9 +423,9 @@ export function configFromObject(input: unknown, source: ConfigSource): ErtConfi
       root: resolve(configDir, t.root),
       resources,
       interval,
-      staleAfter: t.staleAfter === undefined ? 3 * interval : parseDuration(t.staleAfter),
+      staleAfter,
       ...(t.providerConfigs === undefined ? {} : { providerConfigs: resolve(configDir, t.providerConfigs) }),
-      hookTimeout: parseDuration(t.hookTimeout),
+      hookTimeout,
       enforce: t.enforce,
       enforcementFailure: t.enforcementFailure,
     },
@@ -374,8 +435,8 @@ export function configFromObject(input: unknown, source: ConfigSource): ErtConfi
       weighers,
       maxAttempts: s.maxAttempts,
       hostSubsetSize: s.hostSubsetSize,
-      refreshInterval: parseDuration(s.refreshInterval),
-      hookTimeout: parseDuration(s.hookTimeout),
+      refreshInterval,
+      hookTimeout: schedulerHookTimeout,
       placementSearchBudget: s.placementSearchBudget,
     },
     plugins: data.plugins,

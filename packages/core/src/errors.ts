@@ -77,6 +77,7 @@ export function describeValue(value: unknown): string {
   if (value === undefined) return 'undefined';
   if (typeof value === 'function') return 'a function';
   if (typeof value === 'string') return JSON.stringify(value);
+  if (typeof value === 'bigint') return `${value}n (a BigInt)`;
   let text: string;
   try {
     text = JSON.stringify(value) ?? String(value);

@@ -139,7 +139,7 @@ describe('defaults and resolution', () => {
     const config = configFromObject({}, { configDir: '/etc/ert' });
     expect(config).toEqual({
       configDir: '/etc/ert',
-      store: { client: 'sqlite3', connection: '/etc/ert/ert.db' },
+      store: { client: 'sqlite3', connection: '/etc/ert/ert.db', busyTimeoutMs: 5000 },
       log: { level: 'info' },
       tracker: {
         root: '/',
@@ -240,7 +240,7 @@ describe('env overrides', () => {
     const dir = tempDir({ 'ert.config.yaml': 'store: { client: sqlite3, connection: ./a.db, schema: s1 }\n' });
     const url = 'postgres://postgres@127.0.0.1:55433/ert_test';
     const config = await loadConfig({ cwd: dir, env: { ERT_STORE_CONNECTION: url } });
-    expect(config.store).toEqual({ client: 'pg', connection: url, schema: 's1' });
+    expect(config.store).toEqual({ client: 'pg', connection: url, schema: 's1', busyTimeoutMs: 5000 });
     const alt = await loadConfig({ cwd: dir, env: { ERT_STORE_CONNECTION: 'postgresql://h/db' } });
     expect(alt.store.client).toBe('pg');
   });
@@ -248,7 +248,7 @@ describe('env overrides', () => {
   it('ERT_STORE_CONNECTION with a path selects sqlite3, resolved from cwd', async () => {
     const dir = tempDir({ 'conf/ert.yaml': 'store: { client: pg, connection: "postgres://h/db" }\n' });
     const config = await loadConfig({ cwd: dir, path: 'conf/ert.yaml', env: { ERT_STORE_CONNECTION: 'var/x.db' } });
-    expect(config.store).toEqual({ client: 'sqlite3', connection: join(dir, 'var/x.db') });
+    expect(config.store).toEqual({ client: 'sqlite3', connection: join(dir, 'var/x.db'), busyTimeoutMs: 5000 });
   });
 });
 
@@ -353,5 +353,58 @@ describe('validation errors: one line per problem naming file, key, value and ex
     expect(err.message.split('\n')[1]).toBe(
       `${join(dir, '.ertrc.yml')}: tracker.hookTimeout: got -5, expected a duration such as "500ms", "60s", "5m", "1h" or a number of milliseconds`,
     );
+  });
+});
+
+/**
+ * Issue 11, points 10 and 14 (config side). Each test names the mutation it was seen to
+ * catch (made once, red, reverted).
+ */
+describe('config bounds (issue 11)', () => {
+  const file = '/etc/ert/ert.config.yaml';
+  const from = (input: unknown) => () => configFromObject(input, { configDir: '/etc/ert', configFile: file });
+
+  // Caught: `durationAt` not checking MAX_DURATION_MS (700h was accepted as 2520000000 ms,
+  // which Node's setTimeout turns into a 1 ms loop).
+  it('a duration above 2^31-1 ms is a config error naming the key, for every duration key', async () => {
+    for (const key of ['tracker.interval', 'tracker.staleAfter', 'tracker.hookTimeout', 'scheduler.refreshInterval', 'scheduler.hookTimeout', 'store.busyTimeout']) {
+      const [section, name] = key.split('.') as [string, string];
+      const err = await configError(from({ [section]: { [name]: '700h' } }));
+      expect(err.code).toBe('ERT_CONFIG_INVALID');
+      expect(err.message).toContain(`${file}: ${key}: got "700h", expected a duration of at most 2147483647 ms`);
+    }
+    // The largest accepted value, and the default staleAfter of a long interval, stay within it.
+    const ok = configFromObject({ tracker: { interval: 2147483647 } }, { configDir: '/x' });
+    expect(ok.tracker.interval).toBe(2147483647);
+    expect(ok.tracker.staleAfter).toBe(2147483647);
+    expect((await configError(from({ tracker: { interval: 2147483648 } }))).message).toContain('tracker.interval: got 2147483648');
+  });
+
+  // Caught: the `busyTimeout` key removed from the store schema (an unknown-key error), and
+  // `busyTimeoutMs` not passed on to StoreOptions (undefined).
+  it('store.busyTimeout is a duration passed to the store in ms (default 5s)', () => {
+    expect(configFromObject({ store: { busyTimeout: '750ms' } }, { configDir: '/x' }).store.busyTimeoutMs).toBe(750);
+    expect(configFromObject({}, { configDir: '/x' }).store.busyTimeoutMs).toBe(5000);
+  });
+
+  // Caught: `refuseCycle` removed from loadConfig's path (the CLI printed "Maximum call stack
+  // size exceeded", exit 1).
+  it('a recursive YAML alias is one ERT_CONFIG_PARSE error naming the file and the key', async () => {
+    const dir = tempDir({ 'ert.config.yaml': 'plugins: &a\n  x: *a\n', 'flavors.yaml': '- &f { name: a, vcpus: 1, memory_mb: 1, extra_specs: { k: [*f] } }\n' });
+    const err = await configError(loadConfig({ cwd: dir, env: noEnv }));
+    expect(err.code).toBe('ERT_CONFIG_PARSE');
+    expect(err.message).toBe(`Config file ${join(dir, 'ert.config.yaml')} cannot be used: plugins.x contains itself (a recursive YAML alias or a circular object)`);
+    writeFileSync(join(dir, 'ert.config.yaml'), 'flavors: ./flavors.yaml\n');
+    const flavors = await configError(loadConfig({ cwd: dir, env: noEnv }));
+    expect(flavors.message).toContain(`Config file ${join(dir, 'flavors.yaml')} cannot be used: [0].extra_specs.k[0] contains itself`);
+  });
+
+  // Caught: describeValue without its bigint case ("got 10", as if the number were fine).
+  it('BigInt and null values in flavors through the library are refused, named as what they are', async () => {
+    const bigint = await configError(from({ flavors: [{ name: 'x', vcpus: 10n, memory_mb: 1, extra_specs: { a: 10n } }] }));
+    expect(bigint.message).toContain('flavors[0].vcpus: got 10n (a BigInt), expected an integer');
+    expect(bigint.message).toContain('flavors[0].extra_specs.a: got 10n (a BigInt), expected a string');
+    const nul = await configError(from({ flavors: [{ name: 'x', vcpus: 1, memory_mb: 1, extra_specs: { a: null } }] }));
+    expect(nul.message).toContain('flavors[0].extra_specs.a: got null, expected a string');
   });
 });

@@ -24,6 +24,7 @@ import { fitRequest, parseFlavor, type FitProvider, type FitTree } from '@ert/pl
 import { TrackerError, TrackerErrorCodes } from './errors.js';
 import { childProviderName, migrationUuid, providerUuid } from './ids.js';
 import { Mutex } from './mutex.js';
+import { PluginAvailability } from './availability.js';
 import { loadProviderConfigs, type ProviderConfigEntry } from './provider-config.js';
 import { buildTree, jsonEqual, normalizeDiscovery, type DesiredProvider, type NormalizedDiscovery } from './tree.js';
 import type { ClaimResult, DiscoveryReport, PluginDiscoveryReport, Problem, ReleaseResult, SyncReport, TrackerListener } from './types.js';
@@ -179,6 +180,8 @@ class HostTracker implements Tracker {
   private readonly ownsStore: boolean;
   private storeOpening: Promise<Store> | undefined;
   private available = new Set<string>();
+  /** Which plugins are unavailable and the classes they own: claims of those classes are refused (availability.ts). */
+  private readonly availability = new PluginAvailability();
   private timer: NodeJS.Timeout | undefined;
   private state: 'created' | 'started' | 'stopped' = 'created';
   /** Set by the first `stop()`: later calls wait for the same shutdown. */
@@ -323,6 +326,7 @@ class HostTracker implements Tracker {
       });
     }
     const { providers, unmatched } = buildTree(this.hostName, discoveries, this.entries);
+    this.availability.update(plugins, providers);
     for (const entry of unmatched) {
       problems.push({
         code: TrackerErrorCodes.PROVIDER_CONFIG_UNMATCHED,
@@ -823,6 +827,12 @@ class HostTracker implements Tracker {
     } catch (err) {
       return { ok: false, reasons: [{ reason: `flavor ${request.flavor.name}: ${(err as Error).message}` }] };
     }
+    // A class an unavailable plugin owns is not claimed against its last known inventory (fail closed).
+    const unavailable = await this.availability.refusals(spec, async () => {
+      const [snapshot] = await store.loadHosts([this.hostName]);
+      return new Set(snapshot?.providers.flatMap((p) => Object.keys(p.inventories)) ?? []);
+    });
+    if (unavailable.length > 0) return { ok: false, reasons: unavailable };
     const { reasons, grants } = await this.testAll({ instance: request, spec, kind });
     if (reasons.length > 0) return { ok: false, reasons };
     const { tree, providers } = await this.fitTree(store, adopt);

@@ -1,0 +1,107 @@
+// Issue 11, point 3: a discovery failure fails closed. A plugin whose `discover` throws or
+// hangs is unavailable; the store keeps its inventory while allocations use it, and its own
+// `test` (the `disk` fixture, written like the third-party plugin of the issue) lets claims
+// through when it has no reading. Claims that need a class it owns must be refused, naming it.
+//
+// Mutation seen caught: the `if (unavailable.length > 0) return ...` line removed from
+// `place` in tracker.ts (every case below turned red: the 50 GB claim was written against
+// the kept 100 GB inventory); `PluginAvailability.update` not recording unavailable plugins
+// (same); the orphan rule (`owned = orphans`) dropped (the restart case turned red).
+import { mkdir, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import type { Flavor, InstanceRequest } from '@ert/plugin-api';
+import type { Store } from '@ert/store';
+import { providerUuid, type ClaimResult } from '../src/index.js';
+// @ts-expect-error plain JS fixture
+import { counting } from './fixtures/plugins.mjs';
+// @ts-expect-error plain JS fixture
+import { disk } from './fixtures/disk.mjs';
+import { BACKENDS, useBench, type Bench } from './harness.js';
+
+let seq = 0;
+function diskRequest(vcpus: number, diskGb: number): InstanceRequest {
+  seq += 1;
+  const flavor: Flavor = { name: `d${vcpus}x${diskGb}`, vcpus, memoryMb: 256, diskGb, extraSpecs: {} };
+  return { uuid: `00000000-0000-4000-9000-${String(seq).padStart(12, '0')}`, projectId: 'p1', userId: 'u1', flavor };
+}
+
+function refused(result: ClaimResult): Array<{ plugin?: string; reason: string }> {
+  if (result.ok) throw new Error(`claim ${result.instance.uuid} unexpectedly accepted`);
+  return result.reasons;
+}
+
+async function used(store: Store, cls: string): Promise<number> {
+  return (await store.getUsages(providerUuid('host1')))[cls] ?? 0;
+}
+
+describe.each(BACKENDS)('discovery failure fails closed (%s)', (backend) => {
+  const bench = useBench(backend);
+
+  async function setup(faults: Record<string, string>, store?: Store) {
+    await mkdir(path.join(bench.dir, 'disk'), { recursive: true });
+    await writeFile(path.join(bench.dir, 'disk', 'total_gb'), '100\n');
+    const storeOptions = bench.storeOptions();
+    const s = store ?? (await bench.openStore(storeOptions));
+    const resources = [counting({ name: 'cpu', resourceClass: 'VCPU', total: 16 }), counting({ name: 'mem', resourceClass: 'MEMORY_MB', total: 8192 }), disk({ faults })];
+    const tracker = await bench.tracker(bench.config({ store: storeOptions, resources, hookTimeout: '300ms' }), s);
+    return { store: s, tracker };
+  }
+
+  it.each([
+    ['throws', 'throw', 'ERT_PLUGIN_HOOK_FAILED'],
+    ['hangs past its timeout', 'hang', 'ERT_PLUGIN_HOOK_TIMEOUT'],
+  ])('a plugin whose discover %s: claims of its class are refused naming it, other claims pass, and it recovers', async (_label, fault, code) => {
+    const faults: Record<string, string> = {};
+    const { store, tracker } = await setup(faults);
+    await tracker.sync();
+    const held = await tracker.claim(diskRequest(1, 30));
+    expect(held.ok).toBe(true);
+    // While it discovers, the plugin's own test is what refuses too much.
+    expect(refused(await tracker.claim(diskRequest(1, 150)))).toEqual([{ plugin: 'disk', reason: 'disk: needs 150 GB, 70 GB free' }]);
+
+    faults['discover'] = fault;
+    const report = await tracker.sync();
+    expect(report.discovery.plugins.find((p) => p.plugin === 'disk')).toMatchObject({ available: false });
+    expect(report.problems).toEqual(expect.arrayContaining([expect.objectContaining({ code, plugin: 'disk' }), expect.objectContaining({ code: 'ERT_STORE_INVENTORY_IN_USE', resourceClass: 'DISK_GB' })]));
+    // The store still holds the last known inventory (30 of 100 used): a 50 GB claim would fit it.
+    expect((await store.getInventories(providerUuid('host1'))).inventories['DISK_GB']).toMatchObject({ total: 100 });
+
+    const blocked = diskRequest(1, 50);
+    const reasons = refused(await tracker.claim(blocked));
+    expect(reasons).toEqual([{ plugin: 'disk', reason: expect.stringMatching(/^plugin disk is unavailable since its last discovery \(.+\): DISK_GB, which it owns, cannot be claimed/) }]);
+    expect(await store.getInstance(blocked.uuid)).toBeUndefined();
+    expect(await used(store, 'DISK_GB')).toBe(30);
+
+    // A claim that needs nothing of the unavailable plugin goes on.
+    const diskless = await tracker.claim(diskRequest(2, 0));
+    expect(diskless.ok).toBe(true);
+    expect(await used(store, 'VCPU')).toBe(3);
+
+    // Discovery works again: the same claim passes, and its own test is back in charge.
+    delete faults['discover'];
+    await tracker.sync();
+    expect((await tracker.claim(blocked)).ok).toBe(true);
+    expect(await used(store, 'DISK_GB')).toBe(80);
+    expect(refused(await tracker.claim(diskRequest(1, 21)))).toEqual([{ plugin: 'disk', reason: 'disk: needs 21 GB, 20 GB free' }]);
+  });
+
+  it('after a restart with the plugin failing from the start, its classes (known only from the store) are refused naming it', async () => {
+    const { store, tracker } = await setup({});
+    await tracker.sync();
+    expect((await tracker.claim(diskRequest(1, 30))).ok).toBe(true);
+    await tracker.stop();
+
+    const restarted = await restartWith(bench, store, { discover: 'throw' });
+    await restarted.sync();
+    const reasons = refused(await restarted.claim(diskRequest(1, 10)));
+    expect(reasons).toEqual([{ plugin: 'disk', reason: expect.stringContaining('DISK_GB, which it owns') }]);
+    expect(await used(store, 'DISK_GB')).toBe(30);
+    expect((await restarted.claim(diskRequest(1, 0))).ok).toBe(true);
+  });
+});
+
+async function restartWith(bench: Bench, store: Store, faults: Record<string, string>) {
+  const resources = [counting({ name: 'cpu', resourceClass: 'VCPU', total: 16 }), counting({ name: 'mem', resourceClass: 'MEMORY_MB', total: 8192 }), disk({ faults })];
+  return bench.tracker(bench.config({ store: bench.storeOptions(), resources, hookTimeout: '300ms' }), store);
+}

@@ -1,6 +1,13 @@
 /**
  * Scheduler benchmark: `npm run bench -- scheduler [--hosts N] [--decisions D] [--strategy indexed|full-scan]
- * [--plugins vcpu,memory,...] [--concurrency C] [--seed S] [--profile FILE] [--heap-only] [--json]`.
+ * [--plugins vcpu,memory,...] [--concurrency C] [--seed S] [--profile FILE] [--heap-only] [--json]
+ * [--workload flavors|mixed] [--new-share F]`.
+ *
+ * `--workload mixed` (./workload.ts) sends a realistic mix instead of five fixed flavors: a
+ * catalogue of 30+ flavors, every plugin's extra specs, server groups, host hints, custom
+ * sizes, and requests built to fail; every decision is timed (no warm-up is hidden), first-seen
+ * shapes are reported apart, failures are counted apart (a request built to fail that is
+ * placed, or usage over capacity at the end, is a wrong answer: exit 1).
  * With --concurrency C > 1, C clients send requests at once and the scheduler overlaps claims.
  * With --profile FILE, a V8 CPU profile of the steady phase only is written to FILE (.cpuprofile).
  *
@@ -36,6 +43,8 @@ import type { RankingStrategy, Scheduler } from '@ert/scheduler';
 import { createStore } from '@ert/store';
 import type { Store } from '@ert/store';
 import { buildFleet } from '@ert/tracker';
+import { capacityOf } from '@ert/plugin-api';
+import { Workload } from './workload.js';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 
@@ -52,12 +61,16 @@ interface Args {
   concurrency: number;
   /** Where to write a CPU profile of the steady phase (none when undefined). */
   profile: string | undefined;
+  /** `flavors`: five fixed flavors, first decision of each untimed; `mixed`: the realistic workload (workload.ts), every decision timed. */
+  workload: 'flavors' | 'mixed';
+  /** With `mixed`: the share of requests of a never-seen shape. */
+  newShare: number;
 }
 
 const FIRST_PARTY = ['vcpu', 'memory', 'compute-units', 'llc', 'pstate'];
 
 function parseArgs(argv: string[]): Args {
-  const args: Args = { hosts: 10_000, decisions: 5_000, strategy: 'indexed', heapOnly: false, json: false, seed: 42, plugins: FIRST_PARTY, concurrency: 1, profile: undefined };
+  const args: Args = { hosts: 10_000, decisions: 5_000, strategy: 'indexed', heapOnly: false, json: false, seed: 42, plugins: FIRST_PARTY, concurrency: 1, profile: undefined, workload: 'flavors', newShare: 0.2 };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
     const value = (): string => {
@@ -83,6 +96,14 @@ function parseArgs(argv: string[]): Args {
       args.plugins = value().split(',').filter((p) => p.length > 0);
       const unknown = args.plugins.filter((p) => !FIRST_PARTY.includes(p));
       if (unknown.length > 0) throw new Error(`scheduler-bench: --plugins takes ${FIRST_PARTY.join(',')}, got "${unknown.join(',')}"`);
+    } else if (arg === '--workload') {
+      const v = value();
+      if (v !== 'flavors' && v !== 'mixed') throw new Error(`scheduler-bench: --workload must be flavors or mixed, got "${v}"`);
+      args.workload = v;
+    } else if (arg === '--new-share') {
+      const v = Number(value());
+      if (!(v >= 0 && v <= 1)) throw new Error(`scheduler-bench: --new-share must be a number from 0 to 1`);
+      args.newShare = v;
     } else if (arg === '--heap-only') args.heapOnly = true;
     else if (arg === '--json') args.json = true;
     else throw new Error(`scheduler-bench: unknown option "${arg}"`);
@@ -130,6 +151,85 @@ async function measureHeap(config: ErtConfig, store: Store, hosts: number): Prom
   gc();
   const after = process.memoryUsage().heapUsed;
   return { scheduler, bytesPerHost: (after - before) / hosts };
+}
+
+/**
+ * The realistic workload (workload.ts): one client, every decision timed from the request to
+ * its durable claim, first-seen shapes apart, failures apart, and a check of the answers:
+ * a request built to fail must fail, and no provider may end over capacity.
+ */
+async function runMixed(config: ErtConfig, store: Store, args: Args): Promise<Record<string, unknown>> {
+  const random = seededRandom(args.seed);
+  const workload = new Workload({ random, plugins: args.plugins, newShapeShare: args.newShare });
+  const scheduler = await createScheduler({ config, store, strategy: args.strategy, random });
+  const seen = new Set<string>();
+  const all: number[] = [];
+  const fresh: number[] = [];
+  const failedByKind: Record<string, number> = {};
+  let failed = 0;
+  let failedAsBuilt = 0;
+  let wrong = 0;
+  let newShapes = 0;
+  const loadBefore = loadavg()[0]!;
+  const begin = performance.now();
+  for (let i = 0; i < args.decisions; i++) {
+    const uuid = randomUUID();
+    const request = workload.next(uuid);
+    const isNew = !seen.has(request.shape);
+    seen.add(request.shape);
+    if (isNew) newShapes++;
+    const t0 = performance.now();
+    try {
+      await scheduler.select({ flavor: request.flavor, ...(request.hints ? { hints: request.hints } : {}), instances: [{ uuid, projectId: 'bench', userId: 'bench' }] });
+      const ms = performance.now() - t0;
+      all.push(ms);
+      if (isNew) fresh.push(ms);
+      workload.placed(uuid);
+      if (request.mustFail !== undefined) wrong++;
+    } catch (error) {
+      if (!(error instanceof NoValidHostError)) throw error;
+      failed++;
+      failedByKind[request.kind] = (failedByKind[request.kind] ?? 0) + 1;
+      if (request.mustFail !== undefined) failedAsBuilt++;
+    }
+  }
+  const totalMs = performance.now() - begin;
+  const loadAfter = loadavg()[0]!;
+  await scheduler.close();
+  // Correctness at the end: nothing over capacity anywhere.
+  let overCapacity = 0;
+  for (const host of await store.loadHosts()) {
+    for (const provider of host.providers) {
+      for (const [resourceClass, inventory] of Object.entries(provider.inventories)) {
+        if ((provider.usages[resourceClass] ?? 0) > capacityOf(inventory)) overCapacity++;
+      }
+    }
+  }
+  wrong += overCapacity;
+  const sorted = Float64Array.from(all).sort();
+  const sortedFresh = Float64Array.from(fresh).sort();
+  return {
+    workload: 'mixed',
+    decisions: args.decisions,
+    placed: all.length,
+    failed,
+    failedAsBuilt,
+    failedByKind,
+    wrongAnswers: wrong,
+    overCapacity,
+    flavorsInCatalogue: workload.flavors.length,
+    newShareObserved: round(newShapes / args.decisions, 3),
+    // Successful decisions only: a failure is not a decision made.
+    decisionsPerSecond: round((all.length / totalMs) * 1000, 0),
+    p50Ms: round(percentile(sorted, 50)),
+    p99Ms: round(percentile(sorted, 99)),
+    p999Ms: round(percentile(sorted, 99.9)),
+    maxMs: round(sorted[sorted.length - 1] ?? NaN),
+    newShapeP50Ms: round(percentile(sortedFresh, 50)),
+    newShapeP99Ms: round(percentile(sortedFresh, 99)),
+    loadAverage: [round(loadBefore, 2), round(loadAfter, 2)],
+    plugins: args.plugins,
+  };
 }
 
 async function main(): Promise<void> {
@@ -182,7 +282,10 @@ async function main(): Promise<void> {
       heapBytesPerHost: Math.round(bytesPerHost),
       heapBytesPerHostWithoutPluginData: Math.round(bareHeap.bytesPerHost),
     };
-    if (!args.heapOnly) {
+    if (!args.heapOnly && args.workload === 'mixed') {
+      await scheduler.close();
+      Object.assign(result, await runMixed(config, store, args));
+    } else if (!args.heapOnly) {
       await scheduler.close();
       const random = seededRandom(args.seed);
       const workload = WORKLOAD.filter((f) => f.needs === undefined || args.plugins.includes(f.needs));
@@ -293,6 +396,7 @@ async function main(): Promise<void> {
     await store.close();
     if (args.json) process.stdout.write(`${JSON.stringify(result)}\n`);
     else for (const [key, value] of Object.entries(result)) process.stdout.write(`${key.padEnd(36)} ${JSON.stringify(value)}\n`);
+    if (typeof result['wrongAnswers'] === 'number' && result['wrongAnswers'] > 0) process.exitCode = 1;
   } finally {
     rmSync(work, { recursive: true, force: true });
   }

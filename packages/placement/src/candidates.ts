@@ -1,4 +1,5 @@
 import { capacityOf, TRAIT_SHARING_PROVIDER, type PlacementRequest, type ResourceClass } from '@ert/plugin-api';
+import { aggregatesOf, makeAnchor, sharesWith } from './anchor.js';
 import { compileRequest } from './compile.js';
 import { SearchBudgetError } from './errors.js';
 import { rootTraitsProblem } from './fit.js';
@@ -82,45 +83,25 @@ export class WorldIndex implements CandidateWorld {
     }
     for (const root of this.roots) {
       const tree: FitProvider[] = [];
-      const aggregates = new Set<string>();
       for (let queue = [root]; queue.length > 0; ) {
         const next: FitProvider[] = [];
         for (const p of queue) {
           tree.push(p);
           this.rootOf.set(p.uuid, root.uuid);
-          for (const a of p.aggregates) aggregates.add(a);
           next.push(...(children.get(p.uuid) ?? []));
         }
         queue = next;
       }
       this.trees.set(root.uuid, tree);
-      this.treeAggregates.set(root.uuid, aggregates);
+      this.treeAggregates.set(root.uuid, aggregatesOf(tree));
     }
   }
 
-  /** The provider itself and its ancestors' uuids. */
-  ancestorsOf(provider: FitProvider): Set<string> {
-    const chain = new Set([provider.uuid]);
-    for (let parent = provider.parentUuid; parent !== undefined && !chain.has(parent); parent = this.byUuid.get(parent)?.parentUuid) chain.add(parent);
-    return chain;
-  }
-
-  /** The anchor of the tree rooted at `root`: its providers, then the outside sharing providers in one of its aggregates. */
+  /** The anchor of the tree rooted at `root`: its providers, then the outside sharing providers that serve it. */
   anchor(root: FitProvider): Anchor {
-    const tree = this.trees.get(root.uuid)!;
     const aggregates = this.treeAggregates.get(root.uuid)!;
-    const outside = this.sharing.filter((s) => this.rootOf.get(s.uuid) !== root.uuid && [...s.aggregates].some((a) => aggregates.has(a)));
-    const providers = outside.length === 0 ? tree : [...tree, ...outside];
-    const rootUuids = providers.map((p) => this.rootOf.get(p.uuid)!);
-    let ancestors: Array<Set<string>> | undefined;
-    return {
-      root,
-      providers,
-      treeSize: tree.length,
-      rootUuids,
-      ancestors: (index) => (ancestors ??= providers.map((p) => this.ancestorsOf(p)))[index]!,
-      rootOfUuid: (uuid) => this.rootOf.get(uuid),
-    };
+    const outside = this.sharing.filter((s) => this.rootOf.get(s.uuid) !== root.uuid && sharesWith(s, aggregates));
+    return makeAnchor(root, this.trees.get(root.uuid)!, outside, (uuid) => this.rootOf.get(uuid), (uuid) => this.byUuid.get(uuid));
   }
 }
 

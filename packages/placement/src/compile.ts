@@ -23,7 +23,7 @@ export interface Demand {
 export interface CompiledRequest {
   readonly request: PlacementRequest;
   readonly unnumbered: RequestGroup;
-  /** The unnumbered group's classes first (spec order), then the numbered groups (twins adjacent). */
+  /** The unnumbered group's classes first (spec order), then every numbered group (twins adjacent). */
   readonly demands: readonly Demand[];
   readonly unnumberedCount: number;
   readonly isolate: boolean;
@@ -84,8 +84,8 @@ export function compileRequest(request: PlacementRequest, removed?: ReadonlySet<
   let previousKey: string | undefined;
   for (const { group, key } of numbered) {
     const classes = Object.keys(group.resources).filter((c) => group.resources[c]! > 0);
-    // A numbered group with nothing to place and no condition adds nothing (Nova drops it).
-    if (classes.length === 0 && !inSubtree.has(group.suffix)) continue;
+    // A numbered group without resources (only valid in a same_subtree; the parsers refuse it
+    // elsewhere) is still a demand: it must find a provider that meets its conditions.
     demands.push({ group, numbered: true, classes, amounts: classes.map((c) => group.resources[c]!), twinOfPrevious: key === previousKey });
     previousKey = key;
   }

@@ -1,4 +1,5 @@
-import { capacityOf, amountProblem, TRAIT_SHARING_PROVIDER, type PlacementRequest } from '@ert/plugin-api';
+import { capacityOf, amountProblem, type PlacementRequest } from '@ert/plugin-api';
+import { aggregatesOf, makeAnchor, sharesWith } from './anchor.js';
 import { compileRequest, type CompiledRequest, type Demand } from './compile.js';
 import { AnchorSearch, anyOfMet, groupLabel, ineligibility, type Anchor } from './search.js';
 import { DEFAULT_SEARCH_BUDGET, type FitAllocation, type FitProvider, type FitTree } from './types.js';
@@ -28,57 +29,29 @@ export interface FitOptions {
   memoAfterSteps?: number;
 }
 
-const NO_PROVIDERS: readonly FitProvider[] = [];
 const NO_ALLOCATIONS: readonly FitAllocation[] = [];
 
 /**
- * Sharing providers that may serve this tree: they carry MISC_SHARES_VIA_AGGREGATE, are
- * not in the tree, and share an aggregate with a provider of the tree (Placement's anchors).
+ * The anchor of one host's tree: its providers, then the sharing providers given with it
+ * that serve it (MISC_SHARES_VIA_AGGREGATE, not in the tree, sharing an aggregate with one
+ * of its providers), so callers may pass a superset.
  */
-function usableSharingProviders(tree: FitTree): readonly FitProvider[] {
-  const sharing = tree.sharingProviders;
-  if (sharing === undefined || sharing.length === 0) return NO_PROVIDERS;
-  const inTree = new Set(tree.providers.map((p) => p.uuid));
-  return sharing.filter(
-    (s) => !inTree.has(s.uuid) && s.traits.has(TRAIT_SHARING_PROVIDER) && [...s.aggregates].some((agg) => tree.providers.some((p) => p.aggregates.has(agg))),
-  );
-}
-
-/** The anchor of one host's tree: its providers, then the sharing providers it may use. */
 export function anchorOfTree(tree: FitTree): Anchor | undefined {
   const providers = tree.providers;
   const first = providers[0];
   if (first === undefined) return undefined;
   const root = first.parentUuid === undefined ? first : (providers.find((p) => p.parentUuid === undefined) ?? first);
-  const sharing = usableSharingProviders(tree);
-  const all = sharing.length === 0 ? providers : [...providers, ...sharing];
-  const treeSize = providers.length;
-  const rootUuids = all.map((p, i) => (i < treeSize ? root.uuid : p.uuid));
-  const byUuid = new Map(all.map((p, i) => [p.uuid, i]));
-  let ancestors: Array<Set<string>> | undefined;
-  return {
-    root,
-    providers: all,
-    treeSize,
-    rootUuids,
-    ancestors(index) {
-      ancestors ??= all.map((p, i) => {
-        const chain = new Set([p.uuid]);
-        if (i >= treeSize) return chain;
-        for (let parent = p.parentUuid; parent !== undefined && !chain.has(parent); ) {
-          chain.add(parent);
-          const next = byUuid.get(parent);
-          parent = next === undefined || next >= treeSize ? undefined : all[next]!.parentUuid;
-        }
-        return chain;
-      });
-      return ancestors[index]!;
-    },
-    rootOfUuid(uuid) {
-      const i = byUuid.get(uuid);
-      return i === undefined ? undefined : rootUuids[i];
-    },
-  };
+  const byUuid = new Map(providers.map((p) => [p.uuid, p]));
+  let outside: readonly FitProvider[] = [];
+  if (tree.sharingProviders !== undefined && tree.sharingProviders.length > 0) {
+    const treeAggregates = aggregatesOf(providers);
+    outside = tree.sharingProviders.filter((s) => !byUuid.has(s.uuid) && sharesWith(s, treeAggregates));
+    for (const s of outside) byUuid.set(s.uuid, s);
+  }
+  // A tree member's root is the tree's; a sharing provider given here is a tree of its own.
+  const outsideUuids = new Set(outside.map((s) => s.uuid));
+  const rootOf = (uuid: string): string | undefined => (outsideUuids.has(uuid) ? uuid : byUuid.has(uuid) ? root.uuid : undefined);
+  return makeAnchor(root, providers, outside, rootOf, (uuid) => byUuid.get(uuid));
 }
 
 /** root_required (1.35): traits the anchor's root must have and must not have; a reason or undefined. */

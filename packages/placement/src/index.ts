@@ -26,7 +26,14 @@ export {
   type FitTree,
 } from './fit.js';
 export { DEFAULT_SEARCH_BUDGET } from './types.js';
-export { checkPlacementRequest, PLACEMENT_REQUEST_FLAVOR, specFromPlacementRequest, toCandidatesQuery } from './request.js';
+export {
+  checkPlacementRequest,
+  flavorFromPlacementRequest,
+  PLACEMENT_REQUEST_FLAVOR,
+  placementRequestOf,
+  specFromPlacementRequest,
+  toCandidatesQuery,
+} from './request.js';
 export {
   allocationCandidates,
   indexWorld,

@@ -1,5 +1,6 @@
 import { isValidResourceClass, isValidTraitName, type Flavor, type PlacementRequest, type RequestGroup, type RequestSpec, type SchedulingHints } from '@ert/plugin-api';
 import { PlacementErrorCodes, RequestSpecError } from './errors.js';
+import { parseFlavor } from './parse.js';
 
 /** Name of the flavor that stands for a Placement-style request in records and reasons. */
 export const PLACEMENT_REQUEST_FLAVOR = 'placement-request';
@@ -65,6 +66,9 @@ function checkGroup(raw: unknown, index: number): RequestGroup {
   }
   const conflict = group.requiredTraits.find((t) => group.forbiddenTraits.includes(t));
   if (conflict !== undefined) fail(`${at}.forbiddenTraits`, conflict, 'no trait that is also required');
+  // Placement's _check_forbidden: an any-of list whose traits are all forbidden can never be met.
+  const impossible = anyOf.find((list) => list.every((t) => group.forbiddenTraits.includes(t)));
+  if (impossible !== undefined) fail(`${at}.anyOfTraits`, impossible, 'a list with at least one trait that is not forbidden');
   return group;
 }
 
@@ -72,8 +76,9 @@ function checkGroup(raw: unknown, index: number): RequestGroup {
  * Check a Placement-style request received as data (a scheduler's `placement` input, a JSON
  * body) and return it in canonical form: groups[0] is the unnumbered group (suffix ''), the
  * others have distinct suffixes; classes and traits are well formed; amounts are positive
- * integers; group_policy is given when two or more numbered groups have resources (as
- * Placement requires); same_subtree names existing suffixes. Throws RequestSpecError
+ * integers; group_policy is given when there are two or more numbered groups (as
+ * Placement requires); same_subtree names existing suffixes; no trait is both required and
+ * forbidden, and no any-of list is entirely forbidden. Throws RequestSpecError
  * (ERT_SPEC_INVALID_VALUE) naming the field at fault.
  */
 export function checkPlacementRequest(raw: unknown): PlacementRequest {
@@ -86,8 +91,8 @@ export function checkPlacementRequest(raw: unknown): PlacementRequest {
   if (duplicate !== undefined) fail('groups', duplicate, 'distinct suffixes');
   const policy = r['groupPolicy'];
   if (policy !== undefined && policy !== 'none' && policy !== 'isolate') fail('groupPolicy', policy, 'none or isolate');
-  const numberedWithResources = groups.slice(1).filter((g) => Object.keys(g.resources).length > 0).length;
-  if (numberedWithResources >= 2 && policy === undefined) fail('groupPolicy', policy, 'none or isolate (required with two or more numbered groups)');
+  // As Placement: every suffixed group counts, with resources or not.
+  if (groups.length - 1 >= 2 && policy === undefined) fail('groupPolicy', policy, 'none or isolate (required with two or more numbered groups)');
   const request: PlacementRequest = { groups, groupPolicy: (policy as 'none' | 'isolate' | undefined) ?? 'none' };
   const sameSubtree = listOfLists('sameSubtree', r['sameSubtree'], (s) => suffixes.slice(1).includes(s), 'suffixes of numbered groups');
   if (sameSubtree.length > 0) request.sameSubtree = sameSubtree;
@@ -105,27 +110,57 @@ export function checkPlacementRequest(raw: unknown): PlacementRequest {
 }
 
 /**
+ * The flavor that records a Placement-style request on an instance: amounts 0 and the
+ * request in Nova's extra-spec spelling (`resources[S]:CLASS`, `trait[S]:NAME`,
+ * `member_of[S]`, `group_policy`), so that `parseFlavor` of it gives back the same groups.
+ * The tracker that confirms, resizes or migrates the instance later reads its flavor: a
+ * request the flavor spelling cannot carry (any-of traits, in_tree, same_subtree,
+ * root_required) is refused here (RequestSpecError naming the field) rather than recorded
+ * as something else.
+ */
+export function flavorFromPlacementRequest(request: PlacementRequest): Flavor {
+  const extraSpecs: Record<string, string> = {};
+  request.groups.forEach((group, index) => {
+    const at = `groups[${index}]`;
+    if ((group.anyOfTraits ?? []).length > 0) fail(`${at}.anyOfTraits`, group.anyOfTraits, 'no any-of traits in a request an instance records (a flavor cannot spell them)');
+    if (group.inTree !== undefined) fail(`${at}.inTree`, group.inTree, 'no in_tree in a request an instance records (a flavor cannot spell it)');
+    const s = group.suffix;
+    for (const [resourceClass, amount] of Object.entries(group.resources)) extraSpecs[`resources${s}:${resourceClass}`] = String(amount);
+    for (const trait of group.requiredTraits) extraSpecs[`trait${s}:${trait}`] = 'required';
+    for (const trait of group.forbiddenTraits) extraSpecs[`trait${s}:${trait}`] = 'forbidden';
+    if (group.memberOf.length > 1) fail(`${at}.memberOf`, group.memberOf, 'one member_of list in a request an instance records (a flavor has one member_of key per group)');
+    if (group.memberOf.length === 1) extraSpecs[`member_of${s}`] = `in:${group.memberOf[0]!.join(',')}`;
+    if ((group.forbiddenAggregates ?? []).length > 0) {
+      if (group.memberOf.length > 0) fail(`${at}.forbiddenAggregates`, group.forbiddenAggregates, 'either memberOf or forbiddenAggregates in a request an instance records');
+      extraSpecs[`member_of${s}`] = `!in:${group.forbiddenAggregates!.join(',')}`;
+    }
+  });
+  if ((request.sameSubtree ?? []).length > 0) fail('sameSubtree', request.sameSubtree, 'no same_subtree in a request an instance records (a flavor cannot spell it)');
+  if ((request.rootRequiredTraits ?? []).length + (request.rootForbiddenTraits ?? []).length > 0) {
+    fail('rootRequiredTraits', request.rootRequiredTraits ?? request.rootForbiddenTraits, 'no root_required in a request an instance records (a flavor cannot spell it)');
+  }
+  if (request.groups.length > 1) extraSpecs['group_policy'] = request.groupPolicy;
+  return { name: PLACEMENT_REQUEST_FLAVOR, vcpus: 0, memoryMb: 0, diskGb: 0, extraSpecs };
+}
+
+/**
  * The RequestSpec of a Placement-style request that has no flavor (the scheduler's
- * `placement` input, `ert schedule --request`, and the API's requests): its groups as given,
- * no plugin keys, and a flavor named `placement-request` whose amounts are the totals of the
- * groups (so records and plugins that read the flavor see what is asked for). Pure.
+ * `placement` input): the flavor `flavorFromPlacementRequest` records, parsed back with
+ * `parseFlavor`, so the scheduler and every later reader of the instance's flavor work from
+ * the same groups. Pure; throws RequestSpecError for what a flavor cannot carry.
  */
 export function specFromPlacementRequest(request: PlacementRequest, hints: SchedulingHints = {}): RequestSpec {
-  const total = (resourceClass: string): number => request.groups.reduce((sum, g) => sum + (g.resources[resourceClass] ?? 0), 0);
-  const flavor: Flavor = { name: PLACEMENT_REQUEST_FLAVOR, vcpus: total('VCPU'), memoryMb: total('MEMORY_MB'), diskGb: total('DISK_GB'), extraSpecs: {} };
-  const spec: RequestSpec = {
-    flavor,
-    groups: request.groups,
-    groupPolicy: request.groupPolicy,
-    aggregateExtraSpecs: {},
-    capabilities: [],
-    pluginSpecs: {},
-    hints,
-  };
-  if (request.sameSubtree !== undefined) spec.sameSubtree = request.sameSubtree;
-  if (request.rootRequiredTraits !== undefined) spec.rootRequiredTraits = request.rootRequiredTraits;
-  if (request.rootForbiddenTraits !== undefined) spec.rootForbiddenTraits = request.rootForbiddenTraits;
-  return spec;
+  return parseFlavor(flavorFromPlacementRequest(request), { keys: [], hints });
+}
+
+/** The part of a spec that decides where it fits, as a Placement-style request. */
+export function placementRequestOf(spec: PlacementRequest): PlacementRequest {
+  const { groups, groupPolicy, sameSubtree, rootRequiredTraits, rootForbiddenTraits } = spec;
+  const request: PlacementRequest = { groups, groupPolicy };
+  if (sameSubtree !== undefined) request.sameSubtree = sameSubtree;
+  if (rootRequiredTraits !== undefined) request.rootRequiredTraits = rootRequiredTraits;
+  if (rootForbiddenTraits !== undefined) request.rootForbiddenTraits = rootForbiddenTraits;
+  return request;
 }
 
 /**

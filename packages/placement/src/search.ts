@@ -185,7 +185,8 @@ export class AnchorSearch {
       if (!this.preProviders.includes(pre.provider)) this.preProviders.push(pre.provider);
       this.assignedCount[pre.provider]!++;
     }
-    const used = (p: number, c: string): number => (providers[p]!.usages[c] ?? 0) + (preUsed.get(`${p}|${c}`) ?? 0);
+    const used =
+      preUsed.size === 0 ? (p: number, c: string): number => providers[p]!.usages[c] ?? 0 : (p: number, c: string): number => (providers[p]!.usages[c] ?? 0) + (preUsed.get(`${p}|${c}`) ?? 0);
     this.domains = this.demands.map((d) => {
       const domain: number[] = [];
       for (let p = 0; p < n; p++) if (ineligibility(anchor, p, d, used) === undefined) domain.push(p);

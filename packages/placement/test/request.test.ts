@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { checkPlacementRequest, RequestSpecError, specFromPlacementRequest, toCandidatesQuery } from '@ert/placement';
+import { checkPlacementRequest, flavorFromPlacementRequest, parseFlavor, RequestSpecError, specFromPlacementRequest, toCandidatesQuery } from '@ert/placement';
+import type { RequestGroup } from '@ert/plugin-api';
 
 const valid = {
   groups: [
@@ -25,6 +26,8 @@ describe('checkPlacementRequest', () => {
     ['zero amount', { groups: [{ resources: { VCPU: 0 } }] }, /groups\[0\]\.resources\.VCPU=0: expected a positive integer/],
     ['unknown field', { groups: [{ resources: {}, traits: ['X'] }] }, /groups\[0\]\.traits/],
     ['two numbered groups without policy', { groups: [{}, { suffix: '1', resources: { VCPU: 1 } }, { suffix: '2', resources: { VCPU: 1 } }] }, /groupPolicy=undefined: expected none or isolate \(required/],
+    ['two numbered groups, one without resources, without policy', { groups: [{}, { suffix: '1', resources: { VCPU: 1 } }, { suffix: '2', requiredTraits: ['T'] }], sameSubtree: [['1', '2']] }, /groupPolicy=undefined/],
+    ['an any-of list that is all forbidden', { groups: [{ resources: { VCPU: 1 }, anyOfTraits: [['A', 'B']], forbiddenTraits: ['A', 'B'] }] }, /anyOfTraits=\["A","B"\]/],
     ['duplicate suffix', { groups: [{}, { suffix: '1', resources: { VCPU: 1 } }, { suffix: '1', resources: { VCPU: 1 } }], groupPolicy: 'none' }, /distinct suffixes/],
     ['same_subtree naming no group', { groups: [{}, { suffix: '1', resources: { VCPU: 1 } }], sameSubtree: [['1', '9']] }, /sameSubtree\[0\]/],
     ['resourceless group outside same_subtree', { groups: [{}, { suffix: '1', requiredTraits: ['X'] }] }, /groups\[1\]\.resources/],
@@ -45,9 +48,32 @@ describe('toCandidatesQuery and specFromPlacementRequest', () => {
     );
   });
 
-  it('gives the spec a placement-request flavor with the totals of the groups', () => {
-    const spec = specFromPlacementRequest(checkPlacementRequest({ groups: [{ resources: { VCPU: 2 } }, { suffix: '1', resources: { VCPU: 1, DISK_GB: 5 } }] }));
-    expect(spec.flavor).toEqual({ name: 'placement-request', vcpus: 3, memoryMb: 0, diskGb: 5, extraSpecs: {} });
-    expect(spec.groups).toHaveLength(2);
+  it('records the request on a flavor that parseFlavor reads back as the same groups', () => {
+    // Mutation seen caught: a flavor carrying only the totals (vcpus/memory/disk), which lost
+    // numbered groups, traits and custom classes for the tracker that later reads it.
+    const request = checkPlacementRequest({
+      groups: [
+        { resources: { VCPU: 2, CUSTOM_X: 1 }, forbiddenTraits: ['CUSTOM_SLOW'], forbiddenAggregates: ['a3'] },
+        { suffix: '1', resources: { SRIOV_NET_VF: 1, DISK_GB: 5 }, requiredTraits: ['CUSTOM_PHYSNET1'], memberOf: [['a1', 'a2']] },
+        { suffix: '_GPU', resources: { VGPU: 1 } },
+      ],
+      groupPolicy: 'isolate',
+    });
+    const flavor = flavorFromPlacementRequest(request);
+    expect(flavor).toMatchObject({ name: 'placement-request', vcpus: 0, memoryMb: 0, diskGb: 0 });
+    const spec = specFromPlacementRequest(request);
+    expect(parseFlavor(flavor, { keys: [] }).groups).toEqual(spec.groups);
+    const bySuffix = (groups: RequestGroup[]) => Object.fromEntries(groups.map((g) => [g.suffix, g]));
+    expect(bySuffix(spec.groups)).toEqual(bySuffix(request.groups));
+    expect(spec.groupPolicy).toBe('isolate');
+  });
+
+  it.each([
+    ['any-of traits', { groups: [{ resources: { VCPU: 1 }, anyOfTraits: [['A', 'B']] }] }, /anyOfTraits/],
+    ['in_tree', { groups: [{ resources: { VCPU: 1 }, inTree: '11111111-2222-4333-8444-555555555555' }] }, /inTree/],
+    ['same_subtree', { groups: [{}, { suffix: '1', resources: { VCPU: 1 } }, { suffix: '2', requiredTraits: ['T'] }], groupPolicy: 'none', sameSubtree: [['1', '2']] }, /sameSubtree/],
+    ['root_required', { groups: [{ resources: { VCPU: 1 } }], rootRequiredTraits: ['T'] }, /rootRequiredTraits/],
+  ])('refuses to record %s on an instance, naming the field', (_name, input, message) => {
+    expect(() => specFromPlacementRequest(checkPlacementRequest(input))).toThrow(message);
   });
 });

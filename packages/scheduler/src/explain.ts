@@ -1,4 +1,5 @@
 import type { PlacementRequest } from '@ert/plugin-api';
+import { placementRequestOf } from '@ert/placement';
 import type { Host } from './host-state.js';
 import { EXCLUDED_BY_HOST_MANAGER, EXCLUDED_BY_WEIGHER, PASSED } from './ranking.js';
 import type { Memo, Ranking } from './ranking.js';
@@ -91,14 +92,9 @@ export function buildExplanation(slots: ReadonlyArray<Host | undefined>, memo: M
     });
     return { host: host.name, weight, weights };
   });
-  const { groups, groupPolicy, sameSubtree, rootRequiredTraits, rootForbiddenTraits } = prepared.spec;
-  const request: PlacementRequest = { groups, groupPolicy };
-  if (sameSubtree !== undefined) request.sameSubtree = sameSubtree;
-  if (rootRequiredTraits !== undefined) request.rootRequiredTraits = rootRequiredTraits;
-  if (rootForbiddenTraits !== undefined) request.rootForbiddenTraits = rootForbiddenTraits;
   return {
     flavor: prepared.spec.flavor.name,
-    request,
+    request: placementRequestOf(prepared.spec),
     hosts,
     passed: ranking.passed,
     filters: order.map(([code]) => counts.get(code)!),

@@ -400,6 +400,13 @@ class DefaultScheduler implements Scheduler {
       return memo;
     }
     memo = new Memo(this.ranker.prepare(spec), Math.max(capacity, 16));
+    // A plugin whose appliesTo threw rejects every host of this memo: prepare again next time
+    // rather than keep a passing failure for as long as the memo lives.
+    const broken = memo.prepared.filters.some((f) => f.broken !== undefined) || memo.prepared.weighers.some((w) => w.broken !== undefined);
+    if (broken) {
+      this.memos.delete(key);
+      return memo;
+    }
     this.memos.set(key, memo);
     if (this.memos.size > MEMO_LIMIT) this.memos.delete(this.memos.keys().next().value!);
     return memo;

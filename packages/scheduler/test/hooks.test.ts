@@ -87,6 +87,26 @@ describe('scheduler hooks that fail', () => {
     expect(chosen!.host).toBe('b');
   });
 
+  // Mutation seen caught: memoFor caching the memo of a request whose appliesTo threw (the
+  // second select of the same request was refused on every host though the plugin recovered).
+  it('an appliesTo that threw once does not keep failing the same request', async () => {
+    let failures = 1;
+    const flaky = definePlugin({
+      name: 'flaky-applies',
+      filter: () => ({
+        appliesTo: () => {
+          if (failures-- > 0) throw new Error('not ready yet');
+          return true;
+        },
+        filter: () => undefined,
+      }),
+    });
+    const { s } = await setup('applies-once', { filters: ['resources', flaky], weighers: [{ name: 'free-ram', plugin: freeRam }] });
+    await expect(s.select({ flavor: small, instances: instances(1) })).rejects.toBeInstanceOf(NoValidHostError);
+    const [selection] = await s.select({ flavor: small, instances: instances(1) });
+    expect(selection!.host).toBe('a');
+  });
+
   // Mutation seen caught: Ranker.prepare's old `catch { return true }` (a throwing appliesTo
   // counted as "applies" and the filter passed every host: the select succeeded on `a`).
   it('an appliesTo that throws fails every host it would judge, naming the plugin and hook', async () => {

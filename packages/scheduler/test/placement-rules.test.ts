@@ -2,6 +2,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { normalizeInventory } from '@ert/plugin-api';
 import type { PlacementRequest } from '@ert/plugin-api';
 import type { Store, StoreOptions } from '@ert/store';
+import { parseFlavor } from '@ert/placement';
 import { createScheduler, NoValidHostError } from '../src/index.js';
 import type { Scheduler } from '../src/index.js';
 import { BACKENDS, flavor, hostImport, instances, openStore, schedulerConfig, tempDir, uuidFor } from './helpers.js';
@@ -98,7 +99,10 @@ describe.each(BACKENDS)('Placement rules through the scheduler on %s', (client) 
     const [selection] = await s.select({ placement, instances: [inst!] });
     expect(selection!.host).toBe('h2');
     expect(selection!.allocations).toContainEqual({ providerUuid: uuidFor('h2_nic'), resourceClass: 'SRIOV_NET_VF', amount: 1 });
-    expect(await store.getInstance(inst!.uuid)).toMatchObject({ host: 'h2', flavor: { name: 'placement-request', vcpus: 2, memoryMb: 1024 } });
+    // The instance records the request as a flavor that parses back to the same groups (what a tracker confirming it reads).
+    const record = await store.getInstance(inst!.uuid);
+    expect(record).toMatchObject({ host: 'h2', flavor: { name: 'placement-request' } });
+    expect(parseFlavor(record!.flavor, { keys: [] }).groups).toEqual(explanation.request.groups);
     await expect(s.select({ placement: { ...placement, groupPolicy: 'separate' as never }, instances: instances(1) })).rejects.toThrow(/groupPolicy=separate: expected none or isolate/);
     await expect(s.select({ placement, flavor: flavor('both', 1, 1), instances: instances(1) })).rejects.toThrow(/either flavor or placement/);
   });

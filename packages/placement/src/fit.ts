@@ -87,6 +87,8 @@ export function rootTraitsProblem(request: PlacementRequest, root: FitProvider):
  * naming the limit. Pure; never throws for a well-formed request.
  */
 export function fitRequest(request: PlacementRequest, tree: FitTree, opts?: FitOptions): FitResult {
+  const quick = opts?.preallocated === undefined || opts.preallocated.length === 0 ? simpleFit(request, tree) : undefined;
+  if (quick !== undefined) return quick;
   const preallocated = opts?.preallocated ?? NO_ALLOCATIONS;
   const anchor = anchorOfTree(tree);
   const removed = preallocated.length > 0 ? new Set(preallocated.map((a) => a.resourceClass)) : undefined;
@@ -111,6 +113,37 @@ export function fitRequest(request: PlacementRequest, tree: FitTree, opts?: FitO
     };
   }
   return { ok: false, reason: explainFailure(search, compiled) };
+}
+
+/**
+ * The common request, answered without the search: only the unnumbered group, with no trait,
+ * aggregate or tree condition, on a tree without sharing providers. Its classes do not
+ * interact (each takes its whole amount from one provider, and no two of them share a
+ * class), so the first provider in tree order that fits each class is exactly what the
+ * search would choose. Undefined when the request is not of that kind or a class fits
+ * nowhere (the search then finds the reason).
+ */
+function simpleFit(request: PlacementRequest, tree: FitTree): FitResult | undefined {
+  if (request.groups.length !== 1 || (tree.sharingProviders?.length ?? 0) > 0) return undefined;
+  if ((request.rootRequiredTraits?.length ?? 0) + (request.rootForbiddenTraits?.length ?? 0) > 0) return undefined;
+  const group = request.groups[0]!;
+  if (group.requiredTraits.length + group.forbiddenTraits.length + group.memberOf.length > 0) return undefined;
+  if ((group.anyOfTraits?.length ?? 0) + (group.forbiddenAggregates?.length ?? 0) > 0 || group.inTree !== undefined) return undefined;
+  const allocations: FitAllocation[] = [];
+  for (const resourceClass in group.resources) {
+    const amount = group.resources[resourceClass]!;
+    if (amount <= 0) continue;
+    let placed = false;
+    for (const provider of tree.providers) {
+      const inventory = provider.inventories[resourceClass];
+      if (inventory === undefined || amountProblem(inventory, provider.usages[resourceClass] ?? 0, amount) !== undefined) continue;
+      allocations.push({ providerUuid: provider.uuid, resourceClass, amount });
+      placed = true;
+      break;
+    }
+    if (!placed) return undefined;
+  }
+  return { ok: true, allocations };
 }
 
 /** Count preallocated amounts as used; a reason when one does not fit or names an unknown provider. */

@@ -27,6 +27,8 @@ export interface FitOptions {
   budget?: number;
   /** Tuning: see SearchOptions.memoAfterSteps. */
   memoAfterSteps?: number;
+  /** Always run the general search, even for a request the shortcut answers (tests compare the two). */
+  noShortcut?: boolean;
 }
 
 const NO_ALLOCATIONS: readonly FitAllocation[] = [];
@@ -87,7 +89,7 @@ export function rootTraitsProblem(request: PlacementRequest, root: FitProvider):
  * naming the limit. Pure; never throws for a well-formed request.
  */
 export function fitRequest(request: PlacementRequest, tree: FitTree, opts?: FitOptions): FitResult {
-  const quick = opts?.preallocated === undefined || opts.preallocated.length === 0 ? simpleFit(request, tree) : undefined;
+  const quick = opts?.noShortcut !== true && (opts?.preallocated === undefined || opts.preallocated.length === 0) ? simpleFit(request, tree) : undefined;
   if (quick !== undefined) return quick;
   const preallocated = opts?.preallocated ?? NO_ALLOCATIONS;
   const anchor = anchorOfTree(tree);
@@ -120,8 +122,8 @@ export function fitRequest(request: PlacementRequest, tree: FitTree, opts?: FitO
  * aggregate or tree condition, on a tree without sharing providers. Its classes do not
  * interact (each takes its whole amount from one provider, and no two of them share a
  * class), so the first provider in tree order that fits each class is exactly what the
- * search would choose. Undefined when the request is not of that kind or a class fits
- * nowhere (the search then finds the reason).
+ * search would choose, and the first class that fits nowhere is the reason the search would
+ * give. Undefined when the request is not of that kind.
  */
 function simpleFit(request: PlacementRequest, tree: FitTree): FitResult | undefined {
   if (request.groups.length !== 1 || (tree.sharingProviders?.length ?? 0) > 0) return undefined;
@@ -141,7 +143,10 @@ function simpleFit(request: PlacementRequest, tree: FitTree): FitResult | undefi
       placed = true;
       break;
     }
-    if (!placed) return undefined;
+    if (!placed) {
+      const holders = tree.providers.filter((p) => p.inventories[resourceClass] !== undefined);
+      return { ok: false, reason: unnumberedClassProblem('resources', resourceClass, amount, tree.providers, holders, (p) => p.usages[resourceClass] ?? 0) };
+    }
   }
   return { ok: true, allocations };
 }
@@ -218,14 +223,28 @@ function unnumberedTraitProblem(search: AnchorSearch, providers: readonly FitPro
   return `${names} is in a forbidden aggregate`;
 }
 
-function freeOf(search: AnchorSearch, p: number, resourceClass: string): number {
-  const provider = search.anchor.providers[p]!;
-  const pre = search.preProviders.includes(p) ? preUsedOn(search, p, resourceClass) : 0;
-  return Math.max(capacityOf(provider.inventories[resourceClass]!) - (provider.usages[resourceClass] ?? 0) - pre, 0);
-}
-
 function preUsedOn(search: AnchorSearch, p: number, resourceClass: string): number {
   return (search.options.preallocated ?? []).filter((a) => a.provider === p && a.resourceClass === resourceClass).reduce((sum, a) => sum + a.amount, 0);
+}
+
+/**
+ * Why `amount` of class `c` of the unnumbered group fits none of `eligible` (the providers
+ * that meet the group's conditions) when each is judged alone: no inventory anywhere, only
+ * on excluded providers, a unit rule (min_unit, max_unit, step_size) on a provider with
+ * room, or too little room anywhere (naming the most free).
+ */
+function unnumberedClassProblem(label: string, c: string, amount: number, providers: readonly FitProvider[], eligible: readonly FitProvider[], used: (p: FitProvider) => number): string {
+  const holders = providers.filter((p) => p.inventories[c] !== undefined);
+  if (holders.length === 0) return `${label}: no provider has ${c} inventory (wanted ${amount})`;
+  if (eligible.length === 0) {
+    return `${label}: ${c} is only on providers excluded by the group's forbidden traits, member_of or in_tree (${holders.map((h) => h.name).join(', ')})`;
+  }
+  const free = (p: FitProvider): number => Math.max(capacityOf(p.inventories[c]!) - used(p), 0);
+  const unitBound = eligible.find((p) => free(p) >= amount);
+  if (unitBound !== undefined) return `${label}: ${c} on ${unitBound.name}: ${amountProblem(unitBound.inventories[c]!, used(unitBound), amount)!}`;
+  let best = eligible[0]!;
+  for (const p of eligible) if (free(p) > free(best)) best = p;
+  return `${label}: no provider has ${amount} free ${c} (most free: ${free(best)} on ${best.name})`;
 }
 
 /** Why demand `i` fits no provider even alone (preallocations counted). */
@@ -250,17 +269,8 @@ function demandAloneProblem(search: AnchorSearch, i: number): string {
   const what = d.classes.map((c, k) => `${d.amounts[k]} ${c}`).join(' and ');
   if (!d.numbered) {
     const c = d.classes[0]!;
-    const amount = d.amounts[0]!;
-    const holders = providers.filter((p) => p.inventories[c] !== undefined);
-    if (holders.length === 0) return `${label}: no provider has ${c} inventory (wanted ${amount})`;
-    if (amountOnly.length === 0) {
-      return `${label}: ${c} is only on providers excluded by the group's forbidden traits, member_of or in_tree (${holders.map((h) => h.name).join(', ')})`;
-    }
-    const unitBound = amountOnly.find((p) => freeOf(search, p, c) >= amount);
-    if (unitBound !== undefined) return `${label}: ${fitsAlone(unitBound)!}`;
-    let best = amountOnly[0]!;
-    for (const p of amountOnly) if (freeOf(search, p, c) > freeOf(search, best, c)) best = p;
-    return `${label}: no provider has ${amount} free ${c} (most free: ${freeOf(search, best, c)} on ${providers[best]!.name})`;
+    const eligible = amountOnly.map((p) => providers[p]!);
+    return unnumberedClassProblem(label, c, d.amounts[0]!, providers, eligible, (provider) => used(providers.indexOf(provider), c));
   }
   if (amountOnly.length === 0) {
     const group = d.group;

@@ -19,7 +19,8 @@ import { group, provider, spec } from './helpers.js';
 // - group_policy=isolate ignored in the matching bound (numberedMatchable returning true);
 // - same_subtree checked with "ancestor of any" instead of "of all";
 // - the failure memo recording sub-searches that found candidates (mode 'all');
-// - fit.ts simpleFit checking capacity but not min_unit/max_unit/step_size.
+// - fit.ts simpleFit checking capacity but not min_unit/max_unit/step_size, or taking
+//   requests with required or forbidden traits.
 
 const CLASSES = ['VCPU', 'MEMORY_MB', 'DISK_GB'];
 const TRAITS = ['T1', 'T2', 'T3'];
@@ -300,6 +301,9 @@ describe('the engine agrees with a brute-force model of Placement 8.0.0', () => 
         const fit = fitRequest(request, { providers: tree, sharingProviders });
         expect(fit.ok, `fitRequest: ${fit.ok ? 'yes' : fit.reason}`).toBe(hostExpected.size > 0);
         expect(fitRequest(request, { providers: tree, sharingProviders }, { memoAfterSteps: 0 }).ok).toBe(fit.ok);
+        // The shortcut for unconditioned unnumbered requests gives the search's own answer and reason.
+        expect(fit).toEqual(fitRequest(request, { providers: tree, sharingProviders }, { noShortcut: true }));
+        if (sharingProviders.length > 0) expect(fitRequest(request, { providers: tree })).toEqual(fitRequest(request, { providers: tree }, { noShortcut: true }));
         if (fit.ok) {
           // The allocations of the answer are those of one of the host's candidates.
           const allocations = fit.allocations.map((a) => `${a.providerUuid}/${a.resourceClass}=${a.amount}`).sort().join(' ');

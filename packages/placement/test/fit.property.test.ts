@@ -19,8 +19,8 @@ import { group, provider, spec } from './helpers.js';
 // - group_policy=isolate ignored in the matching bound (numberedMatchable returning true);
 // - same_subtree checked with "ancestor of any" instead of "of all";
 // - the failure memo recording sub-searches that found candidates (mode 'all');
-// - fit.ts simpleFit checking capacity but not min_unit/max_unit/step_size, or taking
-//   requests with required or forbidden traits.
+// - fit.ts simpleFit checking capacity but not min_unit/max_unit/step_size (the shortcut's
+//   kind boundaries are guarded by rules.test.ts).
 
 const CLASSES = ['VCPU', 'MEMORY_MB', 'DISK_GB'];
 const TRAITS = ['T1', 'T2', 'T3'];

@@ -144,6 +144,26 @@ describe('Placement 1.31-1.39 request features', () => {
   });
 });
 
+describe('the shortcut for plain requests stays within its kind', () => {
+  // Mutations seen caught: simpleFit taking requests with required or forbidden traits, or
+  // with member_of, or on a tree that has sharing providers.
+  const host = [provider('cn', { inv: { VCPU: 4 }, traits: ['CUSTOM_SLOW'], aggs: ['A'] })];
+  const plain = (more: Partial<RequestGroup> = {}) => spec([{ ...group('', { VCPU: 1 }), ...more }]);
+
+  it('judges traits and aggregates (only a request with none of them is plain)', () => {
+    expect(fitRequest(plain(), { providers: host }).ok).toBe(true);
+    expect(fitRequest(plain({ requiredTraits: ['CUSTOM_FAST'] }), { providers: host })).toMatchObject({ ok: false, reason: expect.stringMatching(/CUSTOM_FAST/) });
+    expect(fitRequest(plain({ forbiddenTraits: ['CUSTOM_SLOW'] }), { providers: host }).ok).toBe(false);
+    expect(fitRequest(plain({ memberOf: [['B']] }), { providers: host }).ok).toBe(false);
+    expect(fitRequest(plain({ forbiddenAggregates: ['A'] }), { providers: host }).ok).toBe(false);
+  });
+
+  it('uses a sharing provider when the tree has none of the class', () => {
+    const sharing = provider('ss', { inv: { DISK_GB: 100 }, traits: [SHARES], aggs: ['A'] });
+    expect(fitRequest(spec([group('', { VCPU: 1, DISK_GB: 10 })]), { providers: host, sharingProviders: [sharing] }).ok).toBe(true);
+  });
+});
+
 describe('search bookkeeping keeps every answer', () => {
   it('isolate keeps numbered groups apart but lets the unnumbered group share a provider with one of them', () => {
     // Mutation seen caught: the isolate matching bound treating providers the unnumbered group uses as taken.

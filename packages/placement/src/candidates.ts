@@ -1,6 +1,6 @@
-import { capacityOf, TRAIT_SHARING_PROVIDER, type PlacementRequest, type ResourceClass } from '@ert/plugin-api';
+import { amountProblem, capacityOf, TRAIT_SHARING_PROVIDER, type PlacementRequest, type ResourceClass } from '@ert/plugin-api';
 import { aggregatesOf, makeAnchor, sharesWith } from './anchor.js';
-import { compileRequest } from './compile.js';
+import { compileRequest, isPlainRequest } from './compile.js';
 import { SearchBudgetError } from './errors.js';
 import { rootTraitsProblem } from './fit.js';
 import { AnchorSearch, type Anchor } from './search.js';
@@ -141,8 +141,15 @@ export function allocationCandidates(request: PlacementRequest, world: Candidate
 
   const seen = new Set<string>();
   const found: CandidateAllocationRequest[] = [];
+  // Without sharing providers, a plain request's candidates are per tree and never repeat.
+  const plainClasses = index.sharing.length === 0 && isPlainRequest(request) ? plainDemands(request) : [];
+  const plain = plainClasses.length > 0 ? plainClasses : undefined;
   for (const root of roots) {
     if (found.length >= cap) break;
+    if (plain !== undefined) {
+      plainCandidates(plain, index.trees.get(root.uuid)!, nestedAware, (candidate) => found.push(candidate) >= cap);
+      continue;
+    }
     if (rootTraitsProblem(request, root) !== undefined) continue;
     const anchor = index.anchor(root);
     const search = new AnchorSearch(anchor, compiled, { budget, mode: 'all', ...(opts.memoAfterSteps === undefined ? {} : { memoAfterSteps: opts.memoAfterSteps }) });
@@ -160,6 +167,34 @@ export function allocationCandidates(request: PlacementRequest, world: Candidate
   const maxCandidates = opts.maxCandidates ?? DEFAULT_MAX_CANDIDATES;
   const truncated = found.length >= maxCandidates && (opts.limit ?? Infinity) > maxCandidates;
   return { allocationRequests: found, providerSummaries: summaries(found, index), truncated };
+}
+
+/** The classes and amounts of a plain request's unnumbered group (amounts above 0). */
+function plainDemands(request: PlacementRequest): Array<[ResourceClass, number]> {
+  return Object.entries(request.groups[0]!.resources).filter(([, amount]) => amount > 0);
+}
+
+/**
+ * Every candidate of a plain request on one tree: each class on any provider that fits it
+ * alone (the classes do not interact), all combinations, in tree order. `emit` returns true
+ * to stop. Below 1.29 (`nestedAware` false) only single-provider combinations count.
+ */
+function plainCandidates(demands: ReadonlyArray<[ResourceClass, number]>, tree: readonly FitProvider[], nestedAware: boolean, emit: (candidate: CandidateAllocationRequest) => boolean): void {
+  const options = demands.map(([resourceClass, amount]) => tree.filter((p) => p.inventories[resourceClass] !== undefined && amountProblem(p.inventories[resourceClass]!, p.usages[resourceClass] ?? 0, amount) === undefined));
+  if (options.some((o) => o.length === 0)) return;
+  const pick = new Array<number>(demands.length).fill(0);
+  for (;;) {
+    const chosen = pick.map((i, k) => options[k]![i]!);
+    const distinct = [...new Set(chosen)];
+    if (nestedAware || distinct.length === 1) {
+      const allocations: Record<string, Record<ResourceClass, number>> = {};
+      demands.forEach(([resourceClass, amount], k) => ((allocations[chosen[k]!.uuid] ??= {})[resourceClass] = amount));
+      if (emit({ allocations, mappings: { '': distinct.map((p) => p.uuid).sort() } })) return;
+    }
+    let k = 0;
+    while (k < pick.length && ++pick[k]! === options[k]!.length) pick[k++] = 0;
+    if (k === pick.length) return;
+  }
 }
 
 function allocationsObject(search: AnchorSearch): Record<string, Record<ResourceClass, number>> {

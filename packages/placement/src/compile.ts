@@ -116,3 +116,17 @@ export function compileRequest(request: PlacementRequest, removed?: ReadonlySet<
   if (removed === undefined) compiled.set(request, result);
   return result;
 }
+
+/**
+ * A plain request: only the unnumbered group, with no trait, aggregate, tree or root
+ * condition. Its classes do not interact (each takes its whole amount from one provider and
+ * no two share a class), so on a tree without sharing providers each class is placed on its
+ * own: `fitRequest` and `allocationCandidates` answer it without the search.
+ */
+export function isPlainRequest(request: PlacementRequest): boolean {
+  if (request.groups.length !== 1) return false;
+  if ((request.rootRequiredTraits?.length ?? 0) + (request.rootForbiddenTraits?.length ?? 0) > 0) return false;
+  const group = request.groups[0]!;
+  if (group.requiredTraits.length + group.forbiddenTraits.length + group.memberOf.length > 0) return false;
+  return (group.anyOfTraits?.length ?? 0) + (group.forbiddenAggregates?.length ?? 0) === 0 && group.inTree === undefined;
+}

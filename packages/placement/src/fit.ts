@@ -1,6 +1,6 @@
 import { capacityOf, amountProblem, type PlacementRequest } from '@ert/plugin-api';
 import { aggregatesOf, makeAnchor, sharesWith } from './anchor.js';
-import { compileRequest, type CompiledRequest, type Demand } from './compile.js';
+import { compileRequest, isPlainRequest, type CompiledRequest, type Demand } from './compile.js';
 import { AnchorSearch, anyOfMet, groupLabel, ineligibility, type Anchor } from './search.js';
 import { DEFAULT_SEARCH_BUDGET, type FitAllocation, type FitProvider, type FitTree } from './types.js';
 
@@ -118,19 +118,14 @@ export function fitRequest(request: PlacementRequest, tree: FitTree, opts?: FitO
 }
 
 /**
- * The common request, answered without the search: only the unnumbered group, with no trait,
- * aggregate or tree condition, on a tree without sharing providers. Its classes do not
- * interact (each takes its whole amount from one provider, and no two of them share a
- * class), so the first provider in tree order that fits each class is exactly what the
+ * A plain request (`isPlainRequest`) on a tree without sharing providers, answered without
+ * the search: the first provider in tree order that fits each class is exactly what the
  * search would choose, and the first class that fits nowhere is the reason the search would
- * give. Undefined when the request is not of that kind.
+ * give. Undefined when the request or the tree is not of that kind.
  */
 function simpleFit(request: PlacementRequest, tree: FitTree): FitResult | undefined {
-  if (request.groups.length !== 1 || (tree.sharingProviders?.length ?? 0) > 0) return undefined;
-  if ((request.rootRequiredTraits?.length ?? 0) + (request.rootForbiddenTraits?.length ?? 0) > 0) return undefined;
+  if ((tree.sharingProviders?.length ?? 0) > 0 || !isPlainRequest(request)) return undefined;
   const group = request.groups[0]!;
-  if (group.requiredTraits.length + group.forbiddenTraits.length + group.memberOf.length > 0) return undefined;
-  if ((group.anyOfTraits?.length ?? 0) + (group.forbiddenAggregates?.length ?? 0) > 0 || group.inTree !== undefined) return undefined;
   const allocations: FitAllocation[] = [];
   for (const resourceClass in group.resources) {
     const amount = group.resources[resourceClass]!;

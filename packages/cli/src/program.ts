@@ -13,6 +13,7 @@ import { scheduleCommand } from './commands/schedule.js';
 import { flavorsCommand, hostsCommand, usageCommand } from './commands/inventory.js';
 import { simulateCommand } from './commands/simulate.js';
 import { demoCommand } from './commands/demo.js';
+import { serveCommand } from './commands/serve.js';
 
 const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
 
@@ -123,6 +124,14 @@ export function createProgram(io: CliIo = processIo()): Command {
     .option('--host <name>', 'only this host')
     .action(action(usageCommand));
   program.command('flavors').description('list the configured flavors').action(action(flavorsCommand));
+  program
+    .command('serve')
+    .description('serve the Placement-compatible API (docs/api.md) on the store until SIGINT/SIGTERM')
+    .option('--host <address>', 'address to bind', '127.0.0.1')
+    .option('--port <n>', 'TCP port (0: any free port)', '8778')
+    .option('--prefix <path>', "mount point of the Placement API ('' for the root)", '/placement')
+    .option('--auth <mode>', 'noauth2 (the default on loopback; required explicitly elsewhere; also $ERT_API_AUTH)')
+    .action(action(serveCommand, { daemon: true }));
 
   program
     .command('simulate')

@@ -49,6 +49,7 @@ export {
   CANDIDATES_MAX_MICROVERSION,
   CANDIDATES_MIN_MICROVERSION,
   parseCandidatesQuery,
+  placementQueryValues,
   type CandidatesQuery,
   type Microversion,
 } from './query.js';

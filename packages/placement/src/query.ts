@@ -663,6 +663,25 @@ function toRequestGroup(draft: GroupDraft): RequestGroup {
 }
 
 /**
+ * The value parsers of placement/util.py that `GET /resource_providers` shares with
+ * allocation candidates, for the HTTP layer: the same rules, messages and
+ * `PlacementQueryError`s as inside `parseCandidatesQuery`.
+ * - `resources(key, value)`: normalize_resources_qs_param (`RC:N,...`, N >= 1);
+ * - `required(query, mv)`: normalize_traits_qs_params of the unsuffixed `required` (the last
+ *   one before 1.39; `!T` from 1.22; `in:` and repetition from 1.39): `required` is a list
+ *   of any-of sets, all of which must hold;
+ * - `memberOf(query, mv)`: normalize_member_of_qs_params of `member_of` (repetition from
+ *   1.24, `!` forms from 1.32), in the same shape;
+ * - `uuidLike(value)`: oslo's is_uuid_like.
+ */
+export const placementQueryValues = {
+  resources: (key: string, value: string): Record<ResourceClass, number> => parseResources(key, value),
+  required: (query: URLSearchParams, mv: Microversion): { required: Array<Set<string>>; forbidden: Set<string> } => parseRequiredParams([...query], '', mv),
+  memberOf: (query: URLSearchParams, mv: Microversion): { required: Array<Set<string>>; forbidden: Set<string> } => parseMemberOfParams([...query], '', mv),
+  uuidLike: (value: string): boolean => isUuidLike(value),
+};
+
+/**
  * Parse the query string of `GET /allocation_candidates` at `microversion` (1.10-1.39) into
  * the request the candidates engine takes, applying Placement 8.0.0's rules in its order
  * (so the first error Placement would report is the one thrown):

@@ -1,0 +1,236 @@
+import { randomUUID } from 'node:crypto';
+import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import type { Store } from '@ert/store';
+import { authenticator, type AuthMode, type Credentials } from './auth.js';
+import { ApiError, errorBody, unauthorizedBody } from './errors.js';
+import { formatVersion, inRange, negotiate, VERSION_HEADER, atLeast, v, type Version } from './microversion.js';
+import { allowed } from './policy.js';
+import { Reads } from './reads.js';
+import type { ApiReply, ApiRequest, Method, RouteDef, VersionedHandler } from './route.js';
+import { allocationCandidateRoutes } from './routes/allocation-candidates.js';
+import { allocationRoutes } from './routes/allocations.js';
+import { resourceClassRoutes } from './routes/resource-classes.js';
+import { resourceProviderRoutes } from './routes/resource-providers.js';
+import { rootRoutes } from './routes/root.js';
+import { traitRoutes } from './routes/traits.js';
+import { usageRoutes } from './routes/usages.js';
+
+/** Every route of the Placement API that ert serves, as data. */
+export const PLACEMENT_ROUTES: readonly RouteDef[] = [
+  ...rootRoutes,
+  ...resourceProviderRoutes,
+  ...resourceClassRoutes,
+  ...traitRoutes,
+  ...allocationRoutes,
+  ...usageRoutes,
+  ...allocationCandidateRoutes,
+];
+
+const ALL_METHODS: readonly Method[] = ['GET', 'PUT', 'POST', 'DELETE', 'PATCH', 'HEAD', 'OPTIONS'];
+
+export interface ApiOptions {
+  store: Store;
+  /** Mount point of the Placement API: `/placement` (default) or '' for the root. */
+  prefix?: string;
+  auth: AuthMode;
+  /** Fastify's logger option (pino): false, true, or pino options. */
+  logger?: boolean | Record<string, unknown>;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    placementVersion?: Version;
+    credentials?: Credentials;
+  }
+}
+
+/** `/placement/`, `placement`, `/` and '' normalised: '' or `/x`. */
+export function normalizePrefix(prefix: string | undefined): string {
+  const p = (prefix ?? '/placement').trim().replace(/\/+$/, '');
+  if (p === '') return '';
+  return p.startsWith('/') ? p : `/${p}`;
+}
+
+/** Whether an `Accept` header admits application/json (absent, `*\/*`, `application/*`, with q > 0). */
+export function acceptsJson(accept: string | undefined): boolean {
+  if (accept === undefined || accept.trim() === '') return true;
+  return accept.split(',').some((range) => {
+    const [type, ...params] = range.split(';').map((s) => s.trim().toLowerCase());
+    const q = params.find((p) => p.startsWith('q='));
+    if (q !== undefined && !(Number(q.slice(2)) > 0)) return false;
+    return type === 'application/json' || type === 'application/*' || type === '*/*';
+  });
+}
+
+/** Ajv's first error in the words of Python's jsonschema, which Placement's clients see. */
+function schemaMessage(error: ErrorObject | undefined, instance: Record<string, string>): string {
+  if (!error) return 'invalid';
+  const pyRepr = (s: string): string => `'${s.replaceAll('\\', '\\\\').replaceAll("'", "\\'")}'`;
+  const property = error.instancePath.replace(/^\//, '');
+  const value = instance[property];
+  switch (error.keyword) {
+    case 'additionalProperties': {
+      const extra = Object.keys(instance).filter((k) => !(k in ((error.parentSchema as { properties?: object })?.properties ?? {}))).sort();
+      return `Additional properties are not allowed (${extra.map(pyRepr).join(', ')} ${extra.length === 1 ? 'was' : 'were'} unexpected)`;
+    }
+    case 'required':
+      return `${pyRepr((error.params as { missingProperty: string }).missingProperty)} is a required property`;
+    case 'format':
+      return `${pyRepr(value ?? '')} is not a ${pyRepr((error.params as { format: string }).format)}`;
+    case 'pattern':
+      return `${pyRepr(value ?? '')} does not match ${pyRepr((error.params as { pattern: string }).pattern)}`;
+    case 'minLength':
+      return `${pyRepr(value ?? '')} is too short`;
+    case 'maxLength':
+      return `${pyRepr(value ?? '')} is too long`;
+    default:
+      return `${property} ${error.message ?? 'is invalid'}`;
+  }
+}
+
+/**
+ * The Placement API as a Fastify instance (not listening yet). Per request: a request id,
+ * authentication (401), microversion negotiation (400/406), then the route: `Accept`
+ * (406), the handler for the version (404 below its range), policy (403), the query schema
+ * of that version (400), the handler, and the reply's headers by version.
+ */
+export async function createApi(options: ApiOptions): Promise<FastifyInstance> {
+  const prefix = normalizePrefix(options.prefix);
+  const reads = new Reads(options.store);
+  const authenticate = authenticator(options.auth);
+  const ajv = new Ajv({ allErrors: false, strict: false });
+  // oslo's is_uuid_like, as Placement's "uuid" format checker.
+  ajv.addFormat('uuid', (s: string) => /^[0-9a-fA-F]{32}$/.test(s.replaceAll('urn:', '').replaceAll('uuid:', '').replace(/^[{}]+|[{}]+$/g, '').replaceAll('-', '')));
+  const validators = new Map<string, ValidateFunction>();
+
+  const app = Fastify({
+    logger: options.logger ?? false,
+    genReqId: () => `req-${randomUUID()}`,
+    exposeHeadRoutes: false,
+    bodyLimit: 1024 * 1024,
+  });
+
+  const send = (reply: FastifyReply, status: number, body: unknown, headers: Record<string, string> = {}): FastifyReply => {
+    reply.code(status);
+    for (const [k, value] of Object.entries(headers)) reply.header(k, value);
+    if (body === undefined) return reply.send();
+    // A Buffer, so that Fastify does not append `; charset=utf-8` (Placement sends `application/json`).
+    return reply.header('content-type', 'application/json').send(Buffer.from(JSON.stringify(body)));
+  };
+
+  /** Headers of a response that reached the application: the version in effect, and `vary` when a handler built it. */
+  const versionHeaders = (request: FastifyRequest, vary: boolean): Record<string, string> => {
+    const version = request.placementVersion;
+    if (version === undefined) return {};
+    const headers: Record<string, string> = { [VERSION_HEADER]: `placement ${formatVersion(version)}` };
+    if (vary) headers.vary = VERSION_HEADER;
+    return headers;
+  };
+
+  const sendError = (request: FastifyRequest, reply: FastifyReply, err: ApiError): FastifyReply => {
+    const body = errorBody({
+      status: err.status,
+      message: err.message,
+      requestId: request.id,
+      ...(request.placementVersion === undefined ? {} : { version: request.placementVersion }),
+      code: err.code,
+      method: request.method,
+    });
+    return send(reply, err.status, body, { ...versionHeaders(request, err.options.vary !== false), ...err.headers });
+  };
+
+  // Every response, whatever the path: the local request id.
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('x-openstack-request-id', request.id);
+    const global = request.headers['x-openstack-request-id'];
+    if (typeof global === 'string' && /^req-[0-9a-f-]{36}$/i.test(global)) request.log.info({ global_request_id: global }, 'global request id');
+  });
+
+  // Before the Placement plugin is registered, so that its context inherits them.
+  app.setNotFoundHandler(async (request, reply) => send(reply, 404, errorBody({ status: 404, message: '', requestId: request.id })));
+  app.setErrorHandler(async (err, request, reply) => {
+    if (err instanceof ApiError) return sendError(request, reply, err);
+    const error = err instanceof Error ? err : new Error(String(err));
+    const status = (err as { statusCode?: number }).statusCode;
+    if (status !== undefined && status >= 400 && status < 500) return sendError(request, reply, new ApiError(status, error.message));
+    request.log.error({ err }, 'unexpected error');
+    return sendError(request, reply, new ApiError(500, `${error.name}: ${error.message}`));
+  });
+
+  await app.register(
+    async (api) => {
+      // Placement's middleware order: auth (not for the root document), then the microversion.
+      api.addHook('onRequest', async (request, reply) => {
+        const path = request.url.split('?')[0]!.slice(prefix.length);
+        if (path !== '' && path !== '/') {
+          const credentials = authenticate(request.headers);
+          if (!credentials) return send(reply, 401, unauthorizedBody());
+          request.credentials = credentials;
+        }
+        const negotiated = negotiate(request.headers[VERSION_HEADER]);
+        if (!negotiated.ok) {
+          const body = errorBody({ status: negotiated.status, message: negotiated.message, requestId: request.id });
+          if (negotiated.status === 406) Object.assign(body.errors[0]!, { max_version: '1.39', min_version: '1.0' });
+          return send(reply, negotiated.status, body);
+        }
+        request.placementVersion = negotiated.version;
+        return undefined;
+      });
+
+      for (const route of PLACEMENT_ROUTES) {
+        for (const [method, handlers] of Object.entries(route.handlers) as Array<[Method, readonly VersionedHandler[]]>) {
+          api.route({ method, url: route.path, handler: (request, reply) => dispatch(request, reply, handlers) });
+        }
+        // Methods Placement does not have on this path: 405 with its `allow`. Methods it has
+        // that ert does not implement yet stay unregistered (404; docs/api.md lists them).
+        const notAllowed = ALL_METHODS.filter((m) => !route.placementMethods.includes(m));
+        if (notAllowed.length > 0) {
+          api.route({
+            method: [...notAllowed],
+            url: route.path,
+            handler: async (request, reply) => sendError(request, reply, new ApiError(405, '', undefined, { allow: route.placementMethods.join(', ') })),
+          });
+        }
+      }
+
+      api.setNotFoundHandler(async (request, reply) => sendError(request, reply, new ApiError(404, '', undefined, {}, { vary: false })));
+    },
+    { prefix },
+  );
+
+  async function dispatch(request: FastifyRequest, reply: FastifyReply, handlers: readonly VersionedHandler[]): Promise<FastifyReply> {
+    const version = request.placementVersion!;
+    if (!acceptsJson(request.headers.accept)) throw new ApiError(406, 'Only application/json is provided');
+    const handler = handlers.find((h) => inRange(version, h.range));
+    if (!handler) throw new ApiError(404, '');
+    const query = new URLSearchParams(request.url.includes('?') ? request.url.slice(request.url.indexOf('?') + 1) : '');
+    const params = request.params as Record<string, string>;
+    if (handler.policy.rule !== 'none') {
+      const target = handler.policy.target?.({ query, params }) ?? {};
+      if (!allowed(handler.policy.rule, request.credentials!, target)) throw new ApiError(403, `Policy does not allow ${handler.policy.rule} to be performed.`);
+    }
+    if (handler.query) {
+      const schema = handler.query(version);
+      const key = `${request.routeOptions.url} ${formatVersion(version)}`;
+      let validate = validators.get(key);
+      if (validate === undefined) {
+        validate = ajv.compile(schema);
+        validators.set(key, validate);
+      }
+      // Placement validates dict(req.GET): each key's last value.
+      const instance = Object.fromEntries(query);
+      if (!validate(instance)) throw new ApiError(400, `Invalid query string parameters: ${schemaMessage(validate.errors?.[0], instance)}`);
+    }
+    const apiRequest: ApiRequest = { version, params, query, credentials: request.credentials!, reads, prefix };
+    const result: ApiReply = await handler.handle(apiRequest);
+    const headers = versionHeaders(request, true);
+    if (atLeast(version, v('1.15'))) {
+      headers['last-modified'] = (result.lastModified ?? new Date()).toUTCString();
+      headers['cache-control'] = 'no-cache';
+    }
+    return send(reply, result.status, result.body, headers);
+  }
+
+  return app;
+}

@@ -1,0 +1,13 @@
+/**
+ * @ert/api — the Placement-compatible HTTP API of `ert serve` (docs/api.md): a thin Fastify
+ * layer over the store. Routes are data (`PLACEMENT_ROUTES`: path, Placement's methods,
+ * handlers by microversion range); each handler validates, checks policy, reads the store
+ * and serialises by microversion.
+ */
+export { createApi, normalizePrefix, acceptsJson, PLACEMENT_ROUTES, type ApiOptions } from './app.js';
+export { serve, resolveAuth, type ServeOptions, type RunningServer, ServeError, ServeErrorCodes } from './serve.js';
+export { AUTH_MODES, isLoopback, noauth2Credentials, type AuthMode, type Credentials } from './auth.js';
+export { negotiate, MIN_VERSION, MAX_VERSION, type Version } from './microversion.js';
+export { STANDARD_CLASSES, STANDARD_TRAITS, STANDARDS_SOURCE } from './standards.js';
+export { Reads, type ProviderView, type ConsumerView } from './reads.js';
+export { POLICIES, allowed } from './policy.js';

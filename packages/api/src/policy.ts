@@ -1,0 +1,51 @@
+import type { Credentials } from './auth.js';
+
+/**
+ * Placement 8.0.0's policy rules by name, with its defaults in legacy mode
+ * (`enforce_new_defaults=False, enforce_scope=False`, 8.0.0's defaults): a rule passes when
+ * its new default passes or the caller has `role:admin` (PLACEMENT-API.md §1.7). The rules
+ * of the read endpoints are here; writes come with the write endpoints.
+ */
+
+export type Rule = (c: Credentials, target: { projectId?: string }) => boolean;
+
+const hasRole = (c: Credentials, role: string): boolean => c.roles.includes(role);
+const admin: Rule = (c) => hasRole(c, 'admin');
+/** `system_reader_api`: role:reader and system_scope:all. */
+const systemReader: Rule = (c) => hasRole(c, 'reader') && c.systemScope === 'all';
+/** `project_reader_api`: role:reader and project_id:%(project_id)s. */
+const projectReader: Rule = (c, t) => hasRole(c, 'reader') && c.projectId !== undefined && c.projectId === t.projectId;
+const legacy =
+  (rule: Rule): Rule =>
+  (c, t) =>
+    rule(c, t) || admin(c, t);
+
+const SYSTEM_READER = legacy(systemReader);
+const SYSTEM_OR_PROJECT_READER = legacy((c, t) => systemReader(c, t) || projectReader(c, t));
+
+/** Rule name -> check. */
+export const POLICIES: Readonly<Record<string, Rule>> = {
+  'placement:resource_providers:list': SYSTEM_READER,
+  'placement:resource_providers:show': SYSTEM_READER,
+  'placement:resource_providers:inventories:list': SYSTEM_READER,
+  'placement:resource_providers:inventories:show': SYSTEM_READER,
+  'placement:resource_providers:aggregates:list': SYSTEM_READER,
+  'placement:resource_providers:traits:list': SYSTEM_READER,
+  'placement:resource_providers:usages': SYSTEM_READER,
+  'placement:resource_providers:allocations:list': SYSTEM_READER,
+  'placement:resource_classes:list': SYSTEM_READER,
+  'placement:resource_classes:show': SYSTEM_READER,
+  'placement:traits:list': SYSTEM_READER,
+  'placement:traits:show': SYSTEM_READER,
+  'placement:allocations:list': SYSTEM_READER,
+  'placement:allocation_candidates:list': SYSTEM_READER,
+  'placement:usages': SYSTEM_OR_PROJECT_READER,
+};
+
+export type PolicyName = keyof typeof POLICIES;
+
+export function allowed(rule: string, credentials: Credentials, target: { projectId?: string } = {}): boolean {
+  const check = POLICIES[rule];
+  if (!check) throw new Error(`unknown policy rule ${rule}`);
+  return check(credentials, target);
+}

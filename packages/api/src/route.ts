@@ -1,0 +1,63 @@
+import type { Credentials } from './auth.js';
+import type { Reads } from './reads.js';
+import type { Version, VersionRange } from './microversion.js';
+
+/**
+ * A route of the Placement API as data: its path, the methods Placement has on it, and for
+ * each method ert implements, handlers by microversion range. A request whose version is in
+ * no range of its method is a 404 (Placement's `version_handler`); a method Placement does
+ * not have on the path is a 405 with `allow`. Handlers are thin: the framework has already
+ * negotiated the version, authenticated, checked `Accept`, checked the policy and validated
+ * the query string against the handler's schema for that version; a handler reads the store
+ * (through `Reads`) and returns the body shaped for the version.
+ */
+
+export type Method = 'GET' | 'PUT' | 'POST' | 'DELETE' | 'PATCH' | 'HEAD' | 'OPTIONS';
+
+/** A JSON schema for the query string (an object of strings: each key's last value, as Placement's `dict(req.GET)`). */
+export type QuerySchema = Record<string, unknown>;
+
+export interface ApiRequest {
+  version: Version;
+  params: Record<string, string>;
+  /** The raw query, every value in order (for repeated keys). */
+  query: URLSearchParams;
+  credentials: Credentials;
+  reads: Reads;
+  /** The mount point (`/placement`, or '' at the root), for links in bodies. */
+  prefix: string;
+}
+
+export interface ApiReply {
+  status: number;
+  body?: unknown;
+  /**
+   * For `last-modified` (1.15+): the newest timestamp of the objects in the body. The store
+   * keeps no timestamps for Placement's objects, so every reply is "now", as Placement does
+   * where it has none (usages, aggregates, candidates, empty lists).
+   */
+  lastModified?: Date;
+}
+
+export interface Policy {
+  rule: string;
+  /** The policy target (`GET /usages`: the `project_id` asked for). */
+  target?: (req: Pick<ApiRequest, 'query' | 'params'>) => { projectId?: string };
+}
+
+export interface VersionedHandler {
+  range: VersionRange;
+  policy: Policy;
+  /** The query-string schema at a version (undefined: no query parameters allowed... except as Placement: not validated). */
+  query?: (version: Version) => QuerySchema;
+  handle(req: ApiRequest): Promise<ApiReply>;
+}
+
+export interface RouteDef {
+  /** Fastify path below the mount point, e.g. `/resource_providers/:uuid`. */
+  path: string;
+  /** Every method Placement 8.0.0 has on this path (its `allow` header). */
+  placementMethods: readonly Method[];
+  /** The methods ert implements, each with its handlers by version range. */
+  handlers: Partial<Record<Method, readonly VersionedHandler[]>>;
+}

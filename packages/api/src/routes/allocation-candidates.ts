@@ -1,0 +1,109 @@
+import type { PlacementRequest } from '@ert/plugin-api';
+import {
+  allocationCandidates,
+  indexWorld,
+  parseCandidatesQuery,
+  PlacementQueryError,
+  SearchBudgetError,
+  type CandidatesResult,
+  type FitProvider,
+} from '@ert/placement';
+import { ApiError, badRequest } from '../errors.js';
+import { atLeast, v, type Version } from '../microversion.js';
+import type { ApiRequest, RouteDef } from '../route.js';
+import type { ProviderView } from '../reads.js';
+import { sortedObject } from './common.js';
+
+function fitProvider(p: ProviderView): FitProvider {
+  return {
+    uuid: p.uuid,
+    name: p.name,
+    ...(p.parentUuid === undefined ? {} : { parentUuid: p.parentUuid }),
+    inventories: p.inventories,
+    usages: p.usages,
+    traits: new Set(p.traits),
+    aggregates: new Set(p.aggregates),
+  };
+}
+
+/** Placement's 400s for names its database does not hold: per group, classes then traits. */
+async function checkNames(req: ApiRequest, request: PlacementRequest, providers: readonly ProviderView[]): Promise<void> {
+  const classes = new Set(await req.reads.resourceClasses());
+  const traits = new Set((await req.reads.traits(providers)).all);
+  const rootTraits = [...(request.rootRequiredTraits ?? []), ...(request.rootForbiddenTraits ?? [])];
+  for (const group of request.groups) {
+    const missingClass = Object.keys(group.resources).find((rc) => !classes.has(rc));
+    if (missingClass !== undefined) throw badRequest(`Invalid resource class in resources parameter: No such resource class ${missingClass}.`);
+    const named = [...group.requiredTraits, ...(group.anyOfTraits ?? []).flat(), ...group.forbiddenTraits];
+    const missing = [...new Set(named.filter((t) => !traits.has(t)))].sort();
+    if (missing.length > 0) throw badRequest(`No such trait(s): ${missing.join(', ')}.`);
+  }
+  const missingRoot = [...new Set(rootTraits.filter((t) => !traits.has(t)))].sort();
+  if (missingRoot.length > 0) throw badRequest(`No such trait(s): ${missingRoot.join(', ')}.`);
+}
+
+/** The response body at `version` (PLACEMENT-API.md §3.9). */
+export function candidatesBody(result: CandidatesResult, request: PlacementRequest, version: Version): Record<string, unknown> {
+  const listForm = !atLeast(version, v('1.12'));
+  const allocationRequests = result.allocationRequests.map((candidate) => {
+    const entries = Object.entries(candidate.allocations).sort(([a], [b]) => (a < b ? -1 : 1));
+    const out: Record<string, unknown> = listForm
+      ? { allocations: entries.map(([uuid, resources]) => ({ resource_provider: { uuid }, resources: sortedObject(Object.entries(resources)) })) }
+      : { allocations: Object.fromEntries(entries.map(([uuid, resources]) => [uuid, { resources: sortedObject(Object.entries(resources)) }])) };
+    if (atLeast(version, v('1.34'))) out.mappings = candidate.mappings;
+    return out;
+  });
+  // Before 1.27 a summary lists only the classes the request asked for.
+  const requested = new Set(request.groups.flatMap((g) => Object.keys(g.resources)));
+  const summaries: Record<string, unknown> = {};
+  for (const [uuid, s] of Object.entries(result.providerSummaries)) {
+    const resources = Object.entries(s.resources).filter(([rc]) => atLeast(version, v('1.27')) || requested.has(rc));
+    const summary: Record<string, unknown> = { resources: sortedObject(resources) };
+    if (atLeast(version, v('1.17'))) summary.traits = s.traits;
+    if (atLeast(version, v('1.29'))) {
+      summary.parent_provider_uuid = s.parentProviderUuid;
+      summary.root_provider_uuid = s.rootProviderUuid;
+    }
+    summaries[uuid] = summary;
+  }
+  return { allocation_requests: allocationRequests, provider_summaries: summaries };
+}
+
+/** `GET /allocation_candidates` (1.10): @ert/placement's parser and search over a snapshot of the store's providers. */
+export const allocationCandidateRoutes: RouteDef[] = [
+  {
+    path: '/allocation_candidates',
+    placementMethods: ['GET'],
+    handlers: {
+      GET: [
+        {
+          range: { min: v('1.10') },
+          policy: { rule: 'placement:allocation_candidates:list' },
+          async handle(req) {
+            let parsed;
+            try {
+              parsed = parseCandidatesQuery(req.query, req.version);
+            } catch (err) {
+              if (err instanceof PlacementQueryError) throw new ApiError(err.status, err.message, err.code);
+              throw err;
+            }
+            const providers = await req.reads.providers();
+            await checkNames(req, parsed.request, providers);
+            const world = indexWorld(providers.map(fitProvider));
+            let result: CandidatesResult;
+            try {
+              result = allocationCandidates(parsed.request, world, {
+                nestedAware: atLeast(req.version, v('1.29')),
+                ...(parsed.limit === undefined ? {} : { limit: parsed.limit }),
+              });
+            } catch (err) {
+              if (err instanceof SearchBudgetError) throw new ApiError(500, err.message);
+              throw err;
+            }
+            return { status: 200, body: candidatesBody(result, parsed.request, req.version) };
+          },
+        },
+      ],
+    },
+  },
+];

@@ -1,0 +1,159 @@
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { stringify } from 'yaml';
+import { buildPackage } from '../build.js';
+import { PROFILES, REPO, json, runErt, scratchDir, startErt } from '../cli/helpers.js';
+
+/**
+ * `ert serve` driven by OpenStack's own client, unchanged: python3-openstackclient with
+ * python3-osc-placement (Debian), noauth2 (`--os-auth-type admin_token --os-token admin`),
+ * microversion 1.39, against a store written by `ert host sync` of the xeon-2s-cat profile
+ * and `ert schedule`. Under CI (.ci/run installs the client) a missing `openstack` fails.
+ */
+
+const CI = !['', '0', 'false'].includes((process.env.CI ?? '').trim().toLowerCase());
+const HAVE_OPENSTACK = spawnSync('openstack', ['--version'], { stdio: 'ignore' }).status === 0;
+
+function openstack(endpoint: string, args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  // The caller's OS_* variables (a real cloud's) must not leak in.
+  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('OS_')));
+  const argv = ['--os-auth-type', 'admin_token', '--os-token', 'admin', '--os-endpoint', endpoint, '--os-placement-api-version', '1.39', ...args, '-f', 'json'];
+  return new Promise((resolve, reject) => {
+    const child = spawn('openstack', argv, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+/** Waits for `ert serve` to print where it listens. */
+function listening(child: ChildProcess): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let stderr = '';
+    const timer = setTimeout(() => reject(new Error(`ert serve did not start:\n${stderr}`)), 20_000);
+    child.stderr!.on('data', (d) => {
+      stderr += d;
+      const m = /Placement API on (http:\/\/127\.0\.0\.1:\d+)(\S*) /.exec(stderr);
+      if (m) {
+        clearTimeout(timer);
+        resolve(`${m[1]}${m[2] === '/' ? '' : m[2]}`);
+      }
+    });
+    child.on('exit', (code) => reject(new Error(`ert serve exited ${code}:\n${stderr}`)));
+  });
+}
+
+describe('ert serve with the openstack CLI (osc-placement)', () => {
+  let dir: string;
+  let server: ChildProcess | undefined;
+  let endpoint: string;
+  let rootUuid: string;
+  const config = () => join(dir, 'ert.config.yaml');
+
+  beforeAll(async () => {
+    buildPackage(join(REPO, 'packages/api'));
+    dir = await scratchDir('ert-api-test-');
+    await writeFile(
+      config(),
+      stringify({
+        store: { client: 'sqlite3', connection: './ert.db' },
+        tracker: { hostName: 'node1', root: join(PROFILES, 'xeon-2s-cat'), resources: ['vcpu', 'memory', 'compute-units', 'llc', 'pstate'] },
+        scheduler: { consumers: ['vcpu', 'memory'], filters: ['status', 'resources'], weighers: [] },
+        flavors: [{ name: 'small', vcpus: 2, memory_mb: 2048 }],
+      }),
+    );
+  });
+  afterAll(async () => {
+    if (server && server.exitCode === null) {
+      server.kill('SIGTERM');
+      await new Promise((resolve) => server!.once('exit', resolve));
+    }
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it('refuses to open a store that does not exist, creating nothing', async () => {
+    const r = await runErt(['--config', config(), 'serve', '--port', '0'], { cwd: dir });
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toContain('does not exist');
+    expect(existsSync(join(dir, 'ert.db'))).toBe(false);
+  });
+
+  it('refuses to listen beyond loopback without an explicit auth mode', async () => {
+    const r = await runErt(['--config', config(), 'serve', '--host', '0.0.0.0', '--port', '0'], { cwd: dir });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/^ert: refusing to serve on 0\.0\.0\.0 without an explicit auth mode/);
+  });
+
+  it('serves what host sync and schedule wrote', async () => {
+    const sync = await runErt(['--config', config(), 'host', 'sync', '--json'], { cwd: dir });
+    expect(sync.code, sync.stderr).toBe(0);
+    rootUuid = json(sync).rootUuid;
+    const scheduled = await runErt(['--config', config(), 'schedule', '--flavor', 'small', '-n', '2', '--json'], { cwd: dir });
+    expect(scheduled.code, scheduled.stderr).toBe(0);
+    server = startErt(['--config', config(), 'serve', '--port', '0', '--log-level', 'warn'], { cwd: dir });
+    endpoint = await listening(server);
+    expect(endpoint).toMatch(/\/placement$/);
+    const res = await fetch(`${endpoint}/resource_providers/${rootUuid}/usages`, { headers: { 'x-auth-token': 'admin' } });
+    expect(await res.json()).toMatchObject({ usages: { VCPU: 4, MEMORY_MB: 4096, CUSTOM_CU: 0 } });
+  });
+
+  describe.skipIf(!CI && !HAVE_OPENSTACK)('openstack ... -f json', () => {
+    it('has the client (CI installs python3-openstackclient and python3-osc-placement)', () => {
+      expect(HAVE_OPENSTACK, 'the openstack CLI is missing: apt-get install python3-openstackclient python3-osc-placement').toBe(true);
+    });
+
+    it('resource provider list and show', { timeout: 60_000 }, async () => {
+      const list = await openstack(endpoint, ['resource', 'provider', 'list']);
+      expect(list.code, list.stderr).toBe(0);
+      const providers = JSON.parse(list.stdout) as Array<Record<string, unknown>>;
+      expect(providers.map((p) => p.name).sort()).toEqual(['node1', 'node1_llc_0', 'node1_llc_1']);
+      const root = providers.find((p) => p.name === 'node1')!;
+      expect(root).toMatchObject({ uuid: rootUuid, root_provider_uuid: rootUuid, parent_provider_uuid: null, generation: expect.any(Number) });
+      for (const child of providers.filter((p) => p.name !== 'node1')) expect(child).toMatchObject({ parent_provider_uuid: rootUuid, root_provider_uuid: rootUuid });
+      const show = await openstack(endpoint, ['resource', 'provider', 'show', rootUuid]);
+      expect(show.code, show.stderr).toBe(0);
+      expect(JSON.parse(show.stdout)).toEqual({ uuid: rootUuid, name: 'node1', generation: root.generation, root_provider_uuid: rootUuid, parent_provider_uuid: null });
+    });
+
+    it('resource provider inventory list', { timeout: 60_000 }, async () => {
+      const r = await openstack(endpoint, ['resource', 'provider', 'inventory', 'list', rootUuid]);
+      expect(r.code, r.stderr).toBe(0);
+      const rows = JSON.parse(r.stdout) as Array<Record<string, unknown>>;
+      const byClass = Object.fromEntries(rows.map((row) => [row.resource_class, row]));
+      expect(Object.keys(byClass).sort()).toEqual(['CUSTOM_CU', 'MEMORY_MB', 'VCPU']);
+      // The profile's 80 CPUs at the vcpu plugin's default ratio 4.0; 384 GiB less 512 MB reserved.
+      expect(byClass.VCPU).toMatchObject({ total: 80, allocation_ratio: 4, reserved: 0, used: 4 });
+      expect(byClass.MEMORY_MB).toMatchObject({ total: 393216, reserved: 512, used: 4096 });
+      expect(byClass.CUSTOM_CU).toMatchObject({ total: 400, used: 0 });
+    });
+
+    it('trait list and resource class list', { timeout: 60_000 }, async () => {
+      const traits = await openstack(endpoint, ['trait', 'list']);
+      expect(traits.code, traits.stderr).toBe(0);
+      const names = (JSON.parse(traits.stdout) as Array<{ name: string }>).map((t) => t.name);
+      expect(names).toHaveLength(345 + 6);
+      expect(names).toEqual(expect.arrayContaining(['HW_CPU_X86_AVX2', 'COMPUTE_VOLUME_MULTI_ATTACH', 'CUSTOM_RDT_CAT', 'CUSTOM_PSTATE_CONTROL']));
+      const classes = await openstack(endpoint, ['resource', 'class', 'list']);
+      expect(classes.code, classes.stderr).toBe(0);
+      const classNames = (JSON.parse(classes.stdout) as Array<{ name: string }>).map((c) => c.name);
+      expect(classNames.filter((n) => !n.startsWith('CUSTOM_'))).toHaveLength(21);
+      expect(classNames).toEqual(expect.arrayContaining(['VCPU', 'PCPU', 'CUSTOM_CU', 'CUSTOM_LLC_WAYS']));
+    });
+
+    it('allocation candidate list --resource VCPU=1', { timeout: 60_000 }, async () => {
+      const r = await openstack(endpoint, ['allocation', 'candidate', 'list', '--resource', 'VCPU=1']);
+      expect(r.code, r.stderr).toBe(0);
+      const rows = JSON.parse(r.stdout) as Array<Record<string, unknown>>;
+      expect(rows).toHaveLength(1);
+      expect(rows[0]).toMatchObject({ '#': 1, allocation: 'VCPU=1', 'resource provider': rootUuid });
+      expect(rows[0]!['inventory used/capacity']).toBe('CUSTOM_CU=0/400,MEMORY_MB=4096/392704,VCPU=4/320');
+      expect(String(rows[0]!.traits).split(',')).toEqual(expect.arrayContaining(['HW_CPU_X86_AVX2', 'CUSTOM_RDT_CAT']));
+    });
+  });
+});

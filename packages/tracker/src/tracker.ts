@@ -19,7 +19,7 @@ import {
   type ResourceClass,
 } from '@ert/plugin-api';
 import { createLogger, createPluginRuntime, systemClock, validateStats, type ActiveResource, type ErtConfig, type PluginRuntime } from '@ert/core';
-import { createStore, type Allocation, type InstanceRecord, type ProviderSnapshot, type Store } from '@ert/store';
+import { createStore, type Allocation, type AllocationWrite, type InstanceRecord, type ProviderSnapshot, type Store } from '@ert/store';
 import { fitRequest, parseFlavor, type FitProvider, type FitTree } from '@ert/placement';
 import { TrackerError, TrackerErrorCodes } from './errors.js';
 import { childProviderName, migrationUuid, providerUuid } from './ids.js';
@@ -642,10 +642,12 @@ class HostTracker implements Tracker {
    * `reset` every plugin, then re-add every instance the store records on this host
    * (including a pending resize's migration record) with its stored allocations and
    * assignment. Returns the instances re-added. A migration record of this host whose
-   * instance, on any host, no longer refers to it (a crash between two writes) is deleted
-   * (a problem); one whose instance was evacuated to another host (active there, still
-   * referring to it) is released now that this host is back, and the instance's reference
-   * cleared (a change). A pending migration's record stays held.
+   * instance, on any host, no longer refers to it (left by an earlier tracker whose confirm and
+   * revert were two writes, killed between them, or by a writer other than the tracker) is
+   * deleted with its allocations, in one write (a problem); one whose instance was
+   * evacuated to another host (active there, still referring to it) is released now that this
+   * host is back, and the instance's reference cleared, in one write (a change). A pending
+   * migration's record stays held.
    */
   private async rebuildViews(store: Store, problems: Problem[], changes: string[] = []): Promise<Array<{ instance: ClaimedInstance; assignments: Record<string, JsonValue> }>> {
     for (const resource of this.resources) {
@@ -669,17 +671,20 @@ class HostTracker implements Tracker {
         everyInstance ??= await store.listInstances();
         const owner = everyInstance.find((i) => i.migrationUuid === record.uuid);
         if (owner?.state === 'active') {
-          await store.deleteAllocations(record.uuid);
-          await store.deleteInstance(record.uuid);
           const cleared: InstanceRecord = { ...owner, updatedAt: this.clock.now() };
           delete cleared.migrationUuid;
-          await store.upsertInstance(cleared);
+          // One transaction: the held allocations and record go as the instance stops referring
+          // to them (its own allocations rewritten unchanged, checked against its generation).
+          const kept = await store.getAllocations(owner.uuid);
+          await store.writeAllocations([
+            { consumer: { uuid: record.uuid, projectId: record.projectId, userId: record.userId }, allocations: [], removeInstance: true },
+            { consumer: { uuid: owner.uuid, projectId: owner.projectId, userId: owner.userId, generation: kept.generation }, allocations: kept.allocations, instance: cleared },
+          ]);
           changes.push(`released what instance ${owner.uuid} held here before it was evacuated to host ${owner.host}`);
           continue;
         }
         if (owner?.state !== 'resizing') {
-          await store.deleteAllocations(record.uuid);
-          await store.deleteInstance(record.uuid);
+          await store.writeAllocations([{ consumer: { uuid: record.uuid, projectId: record.projectId, userId: record.userId }, allocations: [], removeInstance: true }]);
           problems.push({ code: TrackerErrorCodes.INSTANCE, message: `deleted orphaned migration record ${record.uuid}`, instance: record.uuid });
           continue;
         }
@@ -908,11 +913,11 @@ class HostTracker implements Tracker {
     const { allocations } = await store.getAllocations(uuid);
     const names = await this.providerNames(store, allocations);
     const problems: Problem[] = [];
-    const writes = [{ consumer: { uuid, projectId: record.projectId, userId: record.userId }, allocations: [] }];
-    if (record.migrationUuid) writes.push({ consumer: { uuid: record.migrationUuid, projectId: record.projectId, userId: record.userId }, allocations: [] });
+    // One transaction: the instance's record and allocations and its migration record and
+    // allocations all go, or (a crash, a store error) none does.
+    const writes: AllocationWrite[] = [{ consumer: { uuid, projectId: record.projectId, userId: record.userId }, allocations: [], removeInstance: true }];
+    if (record.migrationUuid) writes.push({ consumer: { uuid: record.migrationUuid, projectId: record.projectId, userId: record.userId }, allocations: [], removeInstance: true });
     await store.writeAllocations(writes);
-    if (record.migrationUuid) await store.deleteInstance(record.migrationUuid);
-    await store.deleteInstance(uuid);
     await this.removeFromPlugins(uuid, problems);
     if (record.migrationUuid) await this.removeFromPlugins(record.migrationUuid, problems);
     await this.refreshStats(store, problems);
@@ -1096,11 +1101,11 @@ class HostTracker implements Tracker {
       const confirmed: InstanceRecord = { ...record, state: 'active', updatedAt: this.clock.now() };
       delete confirmed.previousFlavor;
       delete confirmed.migrationUuid;
+      // One transaction: the migration record goes with its allocations as the instance turns active.
       await store.writeAllocations([
-        { consumer: { uuid: migration, projectId: record.projectId, userId: record.userId }, allocations: [] },
+        { consumer: { uuid: migration, projectId: record.projectId, userId: record.userId }, allocations: [], removeInstance: true },
         { consumer: { uuid, projectId: record.projectId, userId: record.userId, generation: current.generation }, allocations: current.allocations, instance: confirmed },
       ]);
-      await store.deleteInstance(migration);
       const problems: Problem[] = [];
       await this.removeFromPlugins(migration, problems);
       await this.refreshStats(store, problems);
@@ -1129,12 +1134,12 @@ class HostTracker implements Tracker {
     else delete reverted.cpus;
     delete reverted.previousFlavor;
     delete reverted.migrationUuid;
-    // The migration consumer lets go first, so that no write in the transaction counts the old allocation twice.
+    // The migration consumer lets go first, so that no write in the transaction counts the old
+    // allocation twice; its record goes in the same transaction.
     await store.writeAllocations([
-      { consumer: { uuid: migration, projectId: record.projectId, userId: record.userId }, allocations: [] },
+      { consumer: { uuid: migration, projectId: record.projectId, userId: record.userId }, allocations: [], removeInstance: true },
       { consumer: { uuid, projectId: record.projectId, userId: record.userId, generation: current.generation }, allocations: held.allocations, instance: reverted },
     ]);
-    await store.deleteInstance(migration);
     const problems: Problem[] = [];
     const names = await this.providerNames(store, [...held.allocations, ...current.allocations]);
     const instance = this.toClaimed(reverted, this.parseOr(reverted.flavor), held.allocations, names);

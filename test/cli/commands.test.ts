@@ -88,7 +88,7 @@ describe('ert commands on a project', () => {
     expect(one).toEqual(usage);
     const unknown = await project.run(['usage', '--host', 'node9']);
     expect(unknown.code).toBe(2);
-    expect(unknown.stderr).toBe('ert: no host node9 in the store\n');
+    expect(unknown.stderr).toBe('ert: no host "node9" in the store; did you mean node1?\n');
   });
 
   it('flavors lists the configured flavors', async () => {

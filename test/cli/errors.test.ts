@@ -80,9 +80,13 @@ describe('ert error paths', () => {
     expect(pg.stderr + pg.stdout).not.toContain('secret');
     expect(json(pg).error).toMatchObject({ code: 'ERT_CLI_STORE_UNAVAILABLE', details: { client: 'pg' } });
     const file = join(empty, 'no/such/dir/ert.db');
-    const sqlite = await project.run(['usage'], { ERT_STORE_CONNECTION: file });
+    const sqlite = await project.run(['db', 'migrate'], { ERT_STORE_CONNECTION: file });
     expect(sqlite.code).toBe(1);
     expect(sqlite.stderr).toMatch(new RegExp(`^ert: cannot open the sqlite3 store ${file}: SQLITE_CANTOPEN[^\\n]*\\n$`));
+    // A read-only command does not try to create it (issue 11, point 13; test/cli/protect.test.ts).
+    const usage = await project.run(['usage'], { ERT_STORE_CONNECTION: file });
+    expect(usage.code).toBe(1);
+    expect(usage.stderr).toBe(`ert: SQLite store ${file} does not exist; check store.connection, or create it with \`ert db migrate\`\n`);
   });
 
   it('no config found: exit 2, one line, no stack trace', async () => {

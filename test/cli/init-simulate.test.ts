@@ -64,6 +64,9 @@ describe('config/flavors.yaml', () => {
     // Every flavor's extra specs are accepted: --explain parses each one against the loaded plugins.
     const dir = await mkdtemp(join(tmpdir(), 'ert-cli-flavors-'));
     try {
+      // schedule --explain reads the store without creating it (issue 11, point 13).
+      const migrated = await runErt(['--config', join(REPO, 'config/ert.config.yaml'), 'db', 'migrate'], { cwd: dir, env: { ERT_STORE_CONNECTION: join(dir, 'ert.db') } });
+      expect(migrated.code, migrated.stderr).toBe(0);
       for (const flavor of json(flavors).flavors) {
         const explained = await runErt(['--config', join(REPO, 'config/ert.config.yaml'), 'schedule', '--flavor', flavor.name, '--explain', '--json'], {
           cwd: dir,

@@ -59,15 +59,19 @@ export class CommandContext {
   }
 
   /**
-   * The configured store, with pending migrations applied (idempotent), so every command
-   * works on a fresh database. Opened once per invocation.
+   * The configured store, opened once per invocation. With `create` (`db migrate` and the
+   * tracker's own commands: `host sync`, `host run`, `claim`) a missing store is created and
+   * pending migrations are applied; otherwise nothing is created or migrated: a missing store,
+   * a schema older or newer than this program's is an error saying which (ERT_STORE_MISSING,
+   * ERT_STORE_SCHEMA_OUTDATED, ERT_STORE_SCHEMA_NEWER) and what to do.
    */
-  async store(config?: ErtConfig): Promise<Store> {
+  async store(config?: ErtConfig, opts: { create?: boolean } = {}): Promise<Store> {
     if (!this.storeInstance) {
       const options = (config ?? (await this.config())).store;
       const store = await createStore(options);
       try {
-        await store.migrate();
+        if (opts.create) await store.migrate();
+        else await store.checkSchema();
       } catch (err) {
         await store.close().catch(() => undefined);
         // A driver error (ECONNREFUSED, SQLITE_CANTOPEN) does not say which store it was.
@@ -120,6 +124,35 @@ export async function checkRoot(io: CliIo, root: string): Promise<string> {
     });
   }
   return absolute;
+}
+
+/** Edit distance (insertions, deletions, substitutions) between two names. */
+export function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    previous = current;
+  }
+  return previous[b.length]!;
+}
+
+/** Up to three known names closest to `name` (edit distance at most max(2, a third of its length)), closest first. */
+export function closestNames(name: string, known: readonly string[]): string[] {
+  const limit = Math.max(2, Math.floor(name.length / 3));
+  return known
+    .map((k) => ({ k, d: editDistance(name.toLowerCase(), k.toLowerCase()) }))
+    .filter((c) => c.d <= limit)
+    .sort((x, y) => x.d - y.d || x.k.localeCompare(y.k))
+    .slice(0, 3)
+    .map((c) => c.k);
+}
+
+/** ERT_CLI_UNKNOWN_HOST for `--host name`, with the closest names the store holds. */
+export function unknownHost(name: string, known: readonly string[], hint = ''): CliError {
+  const close = closestNames(name, known);
+  const suggestion = close.length > 0 ? `; did you mean ${close.join(', ')}?` : known.length > 0 ? `; known hosts: ${known.slice(0, 10).join(', ')}${known.length > 10 ? ', ...' : ''}` : '; the store has no hosts';
+  return new CliError(CliErrorCode.UNKNOWN_HOST, `no host ${JSON.stringify(name)} in the store${suggestion}${hint}`, { host: name, didYouMean: close });
 }
 
 /** A positive integer option value; anything else is a usage error naming the option. */

@@ -34,6 +34,8 @@ export const CliErrorCode = {
   STORE_UNAVAILABLE: 'ERT_CLI_STORE_UNAVAILABLE',
   /** A file the command needs (host profiles) is missing. */
   MISSING_FILE: 'ERT_CLI_MISSING_FILE',
+  /** A directory or file the command must write cannot be created (`init` into /proc, a read-only place). Exit 1. */
+  CANNOT_WRITE: 'ERT_CLI_CANNOT_WRITE',
 } as const;
 
 export type CliErrorCode = (typeof CliErrorCode)[keyof typeof CliErrorCode];
@@ -78,7 +80,8 @@ export function exitCodeFor(err: unknown): number {
   const code = err.code;
   if (REJECTED_CODES.has(code)) return ExitCode.REJECTED;
   if (PROBLEM_CODES.has(code)) return ExitCode.DONE_WITH_PROBLEMS;
-  if (USAGE_CODES.has(code) || code.startsWith('ERT_CONFIG_') || code.startsWith('ERT_SPEC_')) return ExitCode.USAGE;
+  // An operator's provider config file that is invalid, duplicated or conflicting is configuration too.
+  if (USAGE_CODES.has(code) || code.startsWith('ERT_CONFIG_') || code.startsWith('ERT_SPEC_') || code.startsWith('ERT_TRACKER_PROVIDER_CONFIG_')) return ExitCode.USAGE;
   // Loading a plugin fails because of the config (name, manifest, options, API range);
   // a hook that fails or returns bad stats at run time is operational.
   if (code.startsWith('ERT_PLUGIN_') && !code.startsWith('ERT_PLUGIN_HOOK_') && !code.startsWith('ERT_PLUGIN_STATS_')) {

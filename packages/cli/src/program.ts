@@ -10,6 +10,7 @@ import { pluginsCommand } from './commands/plugins.js';
 import { hostDiscoverCommand, hostRunCommand, hostSyncCommand } from './commands/host.js';
 import { claimCommand, releaseCommand } from './commands/claim.js';
 import { scheduleCommand } from './commands/schedule.js';
+import { instancesCommand } from './commands/instances.js';
 import { flavorsCommand, hostsCommand, usageCommand } from './commands/inventory.js';
 import { simulateCommand } from './commands/simulate.js';
 import { demoCommand } from './commands/demo.js';
@@ -115,7 +116,16 @@ export function createProgram(io: CliIo = processIo()): Command {
     .requiredOption('--flavor <name>', 'flavor from the config')
     .option('-n, --count <n>', 'number of instances (placed all or none)', '1')
     .option('--explain', 'explain which filter removed each host instead of placing')
+    .option('--wait', 'wait until each host\'s tracker confirms its reservation (active); place a refused one elsewhere')
+    .option('--confirm-timeout <duration>', 'with --wait: how long to wait for a confirmation (default: reservations.timeout)')
     .action(action(scheduleCommand));
+
+  program
+    .command('instances')
+    .description('list the instances in the store: host, state (scheduled, active, refused, expired, ...), reason')
+    .option('--host <name>', 'only this host')
+    .option('--state <state>', 'only this state')
+    .action(action(instancesCommand));
 
   program.command('hosts').description('list the hosts in the store').action(action(hostsCommand));
   program

@@ -75,6 +75,13 @@ export interface ErtConfig {
      */
     placementSearchBudget: number;
   };
+  /** Reservations: a scheduled instance until its host's tracker confirms it (ARCHITECTURE.md, "Reservations"). */
+  reservations: {
+    /** A reservation not confirmed within this long is expired (released) by any tracker or scheduler that sees it, ms. */
+    timeout: number;
+    /** How often a tracker looks for reservations on its host, and a scheduler waiting for a confirmation looks at the store, ms. */
+    pollInterval: number;
+  };
   /** Raw per-plugin options, by plugin name; validated by each plugin's schema at load. */
   plugins: Record<string, unknown>;
   flavors: Flavor[];
@@ -184,6 +191,15 @@ export const CONFIG_SCHEMA = {
         refreshInterval: duration('1s'),
         hookTimeout: duration('1s'),
         placementSearchBudget: { type: 'integer', minimum: 100, maximum: 100000000, default: 50000 },
+      },
+    },
+    reservations: {
+      type: 'object',
+      additionalProperties: false,
+      default: {},
+      properties: {
+        timeout: duration('2m'),
+        pollInterval: duration('500ms'),
       },
     },
     plugins: { type: 'object', additionalProperties: { type: 'object' }, default: {} },
@@ -409,6 +425,8 @@ export function configFromObject(input: unknown, source: ConfigSource): ErtConfi
   const hookTimeout = durationAt('tracker.hookTimeout', t.hookTimeout);
   const refreshInterval = durationAt('scheduler.refreshInterval', s.refreshInterval);
   const schedulerHookTimeout = durationAt('scheduler.hookTimeout', s.hookTimeout);
+  const reservationTimeout = durationAt('reservations.timeout', data.reservations.timeout);
+  const reservationPoll = durationAt('reservations.pollInterval', data.reservations.pollInterval);
   if (problems.length > 0) throw configError(file, problems);
 
   const store = { ...storeRest, connection: (storeRest.connection as string | undefined) ?? './ert.db', busyTimeoutMs } as StoreOptions;
@@ -439,6 +457,7 @@ export function configFromObject(input: unknown, source: ConfigSource): ErtConfi
       hookTimeout: schedulerHookTimeout,
       placementSearchBudget: s.placementSearchBudget,
     },
+    reservations: { timeout: reservationTimeout, pollInterval: Math.max(reservationPoll, 1) },
     plugins: data.plugins,
     flavors,
   };

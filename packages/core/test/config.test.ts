@@ -151,6 +151,7 @@ describe('defaults and resolution', () => {
         enforcementFailure: 'report',
       },
       scheduler: { consumers: [], filters: [], weighers: [], maxAttempts: 3, hostSubsetSize: 1, refreshInterval: 1000, hookTimeout: 1000, placementSearchBudget: 50000 },
+      reservations: { timeout: 120_000, pollInterval: 500 },
       plugins: {},
       flavors: [],
     });
@@ -260,7 +261,7 @@ describe('validation errors: one line per problem naming file, key, value and ex
     const err = await invalid({ trackr: {} });
     expect(err.code).toBe('ERT_CONFIG_INVALID');
     expect(err.message).toBe(
-      `Invalid config ${file} (1 problem):\n${file}: trackr: got {}, expected no such key; known keys here: store, log, tracker, scheduler, plugins, flavors`,
+      `Invalid config ${file} (1 problem):\n${file}: trackr: got {}, expected no such key; known keys here: store, log, tracker, scheduler, reservations, plugins, flavors`,
     );
   });
 

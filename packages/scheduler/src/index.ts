@@ -5,6 +5,7 @@
  */
 export { createScheduler } from './scheduler.js';
 export type { InstanceToSchedule, RankingStrategy, ScheduleRequest, Scheduler, SchedulerOptions, Selection } from './scheduler.js';
+export type { Refusal, SelectOptions } from './confirmation.js';
 export { NoValidHostError, SchedulerError, SchedulerErrorCode } from './errors.js';
 export { BUILTIN_FILTERS, builtinFilters } from './builtins.js';
 export type { InstanceLocator } from './builtins.js';

@@ -3,6 +3,7 @@ import type { Clock, Flavor, HostState, InstanceRequest, Logger, PlacementReques
 import { createLogger, createPluginRuntime } from '@ert/core';
 import type { ErtConfig, HookTiming, PluginRuntime } from '@ert/core';
 import { checkPlacementRequest, fitRequest, parseFlavor, specFromPlacementRequest } from '@ert/placement';
+import { expireReservations } from '@ert/store';
 import type { Allocation, Store } from '@ert/store';
 import { affinityHosts, builtinFilters } from './builtins.js';
 import { NoValidHostError, SchedulerError, SchedulerErrorCode } from './errors.js';
@@ -11,6 +12,8 @@ import type { Explanation } from './explain.js';
 import { HostManager } from './host-manager.js';
 import type { ConsumerEntry, HookCaller } from './host-manager.js';
 import { Memo, Ranker } from './ranking.js';
+import { awaitOutcomes } from './confirmation.js';
+import type { Refusal, SelectOptions } from './confirmation.js';
 import type { FilterEntry, Ranking, WeigherEntry } from './ranking.js';
 
 /** One instance of a scheduling request. */
@@ -41,6 +44,10 @@ export interface Selection {
   allocations: Allocation[];
   /** Up to maxAttempts - 1 other hosts that passed every filter, best first. */
   alternates: string[];
+  /** With `awaitConfirmation`: `active`, the host's tracker confirmed it through its plugins. */
+  state?: 'active';
+  /** With `awaitConfirmation`: hosts whose tracker refused the instance (or that let it expire) before this one took it, in order. */
+  refusals?: Refusal[];
 }
 
 /**
@@ -85,8 +92,13 @@ export interface Scheduler {
    * NoValidHostError is thrown. A malformed flavor (unknown key, bad value) throws the
    * placement RequestSpecError before any host is looked at. Calls are serialised (with
    * `overlapClaims`, only their decisions are; claims are written concurrently).
+   * With `awaitConfirmation` (confirmation.ts) it then waits until each host's tracker has
+   * confirmed (`active`) or refused each reservation, and places a refused or expired one
+   * again on another host; every selection returned is then `active`. Every call first
+   * expires reservations older than `reservations.timeout` (at most once per
+   * `scheduler.refreshInterval`).
    */
-  select(request: ScheduleRequest): Promise<Selection[]>;
+  select(request: ScheduleRequest, options?: SelectOptions): Promise<Selection[]>;
   /**
    * Which filter removed each host and why, counts per filter, and the weights of the
    * candidates, for the request's flavor (as for its first instance). Changes nothing.
@@ -145,6 +157,12 @@ export async function createScheduler(options: SchedulerOptions): Promise<Schedu
   return scheduler;
 }
 
+/** The hosts tried for one instance and why each failed (carried across re-placements after a refusal). */
+interface PlaceAttempts {
+  tried: Set<string>;
+  attempts: Array<{ host: string; error: string }>;
+}
+
 /** Runs `fn` holding the decision lock (or directly, when the caller already holds it). */
 type Locked = <T>(fn: () => Promise<T>) => Promise<T>;
 
@@ -157,6 +175,7 @@ class DefaultScheduler implements Scheduler {
   private readonly running = new Set<Promise<unknown>>();
   private backgroundRefresh: Promise<void> | undefined;
   private lastRefresh = -Infinity;
+  private lastReap = -Infinity;
   private closed = false;
 
   constructor(
@@ -184,10 +203,10 @@ class DefaultScheduler implements Scheduler {
     return this.serial(() => this.refreshNow());
   }
 
-  select(request: ScheduleRequest): Promise<Selection[]> {
-    if (!this.env.overlapClaims) return this.serial(() => this.selectNow(request, (fn) => fn()));
+  select(request: ScheduleRequest, options: SelectOptions = {}): Promise<Selection[]> {
+    if (!this.env.overlapClaims) return this.serial(() => this.selectNow(request, (fn) => fn(), options));
     if (this.closed) return Promise.reject(closedError());
-    const run = this.selectNow(request, (fn) => this.serial(fn));
+    const run = this.selectNow(request, (fn) => this.serial(fn), options);
     this.running.add(run);
     void run.catch(() => undefined).finally(() => this.running.delete(run));
     return run;
@@ -270,14 +289,19 @@ class DefaultScheduler implements Scheduler {
     return parsed;
   }
 
-  private async selectNow(request: ScheduleRequest, locked: Locked): Promise<Selection[]> {
+  private async selectNow(request: ScheduleRequest, locked: Locked, options: SelectOptions = {}): Promise<Selection[]> {
     const parsed = this.parse(request);
+    await this.reapIfDue();
     await locked(() => this.refreshIfDue());
     const selections: Selection[] = [];
+    const tries = new Map<string, PlaceAttempts>();
     try {
       for (const instance of request.instances) {
-        selections.push(await this.placeOne({ ...instance, flavor: parsed.spec.flavor }, parsed, locked));
+        const attempts: PlaceAttempts = { tried: new Set(), attempts: [] };
+        tries.set(instance.uuid, attempts);
+        selections.push(await this.placeOne({ ...instance, flavor: parsed.spec.flavor }, parsed, locked, attempts));
       }
+      if (options.awaitConfirmation) await this.confirm(request, parsed, locked, selections, tries, options);
     } catch (error) {
       await this.release(selections, locked);
       throw error;
@@ -291,11 +315,11 @@ class DefaultScheduler implements Scheduler {
    * decision need not wait for the store. A lost race or a failed write reloads that host
    * (undoing the placement counted in memory) and tries the next candidate.
    */
-  private async placeOne(instance: InstanceRequest, parsed: ParsedRequest, locked: Locked): Promise<Selection> {
+  private async placeOne(instance: InstanceRequest, parsed: ParsedRequest, locked: Locked, carry: PlaceAttempts = { tried: new Set(), attempts: [] }): Promise<Selection> {
     const { spec } = parsed;
     const { maxAttempts, hostSubsetSize } = this.config.scheduler;
-    const tried = new Set<string>();
-    const attempts: Array<{ host: string; error: string }> = [];
+    // Hosts tried so far for this instance (a reservation refused by its host counts as one).
+    const { tried, attempts } = carry;
     while (attempts.length < maxAttempts) {
       const decision = await locked(async () => {
         const memo = this.memoFor(parsed);
@@ -366,6 +390,62 @@ class DefaultScheduler implements Scheduler {
       const memo = this.memoFor(parsed);
       throw new NoValidHostError(instance.uuid, spec.flavor.name, summarize(buildExplanation(this.manager.slots, memo, this.rank(memo, 0))), attempts);
     });
+  }
+
+  /**
+   * Wait for the hosts' trackers to confirm or refuse the batch's reservations; place each
+   * refused or expired one again (its earlier hosts excluded), and wait again, until every
+   * selection is `active`. A reservation still `scheduled` at the deadline is expired here
+   * (generation-checked: one its tracker confirms meanwhile stays). Throws NoValidHostError
+   * (its attempts name each refusing host and reason) when an instance runs out of hosts.
+   */
+  private async confirm(request: ScheduleRequest, parsed: ParsedRequest, locked: Locked, selections: Selection[], tries: Map<string, PlaceAttempts>, options: SelectOptions): Promise<void> {
+    const timeout = options.confirmTimeout ?? this.config.reservations.timeout;
+    const byUuid = new Map(request.instances.map((i) => [i.uuid, i]));
+    let pending = selections.map((_, i) => i);
+    while (pending.length > 0) {
+      const deadline = this.env.clock.now() + timeout;
+      const outcomes = await awaitOutcomes(this.store, pending.map((i) => selections[i]!.instanceUuid), { pollMs: this.config.reservations.pollInterval, deadline, clock: this.env.clock });
+      const again: number[] = [];
+      for (const index of pending) {
+        const selection = selections[index]!;
+        let record = outcomes.get(selection.instanceUuid);
+        if (record?.state === 'scheduled') {
+          const reason = `reservation on host ${selection.host} not confirmed by its tracker within ${timeout} ms (confirmTimeout); expired by the scheduler`;
+          await expireReservations(this.store, { now: this.env.clock.now(), timeoutMs: 0, uuids: [selection.instanceUuid], reason });
+          record = await this.store.getInstance(selection.instanceUuid);
+        }
+        if (record?.state === 'active' && record.host === selection.host) {
+          selection.state = 'active';
+          continue;
+        }
+        const state = record?.state === 'expired' ? 'expired' : 'refused';
+        const reason = record?.reason ?? `the reservation on host ${selection.host} is ${record ? record.state : 'gone'}`;
+        const refusals = [...(selection.refusals ?? []), { host: selection.host, state, reason } satisfies Refusal];
+        tries.get(selection.instanceUuid)!.attempts.push({ host: selection.host, error: `${state} by host ${selection.host}: ${reason}` });
+        this.env.logger.info({ instance: selection.instanceUuid, host: selection.host, state, reason }, 'reservation not taken; placing it on another host');
+        // The host's usage changed in the store (the reservation released): count it again.
+        await locked(() => this.manager.reload([selection.host]));
+        const instance = byUuid.get(selection.instanceUuid)!;
+        const placed = await this.placeOne({ ...instance, flavor: parsed.spec.flavor }, parsed, locked, tries.get(selection.instanceUuid)!);
+        selections[index] = { ...placed, refusals };
+        again.push(index);
+      }
+      pending = again;
+    }
+  }
+
+  /** Expire reservations nobody confirmed within `reservations.timeout` (any host), at most once per refresh interval. */
+  private async reapIfDue(): Promise<void> {
+    const now = this.env.clock.now();
+    if (now - this.lastReap < Math.max(this.config.scheduler.refreshInterval, 1)) return;
+    this.lastReap = now;
+    try {
+      const expired = await expireReservations(this.store, { now, timeoutMs: this.config.reservations.timeout });
+      if (expired.length > 0) this.env.logger.warn({ instances: expired.map((r) => r.uuid) }, 'expired reservations nobody confirmed in time');
+    } catch (error) {
+      this.env.logger.warn({ err: error }, `expiring reservations failed: ${messageOf(error)}`);
+    }
   }
 
   /** Undo the claims of a failed batch (store first, then the in-memory hosts by reloading them). */

@@ -70,7 +70,15 @@ export interface ConsumerRef {
   generation?: number | null;
 }
 
-export type InstanceState = 'scheduled' | 'active' | 'resizing' | 'error';
+/**
+ * `scheduled`: a scheduler's reservation (allocations written, not yet confirmed by the host's
+ * tracker); `active`: confirmed through the host's plugins; `refused`: the host's plugins
+ * refused the reservation (allocations released, `reason` says which plugin and why);
+ * `expired`: nobody confirmed it within `reservations.timeout` (allocations released). A
+ * `refused` or `expired` record holds nothing; it stays as the outcome until the uuid is
+ * scheduled again or removed. See ARCHITECTURE.md, "Reservations".
+ */
+export type InstanceState = 'scheduled' | 'active' | 'resizing' | 'error' | 'refused' | 'expired';
 
 /** An instance as recorded in the store: its flavor (with extra specs) and what plugins decided. */
 export interface InstanceRecord {
@@ -87,6 +95,8 @@ export interface InstanceRecord {
   assignments: Record<string, JsonValue>;
   /** Host CPUs the instance is pinned to (a plugin's `ClaimGrant.cpus`); absent when it floats. */
   cpus?: number[];
+  /** Why a reservation is `refused` (the refusing plugin named) or `expired`. */
+  reason?: string;
   createdAt?: number;
   updatedAt?: number;
 }
@@ -299,7 +309,8 @@ export interface Store {
    */
   upsertInstance(instance: InstanceRecord): Promise<void>;
   getInstance(uuid: string): Promise<InstanceRecord | undefined>;
-  listInstances(filter?: { host?: string }): Promise<InstanceRecord[]>;
+  /** Instance records, by uuid; only those of `host` and/or in `state` (one state or any of several) when given. */
+  listInstances(filter?: { host?: string; state?: InstanceState | InstanceState[] }): Promise<InstanceRecord[]>;
   /**
    * Remove an instance record (not its allocations); unknown uuids are a no-op. To remove a
    * record together with its allocations, atomically, use `writeAllocations` with `removeInstance`.

@@ -9,6 +9,7 @@ export type * from './api.js';
 export * from './errors.js';
 export { MIGRATIONS_TABLE } from './migrations.js';
 export { SQLITE_BUSY_TIMEOUT_MS, dropPostgresSchema } from './connection.js';
+export { endReservation, expireReservations, type ReservationEnd } from './reservations.js';
 
 /**
  * Opens a store (a connection pool; no query is run yet). Call `await store.migrate()`

@@ -178,10 +178,27 @@ const bigintAmounts: Migration = {
   },
 };
 
+/** Why a reservation was refused or expired (issue 11: reservations); null otherwise. */
+const instanceReason: Migration = {
+  async up(knex) {
+    await knex.schema.alterTable('instances', (t) => {
+      t.text('reason').nullable();
+      t.index(['state']);
+    });
+  },
+  async down(knex) {
+    await knex.schema.alterTable('instances', (t) => {
+      t.dropIndex(['state']);
+      t.dropColumn('reason');
+    });
+  },
+};
+
 const migrations: Record<string, Migration> = {
   '0001_initial': initial,
   '0002_instance_cpus': instanceCpus,
   '0003_bigint_amounts': bigintAmounts,
+  '0004_instance_reason': instanceReason,
 };
 
 /** This program's migrations, in application order. */

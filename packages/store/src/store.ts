@@ -50,7 +50,9 @@ const MAX_COMBINED_WRITES = 256;
 const IMPORT_BATCH = 1000;
 
 const HOST_STATUSES: ReadonlySet<string> = new Set<HostStatus>(['up', 'stale', 'disabled']);
-const INSTANCE_STATES: ReadonlySet<string> = new Set<InstanceState>(['scheduled', 'active', 'resizing', 'error']);
+const INSTANCE_STATES: ReadonlySet<string> = new Set<InstanceState>(['scheduled', 'active', 'resizing', 'error', 'refused', 'expired']);
+/** Outcomes of a reservation that hold nothing: not instances of their host for the scheduler. */
+const ENDED_STATES: InstanceState[] = ['refused', 'expired'];
 
 interface ProviderRow {
   id: number;
@@ -91,6 +93,7 @@ interface InstanceRow {
   migration_uuid: string | null;
   assignments: string;
   cpus: string | null;
+  reason: string | null;
   state: string;
   created_at: number | string;
   updated_at: number | string;
@@ -167,6 +170,7 @@ function instanceFromRow(row: InstanceRow): InstanceRecord {
   if (row.previous_flavor !== null) record.previousFlavor = JSON.parse(row.previous_flavor) as Flavor;
   if (row.migration_uuid !== null) record.migrationUuid = row.migration_uuid;
   if (row.cpus !== null) record.cpus = JSON.parse(row.cpus) as number[];
+  if (row.reason !== null && row.reason !== undefined) record.reason = row.reason;
   return record;
 }
 
@@ -1143,7 +1147,7 @@ export class KnexStore implements Store {
     const uuids = instances.map((i) => i.uuid);
     const previous: Array<{ uuid: string; host_id: number }> = await inChunks(uuids, (part) => trx('instances').select('uuid', 'host_id').whereIn('uuid', part));
     const now = Date.now();
-    const columns = ['uuid', 'host_id', 'project_id', 'user_id', 'flavor', 'previous_flavor', 'migration_uuid', 'assignments', 'cpus', 'state', 'created_at', 'updated_at'];
+    const columns = ['uuid', 'host_id', 'project_id', 'user_id', 'flavor', 'previous_flavor', 'migration_uuid', 'assignments', 'cpus', 'reason', 'state', 'created_at', 'updated_at'];
     const updated = columns.filter((c) => c !== 'uuid' && c !== 'created_at');
     // The last record of an instance wins (several calls combined in one transaction).
     const latest = new Map(instances.map((i) => [i.uuid, i]));
@@ -1161,6 +1165,7 @@ export class KnexStore implements Store {
         i.migrationUuid ?? null,
         JSON.stringify(i.assignments ?? {}),
         i.cpus ? JSON.stringify(i.cpus) : null,
+        i.reason ?? null,
         i.state,
         i.createdAt ?? now,
         now,
@@ -1179,9 +1184,10 @@ export class KnexStore implements Store {
     return row ? instanceFromRow(row) : undefined;
   }
 
-  async listInstances(filter: { host?: string } = {}): Promise<InstanceRecord[]> {
+  async listInstances(filter: { host?: string; state?: InstanceState | InstanceState[] } = {}): Promise<InstanceRecord[]> {
     const query = this.instanceQuery(this.knex).orderBy('i.uuid');
     if (filter.host !== undefined) query.where('h.name', filter.host);
+    if (filter.state !== undefined) query.whereIn('i.state', Array.isArray(filter.state) ? filter.state : [filter.state]);
     const rows: InstanceRow[] = await query;
     return rows.map(instanceFromRow);
   }
@@ -1303,8 +1309,8 @@ export class KnexStore implements Store {
       const statsRows: StatsRow[] = names === undefined ? await trx('host_stats').select('*') : await inChunks(hostIds, (part) => trx('host_stats').select('*').whereIn('host_id', part));
       const instanceRows: Array<{ uuid: string; host_id: number }> =
         names === undefined
-          ? await trx('instances').select('uuid', 'host_id').orderBy('uuid')
-          : await inChunks(hostIds, (part) => trx('instances').select('uuid', 'host_id').whereIn('host_id', part).orderBy('uuid'));
+          ? await trx('instances').select('uuid', 'host_id').whereNotIn('state', ENDED_STATES).orderBy('uuid')
+          : await inChunks(hostIds, (part) => trx('instances').select('uuid', 'host_id').whereIn('host_id', part).whereNotIn('state', ENDED_STATES).orderBy('uuid'));
       const rootAggregateIds = [...new Set(hostRows.flatMap((h) => snapshots.byId.get(h.root_provider_id)?.aggregateIds ?? []))];
       const metadataRows: Array<{ id: number; metadata: string }> = await inChunks(rootAggregateIds, (part) =>
         trx('aggregates').select('id', 'metadata').whereIn('id', part).orderBy('uuid'),

@@ -5,6 +5,7 @@
 export * from './errors.js';
 export { createTracker, type Tracker, type TrackerOptions } from './tracker.js';
 export { buildFleet, type BuildFleetOptions } from './fleet.js';
+export { refusalReason, type ConfirmReport } from './reservations.js';
 export { loadProviderConfigs, parseProviderConfig, HOST_PLACEHOLDER, PROVIDER_CONFIG_SCHEMA_VERSION, type ProviderConfigEntry } from './provider-config.js';
 export { uuidV5, providerUuid, childProviderName, migrationUuid, ERT_PROVIDER_NAMESPACE } from './ids.js';
 export type { DesiredProvider } from './tree.js';

@@ -25,6 +25,7 @@ import { TrackerError, TrackerErrorCodes } from './errors.js';
 import { childProviderName, migrationUuid, providerUuid } from './ids.js';
 import { Mutex } from './mutex.js';
 import { PluginAvailability } from './availability.js';
+import { ReservationWatch, confirmReservations, type ConfirmReport } from './reservations.js';
 import { loadProviderConfigs, type ProviderConfigEntry } from './provider-config.js';
 import { buildTree, jsonEqual, normalizeDiscovery, type DesiredProvider, type NormalizedDiscovery } from './tree.js';
 import type { ClaimResult, DiscoveryReport, PluginDiscoveryReport, Problem, ReleaseResult, SyncReport, TrackerListener } from './types.js';
@@ -119,6 +120,15 @@ export interface Tracker {
   evacuate(uuid: string): Promise<ClaimResult>;
   /** Listen to instance events; returns a function that removes the listener. */
   on(type: InstanceEventType, listener: TrackerListener): () => void;
+  /**
+   * Confirm the reservations schedulers made on this host (instances in state `scheduled`,
+   * docs/lifecycle.md): each goes through the claim path, adopting the reservation's
+   * allocations, and turns `active` with its plugins' assignments; a refusal releases it and
+   * records `refused` with the reason, naming the plugin. Reservations of any host older than
+   * `reservations.timeout` are expired first. Also runs after start, after every periodic
+   * update, and whenever the watch (every `reservations.pollInterval` while started) sees one.
+   */
+  confirmScheduled(): Promise<ConfirmReport>;
 }
 
 /**
@@ -186,6 +196,8 @@ class HostTracker implements Tracker {
   private state: 'created' | 'started' | 'stopped' = 'created';
   /** Set by the first `stop()`: later calls wait for the same shutdown. */
   private stopping: Promise<void> | undefined;
+  /** Looks for reservations on this host between periodic updates (reservations.ts); set by start(). */
+  private watch: ReservationWatch | undefined;
 
   constructor(init: { config: ErtConfig; hostName: string; logger: Logger; runtime: PluginRuntime; entries: ProviderConfigEntry[]; store: Store | undefined; clock: Clock }) {
     this.config = init.config;
@@ -392,8 +404,14 @@ class HostTracker implements Tracker {
   async start(): Promise<SyncReport> {
     if (this.state !== 'created') throw new TrackerError(TrackerErrorCodes.STATE, `tracker of host ${this.hostName} was already started`, { state: this.state });
     this.state = 'started';
-    const report = await this.mutex.run(() => this.syncLocked(true));
+    const report = await this.mutex.run(async () => {
+      const synced = await this.syncLocked(true);
+      await this.confirmQuietly(true);
+      return synced;
+    });
     this.scheduleUpdate();
+    this.watch = new ReservationWatch(() => this.store, this.hostName, this.config.reservations.pollInterval, () => this.mutex.run(() => (this.state === 'started' ? this.confirmQuietly(false) : Promise.resolve())), this.logger);
+    this.watch.start();
     return report;
   }
 
@@ -402,7 +420,10 @@ class HostTracker implements Tracker {
     this.timer = setTimeout(() => {
       this.timer = undefined;
       this.mutex
-        .run(() => this.syncLocked(false))
+        .run(async () => {
+          await this.syncLocked(false);
+          await this.confirmQuietly(true);
+        })
         .catch((err: unknown) => this.logger.error({ err }, 'periodic update failed'))
         .finally(() => this.scheduleUpdate());
     }, this.config.tracker.interval);
@@ -417,6 +438,7 @@ class HostTracker implements Tracker {
     this.state = 'stopped';
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
+    this.watch?.stop();
     await this.mutex.idle();
     for (const resource of this.resources) {
       const close = resource.hooks.close;
@@ -580,7 +602,8 @@ class HostTracker implements Tracker {
   /* ------------------------------------------------------------------ instances and views */
 
   private async liveInstances(store: Store): Promise<LiveInstance[]> {
-    const records = await store.listInstances({ host: this.hostName });
+    // Reservations not confirmed yet (`scheduled`) and ended ones (`refused`, `expired`) are not in the plugins' views.
+    const records = (await store.listInstances({ host: this.hostName })).filter((r) => r.state !== 'scheduled' && r.state !== 'refused' && r.state !== 'expired');
     const result: LiveInstance[] = [];
     for (const record of records) {
       const { generation, allocations } = await store.getAllocations(record.uuid);
@@ -715,6 +738,28 @@ class HostTracker implements Tracker {
   }
 
   /* ------------------------------------------------------------------ claims */
+
+  /* ------------------------------------------------------------------ reservations (reservations.ts) */
+
+  confirmScheduled(): Promise<ConfirmReport> {
+    this.assertRunning();
+    return this.mutex.run(() => this.confirmLocked(true));
+  }
+
+  private async confirmLocked(reapEverywhere: boolean): Promise<ConfirmReport> {
+    const store = await this.openStore();
+    const context = { hostName: this.hostName, store, clock: this.clock, logger: this.logger, timeoutMs: this.config.reservations.timeout, claim: (request: InstanceRequest) => this.claimLocked(request) };
+    return confirmReservations(context, { reapEverywhere });
+  }
+
+  /** After start, a periodic update or the watch: a failure is logged, not thrown. */
+  private async confirmQuietly(reapEverywhere: boolean): Promise<void> {
+    try {
+      await this.confirmLocked(reapEverywhere);
+    } catch (err) {
+      this.logger.error({ err }, 'confirming reservations failed');
+    }
+  }
 
   claim(request: InstanceRequest): Promise<ClaimResult> {
     this.assertRunning();

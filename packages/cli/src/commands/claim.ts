@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
 import { createTracker, type Problem } from '@ert/tracker';
-import { checkRoot, findFlavor, type CommandContext } from '../context.js';
+import { checkRoot, findFlavor, unknownHost, type CommandContext } from '../context.js';
 import { CliError, CliErrorCode } from '../errors.js';
 
 interface ClaimOptions {
@@ -30,7 +31,13 @@ export async function claimCommand(ctx: CommandContext, opts: ClaimOptions): Pro
   const config = await ctx.config();
   const flavor = findFlavor(config, opts.flavor);
   const root = opts.root !== undefined ? await checkRoot(ctx.io, opts.root) : undefined;
-  const store = await ctx.store(config);
+  const store = await ctx.store(config, { create: true });
+  // The tracker registers the host it runs for; `--host` naming another host must name one
+  // the store holds, or a typo would create a phantom host with this machine's resources.
+  if (opts.host !== undefined && opts.host !== (config.tracker.hostName ?? hostname()) && !(await store.getHost(opts.host))) {
+    const known = (await store.listHosts()).map((h) => h.name);
+    throw unknownHost(opts.host, known, ' (a host joins the store with `ert host sync` run on it)');
+  }
   const tracker = await createTracker({ config, store, logger: await ctx.logger(), ...(root ? { root } : {}), ...(opts.host ? { hostName: opts.host } : {}) });
   try {
     await tracker.start();

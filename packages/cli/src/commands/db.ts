@@ -6,7 +6,7 @@ import { describeConnection, type CommandContext } from '../context.js';
  */
 export async function migrateCommand(ctx: CommandContext): Promise<void> {
   const config = await ctx.config();
-  await ctx.store(config);
+  await ctx.store(config, { create: true });
   const connection = describeConnection(config.store);
   ctx.out.result({ client: config.store.client, connection, migrated: true }, () => `migrated ${config.store.client} store ${connection}\n`);
 }

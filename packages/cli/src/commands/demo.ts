@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
-import { join } from 'node:path';
+import { join, relative, isAbsolute } from 'node:path';
 import type { ErtConfig } from '@ert/core';
 import { createStore } from '@ert/store';
 import { createTracker } from '@ert/tracker';
@@ -11,16 +11,24 @@ import { REPO_ROOT, profilesDir, simulateInto } from './simulate.js';
 /** Seed of the demo workload: every run shows the same placements. */
 export const DEMO_SEED = 42;
 
+/** Whether `dir` is `root` or below it. */
+function isInside(dir: string, root: string): boolean {
+  const rel = relative(root, dir);
+  return rel === '' || (!rel.startsWith('..') && !isAbsolute(rel));
+}
+
 /**
- * `ert demo` (what `npm start` runs): recreate ./.ert/demo.db in the repository (the
- * working directory outside it), register this machine through the real plugins (root `/`;
+ * `ert demo` (what `npm start` runs): recreate .ert/demo.db at the repository's root when
+ * run inside the repository, else in the working directory (never in the repository from
+ * outside it), register this machine through the real plugins (root `/`;
  * plugins that find nothing report themselves unavailable), build a sample fleet from the
  * host profiles, schedule a seeded sample workload and print the report.
  * JSON: `{ database, localHost: SyncReport, simulation: SimulationReport }`.
  */
 export async function demoCommand(ctx: CommandContext, opts: { hosts: string; requests: string }): Promise<void> {
-  const base = existsSync(join(REPO_ROOT, 'config/ert.config.yaml')) ? REPO_ROOT : ctx.io.cwd;
-  const loaded = await ctx.config(join(base, 'config/ert.config.yaml'));
+  const repoConfig = existsSync(join(REPO_ROOT, 'config/ert.config.yaml'));
+  const loaded = await ctx.config(join(repoConfig ? REPO_ROOT : ctx.io.cwd, 'config/ert.config.yaml'));
+  const base = repoConfig && isInside(ctx.io.cwd, REPO_ROOT) ? REPO_ROOT : ctx.io.cwd;
   const hosts = positiveInt('--hosts', opts.hosts, 12);
   const requests = positiveInt('--requests', opts.requests, 300);
   const profiles = profilesDir(ctx, loaded, undefined);

@@ -34,7 +34,7 @@ export async function hostDiscoverCommand(ctx: CommandContext, opts: HostOptions
  */
 export async function hostSyncCommand(ctx: CommandContext, opts: HostOptions): Promise<void> {
   const options = await trackerOptions(ctx, opts);
-  const store = await ctx.store(options.config);
+  const store = await ctx.store(options.config, { create: true });
   const tracker = await createTracker({ ...options, store });
   try {
     const report = await tracker.sync();
@@ -51,7 +51,7 @@ export async function hostSyncCommand(ctx: CommandContext, opts: HostOptions): P
  */
 export async function hostRunCommand(ctx: CommandContext, opts: HostOptions): Promise<void> {
   const options = await trackerOptions(ctx, opts);
-  const store = await ctx.store(options.config);
+  const store = await ctx.store(options.config, { create: true });
   const tracker = await createTracker({ ...options, store });
   const stopped = new Promise<string>((resolve) => {
     const onSignal = (signal: string) => {

@@ -23,6 +23,27 @@ const exists = (path: string): Promise<boolean> => access(path).then(
 );
 
 /**
+ * `mkdir -p`, one level at a time: Node's recursive mkdir never settles on some paths
+ * (`/proc/foo`, where mkdir says ENOENT for a parent that exists). A level that cannot be
+ * created is ERT_CLI_CANNOT_WRITE naming it.
+ */
+async function makeDirs(dir: string): Promise<void> {
+  const missing: string[] = [];
+  for (let d = dir; !(await exists(d)); d = dirname(d)) {
+    missing.unshift(d);
+    if (dirname(d) === d) break;
+  }
+  for (const d of missing) {
+    try {
+      await mkdir(d);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'EEXIST') continue;
+      throw new CliError(CliErrorCode.CANNOT_WRITE, `cannot create directory ${d}: ${(err as Error).message.replace(/, mkdir .*$/, '')}`, { path: d }, { cause: err });
+    }
+  }
+}
+
+/**
  * `ert init [dir]`: copy the starter config, flavors and providers.d example into `dir`.
  * Refuses (exit 2, nothing written) when any of them exists, unless --force.
  * JSON: `{ dir, files: string[] }` (paths relative to dir).
@@ -40,8 +61,12 @@ export async function initCommand(ctx: CommandContext, dir: string, opts: { forc
     }
   }
   for (const file of files) {
-    await mkdir(dirname(join(target, file)), { recursive: true });
-    await copyFile(join(TEMPLATES_DIR, file), join(target, file));
+    await makeDirs(dirname(join(target, file)));
+    try {
+      await copyFile(join(TEMPLATES_DIR, file), join(target, file));
+    } catch (err) {
+      throw new CliError(CliErrorCode.CANNOT_WRITE, `cannot write ${join(target, file)}: ${(err as Error).message.replace(/, copyfile .*$/, '')}`, { path: join(target, file) }, { cause: err });
+    }
   }
   ctx.out.result({ dir: target, files }, () => {
     const where = relative(ctx.io.cwd, target) || '.';

@@ -1,23 +1,47 @@
-import type { CommandContext } from '../context.js';
-import { CliError, CliErrorCode } from '../errors.js';
+import { effectiveStatus } from '@ert/scheduler';
+import { unknownHost, type CommandContext } from '../context.js';
 import { hostUsage } from '../usage.js';
+
+/** `12s`, `5m`, `3h`, `2d`: how long ago, for the STATS column. */
+function age(ms: number): string {
+  const s = Math.max(0, Math.round(ms / 1000));
+  if (s < 120) return `${s}s`;
+  if (s < 7200) return `${Math.round(s / 60)}m`;
+  if (s < 172800) return `${Math.round(s / 3600)}h`;
+  return `${Math.round(s / 86400)}d`;
+}
 
 /**
  * `ert hosts`: every host in the store with status, last update, provider and instance
- * counts. JSON: `{ hosts: [{ name, status, lastUpdate, generation, providers, instances }] }`
- * (lastUpdate as an ISO 8601 string).
+ * counts, and each plugin's stats with their age. The status is the scheduler's
+ * (`effectiveStatus`): an `up` host not updated within tracker.staleAfter is `stale`, and so
+ * are stats older than that (the tracker rewrites them on every update).
+ * JSON: `{ hosts: [{ name, status, lastUpdate, generation, providers, instances,
+ * stats: [{ plugin, schemaVersion, updatedAt, ageMs, stale }] }] }` (times as ISO 8601).
  */
 export async function hostsCommand(ctx: CommandContext): Promise<void> {
-  const store = await ctx.store();
+  const config = await ctx.config();
+  const store = await ctx.store(config);
   const snapshots = await store.loadHosts();
+  const now = Date.now();
+  const staleAfter = config.tracker.staleAfter;
   const hosts = snapshots
     .map((s) => ({
       name: s.host.name,
-      status: s.host.status,
+      status: effectiveStatus(s.host.status, s.host.lastUpdate, now, staleAfter),
       lastUpdate: new Date(s.host.lastUpdate).toISOString(),
       generation: s.host.generation,
       providers: s.providers.length,
       instances: s.instances.length,
+      stats: Object.values(s.stats)
+        .map((st) => ({
+          plugin: st.plugin,
+          schemaVersion: st.schemaVersion,
+          updatedAt: new Date(st.updatedAt).toISOString(),
+          ageMs: now - st.updatedAt,
+          stale: staleAfter > 0 && now - st.updatedAt > staleAfter,
+        }))
+        .sort((a, b) => a.plugin.localeCompare(b.plugin)),
     }))
     .sort((a, b) => a.name.localeCompare(b.name));
   ctx.out.result({ hosts }, () =>
@@ -27,6 +51,7 @@ export async function hostsCommand(ctx: CommandContext): Promise<void> {
       { header: 'LAST UPDATE', value: (h) => h.lastUpdate },
       { header: 'PROVIDERS', value: (h) => h.providers },
       { header: 'INSTANCES', value: (h) => h.instances },
+      { header: 'STATS (AGE)', value: (h) => h.stats.map((st) => `${st.plugin} ${age(st.ageMs)}${st.stale ? ' STALE' : ''}`).join(', ') },
     ]),
   );
 }
@@ -40,7 +65,7 @@ export async function usageCommand(ctx: CommandContext, opts: { host?: string })
   const store = await ctx.store();
   const snapshots = await store.loadHosts(opts.host !== undefined ? [opts.host] : undefined);
   if (opts.host !== undefined && snapshots.length === 0) {
-    throw new CliError(CliErrorCode.UNKNOWN_HOST, `no host ${opts.host} in the store`, { host: opts.host });
+    throw unknownHost(opts.host, (await store.listHosts()).map((h) => h.name));
   }
   const usage = hostUsage(snapshots);
   ctx.out.result({ usage }, () =>

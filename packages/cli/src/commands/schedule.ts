@@ -1,6 +1,8 @@
 import { createScheduler } from '@ert/scheduler';
 import { randomUUID } from 'node:crypto';
 import { isErtError } from '@ert/plugin-api';
+import { parseDuration } from '@ert/core';
+import { CliError, CliErrorCode } from '../errors.js';
 import { findFlavor, positiveInt, type CommandContext } from '../context.js';
 import { renderExplanation } from '../render.js';
 
@@ -8,6 +10,8 @@ interface ScheduleOptions {
   flavor: string;
   count?: string;
   explain?: boolean;
+  wait?: boolean;
+  confirmTimeout?: string;
 }
 
 /**
@@ -17,11 +21,23 @@ interface ScheduleOptions {
  * JSON: `{ flavor, selections: [{ instanceUuid, host, allocations, alternates }] }`, or
  * with --explain the scheduler's explanation. No valid host exits 3; the explanation is in
  * the error's details (and printed as a table without --json).
+ * With `--wait`, each reservation is confirmed by its host's tracker (which asks its plugins)
+ * before the command succeeds: a host that refuses (or does not confirm within
+ * `--confirm-timeout`, default `reservations.timeout`) is replaced by another; the
+ * selections then carry `state: "active"` and the hosts that refused (`refusals`).
  */
 export async function scheduleCommand(ctx: CommandContext, opts: ScheduleOptions): Promise<void> {
   const config = await ctx.config();
   const flavor = findFlavor(config, opts.flavor);
   const count = positiveInt('--count', opts.count, 1);
+  let confirmTimeout: number | undefined;
+  if (opts.confirmTimeout !== undefined) {
+    try {
+      confirmTimeout = parseDuration(opts.confirmTimeout);
+    } catch {
+      throw new CliError(CliErrorCode.USAGE, `--confirm-timeout must be a duration (500ms, 60s, 2m), got "${opts.confirmTimeout}"`, { option: '--confirm-timeout', value: opts.confirmTimeout });
+    }
+  }
   const store = await ctx.store(config);
   const scheduler = await createScheduler({ config, store, logger: await ctx.logger() });
   try {
@@ -32,13 +48,14 @@ export async function scheduleCommand(ctx: CommandContext, opts: ScheduleOptions
       return;
     }
     try {
-      const selections = await scheduler.select({ flavor, instances });
+      const selections = await scheduler.select({ flavor, instances }, opts.wait ? { awaitConfirmation: true, ...(confirmTimeout !== undefined ? { confirmTimeout } : {}) } : {});
       ctx.out.result({ flavor: flavor.name, selections }, () =>
         ctx.out.table(selections, [
           { header: 'INSTANCE', value: (s) => s.instanceUuid },
           { header: 'HOST', value: (s) => s.host },
           { header: 'ALLOCATIONS', value: (s) => s.allocations.map((a) => `${a.resourceClass}=${a.amount}`).join(' ') },
           { header: 'ALTERNATES', value: (s) => s.alternates.join(',') },
+          ...(opts.wait ? [{ header: 'REFUSED BY', value: (s: (typeof selections)[number]) => (s.refusals ?? []).map((r) => `${r.host} (${r.state}: ${r.reason})`).join('; ') }] : []),
         ]),
       );
     } catch (err) {

@@ -1,0 +1,61 @@
+import type { InstanceRecord, Store } from './api.js';
+import { isStoreError } from './errors.js';
+
+/** What `endReservation` did. */
+export type ReservationEnd = { ended: true; record: InstanceRecord } | { ended: false; current: InstanceRecord | undefined };
+
+/**
+ * End one reservation (`scheduled` instance) as `refused` or `expired`, with `reason`: its
+ * allocations are released and its record rewritten in one `writeAllocations` call,
+ * checked against the consumer generation `generation` read with the reservation. When the
+ * reservation changed meanwhile (its tracker confirmed it, another reaper or the tracker
+ * ended it, it was scheduled again) nothing is written and the current record is returned.
+ */
+export async function endReservation(
+  store: Store,
+  reservation: InstanceRecord,
+  generation: number | null,
+  state: 'refused' | 'expired',
+  reason: string,
+): Promise<ReservationEnd> {
+  const ended: InstanceRecord = { ...reservation, state, reason, assignments: {} };
+  delete ended.cpus;
+  try {
+    await store.writeAllocations([
+      { consumer: { uuid: reservation.uuid, projectId: reservation.projectId, userId: reservation.userId, generation }, allocations: [], instance: ended },
+    ]);
+  } catch (err) {
+    if (!isStoreError(err) || !/CONFLICT/.test(err.code)) throw err;
+    return { ended: false, current: await store.getInstance(reservation.uuid) };
+  }
+  return { ended: true, record: ended };
+}
+
+/**
+ * The reaper: every `scheduled` instance (of `host`, or of any host) recorded more than
+ * `timeoutMs` before `now` is ended as `expired`, its allocations released. Any tracker or
+ * scheduler may run it; each reservation is ended at most once (generation-checked), and one
+ * its tracker confirms meanwhile is left alone. `uuids` limits it to those instances; `reason`
+ * replaces the recorded reason. Returns the records it expired.
+ */
+export async function expireReservations(
+  store: Store,
+  options: { now: number; timeoutMs: number; host?: string; uuids?: readonly string[]; reason?: string },
+): Promise<InstanceRecord[]> {
+  const scheduled = await store.listInstances({ state: 'scheduled', ...(options.host !== undefined ? { host: options.host } : {}) });
+  const wanted = options.uuids ? new Set(options.uuids) : undefined;
+  const expired: InstanceRecord[] = [];
+  for (const record of scheduled) {
+    if (wanted && !wanted.has(record.uuid)) continue;
+    const since = record.updatedAt ?? record.createdAt ?? 0;
+    if (options.now - since < options.timeoutMs) continue;
+    const { generation } = await store.getAllocations(record.uuid);
+    // Re-read after the generation: a confirmation between the list and here is seen.
+    const current = await store.getInstance(record.uuid);
+    if (current?.state !== 'scheduled' || current.host !== record.host) continue;
+    const reason = options.reason ?? `reservation on host ${record.host} not confirmed by its tracker within ${options.timeoutMs} ms (reserved at ${new Date(since).toISOString()})`;
+    const outcome = await endReservation(store, current, generation, 'expired', reason);
+    if (outcome.ended) expired.push(outcome.record);
+  }
+  return expired;
+}

@@ -171,12 +171,12 @@ type KillPoint = { at: 'hook'; plugin: string; hook: string; uuid: string } | { 
  * stops at `kill` and says so on stdout; it is SIGKILLed the moment that line arrives.
  * Resolves with where it stopped.
  */
-async function killedAt(options: StoreOptions, hostName: string, steps: Step[], kill: KillPoint): Promise<unknown> {
+async function killedAt(options: StoreOptions, hostName: string, steps: Step[], kill: KillPoint, armAtStart = false): Promise<unknown> {
   const child = spawn(process.execPath, [CHILD], { stdio: ['pipe', 'pipe', 'pipe'] });
   let stderr = '';
   child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
-  child.stdin.end(JSON.stringify({ store: options, hostName, root: path.join(PROFILES, PROFILE), plugins: PLUGINS, steps, kill }) + '\n');
+  child.stdin.end(JSON.stringify({ store: options, hostName, root: path.join(PROFILES, PROFILE), plugins: PLUGINS, steps, kill, armAtStart }) + '\n');
   const line = await new Promise<string | undefined>((resolve) => {
     createInterface({ input: child.stdout }).once('line', resolve);
     void exited.then(() => resolve(undefined));
@@ -334,6 +334,39 @@ describe.each(BACKENDS)('crash atomicity on %s', (backend) => {
     await whole(host);
     const [snapshot] = await store.loadHosts([hostName]);
     for (const p of snapshot!.providers) expect(Object.values(p.usages).every((u) => u === 0), p.name).toBe(true);
+  }, 60_000);
+
+  // The other recovery branch of rebuildViews, killed: an instance evacuated from a host that
+  // was down; that host's tracker starts again and releases the old allocations held there as
+  // it clears the instance's reference to them -- killed in the middle of that transaction (at
+  // the migration record's DELETE). Nothing is half-written; the next start does the recovery.
+  // Mutation seen caught: the recovery as its three former calls (deleteAllocations,
+  // deleteInstance, upsertInstance): killed at the DELETE, the migration record was left
+  // without allocations.
+  it('a source host tracker SIGKILLed while releasing what an evacuated instance held there: the next start finishes the recovery', async () => {
+    const options = bench.storeOptions();
+    const store = await bench.openStore(options);
+    const src = await realHost(bench, PROFILE, { hostName: 'src', shared: { store, options } });
+    const dst = await realHost(bench, PROFILE, { hostName: 'dst', shared: { store, options } });
+    const uuid = newUuid();
+    ok(await src.tracker.claim(requestOf(uuid, small)));
+    await src.stop();
+    await store.setHostStatus('src', 'stale');
+    ok(await dst.tracker.evacuate(uuid));
+    const evacuated = { instance: { state: 'active', flavor: 'small', migrating: true }, held: ACTIVE_SMALL.held, migration: { state: 'resizing', flavor: 'small' }, migrationHeld: ACTIVE_SMALL.held };
+    await expectShape(store, uuid, evacuated);
+
+    await killedAt(options, 'src', [], { at: 'query', sql: MID_TRANSACTION }, true);
+    await expectShape(store, uuid, evacuated);
+    expect(await halfWritten(store)).toEqual([]);
+
+    const back = await realHost(bench, PROFILE, { hostName: 'src', shared: { store, options } });
+    expect(back.tracker.lastSync!.changes).toContain(`released what instance ${uuid} held here before it was evacuated to host dst`);
+    await expectShape(store, uuid, { ...ACTIVE_SMALL, instance: { state: 'active', flavor: 'small', migrating: false } });
+    await whole(back);
+    await whole(dst);
+    expect((await dst.tracker.release(uuid)).released).toBe(true);
+    await whole(dst);
   }, 60_000);
 
   // The recovery branch for orphaned migration records (rebuildViews): a migration record no

@@ -7,7 +7,7 @@ import { ApiError, errorBody, unauthorizedBody } from './errors.js';
 import { formatVersion, inRange, negotiate, VERSION_HEADER, atLeast, v, type Version } from './microversion.js';
 import { allowed } from './policy.js';
 import { Reads } from './reads.js';
-import type { ApiReply, ApiRequest, Method, RouteDef, VersionedHandler } from './route.js';
+import type { ApiReply, ApiRequest, Method, QuerySchema, RouteDef, VersionedHandler } from './route.js';
 import { allocationCandidateRoutes } from './routes/allocation-candidates.js';
 import { allocationRoutes } from './routes/allocations.js';
 import { resourceClassRoutes } from './routes/resource-classes.js';
@@ -64,14 +64,14 @@ export function acceptsJson(accept: string | undefined): boolean {
 }
 
 /** Ajv's first error in the words of Python's jsonschema, which Placement's clients see. */
-function schemaMessage(error: ErrorObject | undefined, instance: Record<string, string>): string {
+function schemaMessage(error: ErrorObject | undefined, instance: Record<string, string>, schema: QuerySchema): string {
   if (!error) return 'invalid';
   const pyRepr = (s: string): string => `'${s.replaceAll('\\', '\\\\').replaceAll("'", "\\'")}'`;
   const property = error.instancePath.replace(/^\//, '');
   const value = instance[property];
   switch (error.keyword) {
     case 'additionalProperties': {
-      const extra = Object.keys(instance).filter((k) => !(k in ((error.parentSchema as { properties?: object })?.properties ?? {}))).sort();
+      const extra = Object.keys(instance).filter((k) => !(k in ((schema.properties as object | undefined) ?? {}))).sort();
       return `Additional properties are not allowed (${extra.map(pyRepr).join(', ')} ${extra.length === 1 ? 'was' : 'were'} unexpected)`;
     }
     case 'required':
@@ -148,7 +148,8 @@ export async function createApi(options: ApiOptions): Promise<FastifyInstance> {
   });
 
   // Before the Placement plugin is registered, so that its context inherits them.
-  app.setNotFoundHandler(async (request, reply) => send(reply, 404, errorBody({ status: 404, message: '', requestId: request.id })));
+  // Outside the mount point (the Placement plugin has its own, which is this one at the root).
+  if (prefix !== '') app.setNotFoundHandler(async (request, reply) => send(reply, 404, errorBody({ status: 404, message: '', requestId: request.id })));
   app.setErrorHandler(async (err, request, reply) => {
     if (err instanceof ApiError) return sendError(request, reply, err);
     const error = err instanceof Error ? err : new Error(String(err));
@@ -206,9 +207,14 @@ export async function createApi(options: ApiOptions): Promise<FastifyInstance> {
     if (!handler) throw new ApiError(404, '');
     const query = new URLSearchParams(request.url.includes('?') ? request.url.slice(request.url.indexOf('?') + 1) : '');
     const params = request.params as Record<string, string>;
+    // `/resource_providers/` is no route of Placement's (Fastify would match it with an empty uuid).
+    if (Object.values(params).some((p) => p === '')) throw new ApiError(404, '', undefined, {}, { vary: false });
     if (handler.policy.rule !== 'none') {
       const target = handler.policy.target?.({ query, params }) ?? {};
-      if (!allowed(handler.policy.rule, request.credentials!, target)) throw new ApiError(403, `Policy does not allow ${handler.policy.rule} to be performed.`);
+      // Placement's dispatcher turns the policy exception into the 403: no `vary`.
+      if (!allowed(handler.policy.rule, request.credentials!, target)) {
+        throw new ApiError(403, `Policy does not allow ${handler.policy.rule} to be performed.`, undefined, {}, { vary: false });
+      }
     }
     if (handler.query) {
       const schema = handler.query(version);
@@ -220,7 +226,7 @@ export async function createApi(options: ApiOptions): Promise<FastifyInstance> {
       }
       // Placement validates dict(req.GET): each key's last value.
       const instance = Object.fromEntries(query);
-      if (!validate(instance)) throw new ApiError(400, `Invalid query string parameters: ${schemaMessage(validate.errors?.[0], instance)}`);
+      if (!validate(instance)) throw new ApiError(400, `Invalid query string parameters: ${schemaMessage(validate.errors?.[0], instance, schema)}`);
     }
     const apiRequest: ApiRequest = { version, params, query, credentials: request.credentials!, reads, prefix };
     const result: ApiReply = await handler.handle(apiRequest);

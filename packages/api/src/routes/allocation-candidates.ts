@@ -55,8 +55,12 @@ export function candidatesBody(result: CandidatesResult, request: PlacementReque
   });
   // Before 1.27 a summary lists only the classes the request asked for.
   const requested = new Set(request.groups.flatMap((g) => Object.keys(g.resources)));
+  // Before 1.29 Placement summarises only the providers the requests use (from 1.29, every
+  // provider of their trees).
+  const used = new Set(result.allocationRequests.flatMap((c) => Object.keys(c.allocations)));
   const summaries: Record<string, unknown> = {};
   for (const [uuid, s] of Object.entries(result.providerSummaries)) {
+    if (!atLeast(version, v('1.29')) && !used.has(uuid)) continue;
     const resources = Object.entries(s.resources).filter(([rc]) => atLeast(version, v('1.27')) || requested.has(rc));
     const summary: Record<string, unknown> = { resources: sortedObject(resources) };
     if (atLeast(version, v('1.17'))) summary.traits = s.traits;

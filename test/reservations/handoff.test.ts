@@ -15,8 +15,10 @@
 // - `liveInstances` keeping `scheduled` records in the plugins' views: the 10-VCPU
 //   reservation was refused by `cpu` (its own reservation counted twice) (third case);
 // - `expireReservations` comparing the age with `timeoutMs * 1000` (never expiring here):
-//   the reservations stayed `scheduled` with their allocations (fourth case).
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+//   the reservations stayed `scheduled` with their allocations (fourth case);
+// - the INSTANCE_EXISTS guard removed from `confirm` in scheduler.ts: the select failed with
+//   ERT_SCHEDULER_INSTANCE_EXISTS although h1 had confirmed the instance (fifth case).
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { World, flavor, instance } from './world.js';
 
 const BIG = flavor('big', 1, 150);
@@ -126,5 +128,51 @@ describe('reservations: scheduled -> active / refused / expired', () => {
     expect((await world.store.listInstances({ state: 'expired' })).map((r) => r.uuid).sort()).toEqual([...batch.map((b) => b.uuid), pending.uuid].sort());
     // Ended reservations are not instances of their host for the scheduler (affinity, counts).
     expect((await world.store.loadHosts(['h3']))[0]!.instances).toEqual([]);
+  });
+
+  it('a tracker that confirms a reservation while a waiting scheduler expires it: the confirmation stands, the scheduler does not place it twice', async () => {
+    // The race, held open at its worst point: the tracker has read the reservation
+    // (`scheduled`), the scheduler's confirmTimeout expires it, the tracker then writes its
+    // claim (the consumer is gone, so its write is a new claim the store accepts), and only
+    // then does the scheduler's re-placement on h2 reach the store.
+    const reserved = instance();
+    let expired!: () => void;
+    const expiredSeen = new Promise<void>((resolve) => (expired = resolve));
+    let wrote!: () => void;
+    const trackerWrote = new Promise<void>((resolve) => (wrote = resolve));
+    let reads = 0;
+    const trackerStore = world.storeWith({
+      getAllocations: async (uuid: string) => {
+        // confirmOne reads it first; claimLocked's read comes second: hold it until the expiry.
+        if (uuid === reserved.uuid && ++reads === 2) await expiredSeen;
+        return world.store.getAllocations(uuid);
+      },
+      writeAllocations: async (writes) => {
+        const result = await world.store.writeAllocations(writes);
+        if (writes.some((w) => w.consumer.uuid === reserved.uuid && w.instance?.state === 'active')) wrote();
+        return result;
+      },
+    });
+    let placements = 0;
+    const schedulerStore = world.storeWith({
+      writeAllocations: async (writes) => {
+        const mine = writes.find((w) => w.consumer.uuid === reserved.uuid);
+        if (mine?.instance?.state === 'scheduled' && ++placements === 2) await trackerWrote;
+        const result = await world.store.writeAllocations(writes);
+        if (mine?.instance?.state === 'expired') expired();
+        return result;
+      },
+    });
+    const h1 = await world.host('h1', { total: 500 }, { store: trackerStore });
+    await world.host('h2', { total: 500 });
+    const scheduler = await world.scheduler({ store: schedulerStore });
+    const waiting = scheduler.select({ flavor: BIG, instances: [reserved] }, { awaitConfirmation: true, confirmTimeout: 300 });
+    await vi.waitFor(async () => expect(await world.store.getInstance(reserved.uuid)).toMatchObject({ host: 'h1', state: 'scheduled' }), { interval: 10 });
+    const report = await h1.confirmScheduled();
+    expect(report.confirmed).toEqual([reserved.uuid]);
+    const [selection] = await waiting;
+    expect(selection).toMatchObject({ instanceUuid: reserved.uuid, host: 'h1', state: 'active', refusals: [{ host: 'h1', state: 'expired' }] });
+    expect(await world.store.getInstance(reserved.uuid)).toMatchObject({ host: 'h1', state: 'active' });
+    expect([await world.used('h1', 'DISK_GB'), await world.used('h2', 'DISK_GB')]).toEqual([150, 0]);
   });
 });

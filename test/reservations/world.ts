@@ -65,21 +65,33 @@ export class World {
   }
 
   /** A compute host with its disk files and a tracker (synced, or started: watching for reservations). */
-  async host(name: string, diskGb: HostDisk, opts: { start?: boolean; clock?: Clock; timeout?: string } = {}): Promise<Tracker> {
+  async host(name: string, diskGb: HostDisk, opts: { start?: boolean; clock?: Clock; timeout?: string; store?: Store } = {}): Promise<Tracker> {
     await mkdir(path.join(this.dir, name, 'disk'), { recursive: true });
     await writeFile(path.join(this.dir, name, 'disk', 'total_gb'), `${diskGb.total}\n`);
     if (diskGb.free !== undefined) await writeFile(path.join(this.dir, name, 'disk', 'free_gb'), `${diskGb.free}\n`);
-    const tracker = await createTracker({ config: this.config(name, opts.timeout ? { timeout: opts.timeout } : {}), store: this.store, ...(opts.clock ? { clock: opts.clock } : {}) });
+    const tracker = await createTracker({ config: this.config(name, opts.timeout ? { timeout: opts.timeout } : {}), store: opts.store ?? this.store, ...(opts.clock ? { clock: opts.clock } : {}) });
     this.cleanups.push(() => tracker.stop());
     if (opts.start) await tracker.start();
     else await tracker.sync();
     return tracker;
   }
 
-  async scheduler(opts: { clock?: Clock; timeout?: string } = {}): Promise<Scheduler> {
-    const scheduler = await createScheduler({ config: this.config('scheduler', opts.timeout ? { timeout: opts.timeout } : {}), store: this.store, ...(opts.clock ? { clock: opts.clock } : {}) });
+  async scheduler(opts: { clock?: Clock; timeout?: string; store?: Store } = {}): Promise<Scheduler> {
+    const scheduler = await createScheduler({ config: this.config('scheduler', opts.timeout ? { timeout: opts.timeout } : {}), store: opts.store ?? this.store, ...(opts.clock ? { clock: opts.clock } : {}) });
     this.cleanups.push(() => scheduler.close());
     return scheduler;
+  }
+
+  /** The store, with some methods replaced (to hold one side at a chosen point of a race). */
+  storeWith(overrides: Partial<Store>): Store {
+    const store = this.store;
+    return new Proxy(store, {
+      get(target, key) {
+        if (key in overrides) return overrides[key as keyof Store];
+        const value = Reflect.get(target, key, target) as unknown;
+        return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+      },
+    });
   }
 
   async used(host: string, cls: string): Promise<number> {

@@ -427,7 +427,17 @@ class DefaultScheduler implements Scheduler {
         // The host's usage changed in the store (the reservation released): count it again.
         await locked(() => this.manager.reload([selection.host]));
         const instance = byUuid.get(selection.instanceUuid)!;
-        const placed = await this.placeOne({ ...instance, flavor: parsed.spec.flavor }, parsed, locked, tries.get(selection.instanceUuid)!);
+        let placed: Selection;
+        try {
+          placed = await this.placeOne({ ...instance, flavor: parsed.spec.flavor }, parsed, locked, tries.get(selection.instanceUuid)!);
+        } catch (error) {
+          // The host's tracker confirmed it after all, between the expiry and this claim: it stays there.
+          const now = isErtError(error) && error.code === SchedulerErrorCode.INSTANCE_EXISTS ? await this.store.getInstance(selection.instanceUuid) : undefined;
+          if (now?.state !== 'active') throw error;
+          const { allocations } = await this.store.getAllocations(selection.instanceUuid);
+          selections[index] = { instanceUuid: selection.instanceUuid, host: now.host, allocations, alternates: selection.alternates, state: 'active', refusals };
+          continue;
+        }
         selections[index] = { ...placed, refusals };
         again.push(index);
       }
@@ -435,10 +445,10 @@ class DefaultScheduler implements Scheduler {
     }
   }
 
-  /** Expire reservations nobody confirmed within `reservations.timeout` (any host), at most once per refresh interval. */
+  /** Expire reservations nobody confirmed within `reservations.timeout` (any host), at most once per refresh or poll interval. */
   private async reapIfDue(): Promise<void> {
     const now = this.env.clock.now();
-    if (now - this.lastReap < Math.max(this.config.scheduler.refreshInterval, 1)) return;
+    if (now - this.lastReap < Math.max(this.config.scheduler.refreshInterval, this.config.reservations.pollInterval)) return;
     this.lastReap = now;
     try {
       const expired = await expireReservations(this.store, { now, timeoutMs: this.config.reservations.timeout });

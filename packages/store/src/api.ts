@@ -309,8 +309,11 @@ export interface Store {
    */
   upsertInstance(instance: InstanceRecord): Promise<void>;
   getInstance(uuid: string): Promise<InstanceRecord | undefined>;
-  /** Instance records, by uuid; only those of `host` and/or in `state` (one state or any of several) when given. */
-  listInstances(filter?: { host?: string; state?: InstanceState | InstanceState[] }): Promise<InstanceRecord[]>;
+  /**
+   * Instance records, by uuid; only those of `host`, in `state` (one state or any of several)
+   * and last written before `updatedBefore` (epoch ms) when given.
+   */
+  listInstances(filter?: { host?: string; state?: InstanceState | InstanceState[]; updatedBefore?: number }): Promise<InstanceRecord[]>;
   /**
    * Remove an instance record (not its allocations); unknown uuids are a no-op. To remove a
    * record together with its allocations, atomically, use `writeAllocations` with `removeInstance`.

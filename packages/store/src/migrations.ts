@@ -183,12 +183,12 @@ const instanceReason: Migration = {
   async up(knex) {
     await knex.schema.alterTable('instances', (t) => {
       t.text('reason').nullable();
-      t.index(['state']);
+      t.index(['state', 'updated_at']);
     });
   },
   async down(knex) {
     await knex.schema.alterTable('instances', (t) => {
-      t.dropIndex(['state']);
+      t.dropIndex(['state', 'updated_at']);
       t.dropColumn('reason');
     });
   },

@@ -42,11 +42,12 @@ export async function expireReservations(
   store: Store,
   options: { now: number; timeoutMs: number; host?: string; uuids?: readonly string[]; reason?: string },
 ): Promise<InstanceRecord[]> {
-  const scheduled = await store.listInstances({ state: 'scheduled', ...(options.host !== undefined ? { host: options.host } : {}) });
-  const wanted = options.uuids ? new Set(options.uuids) : undefined;
+  // Only the candidates are read: the named instances, or the reservations old enough (an index on state and time).
+  const scheduled = options.uuids
+    ? (await Promise.all(options.uuids.map((uuid) => store.getInstance(uuid)))).filter((r): r is InstanceRecord => r?.state === 'scheduled' && (options.host === undefined || r.host === options.host))
+    : await store.listInstances({ state: 'scheduled', updatedBefore: options.now - options.timeoutMs + 1, ...(options.host !== undefined ? { host: options.host } : {}) });
   const expired: InstanceRecord[] = [];
   for (const record of scheduled) {
-    if (wanted && !wanted.has(record.uuid)) continue;
     const since = record.updatedAt ?? record.createdAt ?? 0;
     if (options.now - since < options.timeoutMs) continue;
     const { generation } = await store.getAllocations(record.uuid);

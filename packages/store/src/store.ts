@@ -1184,10 +1184,11 @@ export class KnexStore implements Store {
     return row ? instanceFromRow(row) : undefined;
   }
 
-  async listInstances(filter: { host?: string; state?: InstanceState | InstanceState[] } = {}): Promise<InstanceRecord[]> {
+  async listInstances(filter: { host?: string; state?: InstanceState | InstanceState[]; updatedBefore?: number } = {}): Promise<InstanceRecord[]> {
     const query = this.instanceQuery(this.knex).orderBy('i.uuid');
     if (filter.host !== undefined) query.where('h.name', filter.host);
     if (filter.state !== undefined) query.whereIn('i.state', Array.isArray(filter.state) ? filter.state : [filter.state]);
+    if (filter.updatedBefore !== undefined) query.where('i.updated_at', '<', filter.updatedBefore);
     const rows: InstanceRow[] = await query;
     return rows.map(instanceFromRow);
   }

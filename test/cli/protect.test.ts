@@ -200,7 +200,9 @@ describe('ert protects the operator (issue 11)', () => {
   });
 
   // Point 15. Caught: hostsCommand printing the stored status (s.host.status: "up" for a
-  // host the scheduler's status filter treats as stale); stats without the staleAfter check.
+  // host the scheduler's status filter treats as stale); stats never marked stale; stats
+  // judged by their own updatedAt only (unchanged stats, which the tracker does not rewrite,
+  // marked stale on a host synced a moment ago).
   it('hosts shows the status the scheduler uses (stale past staleAfter), and stale stats with their age', async () => {
     const stale = await Project.create('cloud-vm');
     try {
@@ -209,10 +211,17 @@ describe('ert protects the operator (issue 11)', () => {
       const fresh = json(await stale.run(['hosts', '--json'])).hosts[0];
       expect(fresh.status).toBe('up');
       await new Promise((resolve) => setTimeout(resolve, 3500));
+      // A second update confirms the unchanged stats (not rewritten: their age keeps growing).
+      expect((await stale.run(['host', 'sync'])).code).toBe(0);
+      const confirmed = json(await stale.run(['hosts', '--json'])).hosts[0];
+      expect(confirmed.status).toBe('up');
+      expect(confirmed.stats.map((s: any) => [s.plugin, s.stale])).toEqual([['memory', false], ['vcpu', false]]);
+      expect(confirmed.stats[0].ageMs).toBeGreaterThan(3000);
+      await new Promise((resolve) => setTimeout(resolve, 3500));
       const late = json(await stale.run(['hosts', '--json'])).hosts[0];
       expect(late.status).toBe('stale');
       expect(late.stats.map((s: any) => [s.plugin, s.stale])).toEqual([['memory', true], ['vcpu', true]]);
-      expect(late.stats[0].ageMs).toBeGreaterThan(3000);
+      expect(late.stats[0].ageMs).toBeGreaterThan(6000);
       // The scheduler agrees: the status filter removes it.
       const explained = json(await stale.run(['schedule', '--flavor', 'small', '--explain', '--json']));
       expect(explained.filters.find((f: any) => f.filter === 'status').removed).toBe(1);

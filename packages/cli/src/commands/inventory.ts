@@ -14,8 +14,11 @@ function age(ms: number): string {
 /**
  * `ert hosts`: every host in the store with status, last update, provider and instance
  * counts, and each plugin's stats with their age. The status is the scheduler's
- * (`effectiveStatus`): an `up` host not updated within tracker.staleAfter is `stale`, and so
- * are stats older than that (the tracker rewrites them on every update).
+ * (`effectiveStatus`): an `up` host not updated within tracker.staleAfter is `stale`. A
+ * plugin's stats are written when they change, so their age is the time since the last
+ * change; they are `stale` when nothing has confirmed them within tracker.staleAfter, i.e.
+ * when the host's own update is older than that (the tracker re-reads every plugin on each
+ * update and rewrites what changed).
  * JSON: `{ hosts: [{ name, status, lastUpdate, generation, providers, instances,
  * stats: [{ plugin, schemaVersion, updatedAt, ageMs, stale }] }] }` (times as ISO 8601).
  */
@@ -39,7 +42,7 @@ export async function hostsCommand(ctx: CommandContext): Promise<void> {
           schemaVersion: st.schemaVersion,
           updatedAt: new Date(st.updatedAt).toISOString(),
           ageMs: now - st.updatedAt,
-          stale: staleAfter > 0 && now - st.updatedAt > staleAfter,
+          stale: staleAfter > 0 && now - Math.max(st.updatedAt, s.host.lastUpdate) > staleAfter,
         }))
         .sort((a, b) => a.plugin.localeCompare(b.plugin)),
     }))

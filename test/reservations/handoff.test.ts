@@ -2,7 +2,7 @@
 // a reservation (`scheduled`); the host's tracker confirms it through its plugins (`active`)
 // or refuses it (released, `refused` with the plugin's reason) and the scheduler places it on
 // another host; a reservation nobody confirms in time is expired by any tracker or scheduler.
-// Real SQLite file, real trackers with fixture plugins (the `disk` plugin of the issue: its
+// Real SQLite file (and PostgreSQL when ERT_TEST_PG_URL is set), real trackers with fixture plugins (the `disk` plugin of the issue: its
 // inventory says 500 GB, its disk has 70 GB free), real schedulers on the same store.
 //
 // Mutations seen caught (each made once, the test red, then reverted):
@@ -19,12 +19,12 @@
 // - the INSTANCE_EXISTS guard removed from `confirm` in scheduler.ts: the select failed with
 //   ERT_SCHEDULER_INSTANCE_EXISTS although h1 had confirmed the instance (fifth case).
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { World, flavor, instance } from './world.js';
+import { BACKENDS, World, flavor, instance } from './world.js';
 
 const BIG = flavor('big', 1, 150);
 
-describe('reservations: scheduled -> active / refused / expired', () => {
-  const world = new World();
+describe.each(BACKENDS)('reservations: scheduled -> active / refused / expired (%s)', (backend) => {
+  const world = new World(backend);
   beforeEach(() => world.init());
   afterEach(() => world.close());
 

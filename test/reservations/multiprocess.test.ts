@@ -1,6 +1,6 @@
 // Issue 11, points 1 and 2, across processes: tracker agents (each its own process, built
 // dist, the fixture plugins) and the real `ert` CLI (another process) share one SQLite file
-// and nothing else. `ert schedule --count N --wait` reserves, the hosts' trackers confirm or
+// (or PostgreSQL schema, when ERT_TEST_PG_URL is set) and nothing else. `ert schedule --count N --wait` reserves, the hosts' trackers confirm or
 // refuse through their plugins, the CLI places refused instances elsewhere; a `schedule`
 // killed while waiting leaves reservations that a tracker of another host expires, and
 // `ert instances` shows them.
@@ -18,9 +18,10 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { stringify } from 'yaml';
 import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { createStore, type Store, type StoreOptions } from '@ert/store';
+import { createStore, dropPostgresSchema, type Store, type StoreOptions } from '@ert/store';
 import { buildPackage } from '../build.js';
 import { REPO, json, runErt, scratchDir, startErt } from '../cli/helpers.js';
+import { BACKENDS } from './world.js';
 
 const AGENT = join(REPO, 'test/reservations/fixtures/agent.mjs');
 const BIG = { name: 'big', vcpus: 1, memory_mb: 256, disk_gb: 150, extra_specs: {} };
@@ -30,11 +31,14 @@ interface Agent {
   stop(): Promise<void>;
 }
 
-describe('reservations across processes (SQLite file)', () => {
+let schemas = 0;
+
+describe.each(BACKENDS)('reservations across processes (%s)', (backend) => {
   let dir = '';
   let storeOptions: StoreOptions;
   const agents: Agent[] = [];
   const stores: Store[] = [];
+  const schemasMade: string[] = [];
 
   beforeAll(() => {
     buildPackage(join(REPO, 'packages/tracker'));
@@ -43,13 +47,20 @@ describe('reservations across processes (SQLite file)', () => {
   afterEach(async () => {
     for (const agent of agents.splice(0)) await agent.stop();
     for (const store of stores.splice(0)) await store.close();
+    for (const schema of schemasMade.splice(0)) await dropPostgresSchema(process.env['ERT_TEST_PG_URL']!, schema);
   });
 
   async function project(reservations: Record<string, string>): Promise<void> {
     dir = await scratchDir('ert-reservations-');
-    storeOptions = { client: 'sqlite3', connection: join(dir, 'ert.db') };
+    if (backend === 'pg') {
+      const schema = `reservations_mp_${process.pid}_${++schemas}`;
+      schemasMade.push(schema);
+      storeOptions = { client: 'pg', connection: process.env['ERT_TEST_PG_URL']!, schema };
+    } else {
+      storeOptions = { client: 'sqlite3', connection: join(dir, 'ert.db') };
+    }
     const config = {
-      store: { client: 'sqlite3', connection: './ert.db' },
+      store: backend === 'pg' ? storeOptions : { client: 'sqlite3', connection: './ert.db' },
       scheduler: { filters: ['resources'], refreshInterval: 0, maxAttempts: 3 },
       reservations,
       flavors: [BIG],

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { configFromObject, type ErtConfig } from '@ert/core';
 import type { Clock, Flavor } from '@ert/plugin-api';
 import { createScheduler, type Scheduler } from '@ert/scheduler';
-import { createStore, type Store, type StoreOptions } from '@ert/store';
+import { createStore, dropPostgresSchema, type Store, type StoreOptions } from '@ert/store';
 import { createTracker, providerUuid, type Tracker } from '@ert/tracker';
 // @ts-expect-error plain JS fixture
 import { counting } from '../../packages/tracker/test/fixtures/plugins.mjs';
@@ -30,6 +30,11 @@ export function instance(): { uuid: string; projectId: string; userId: string } 
   return { uuid: `00000000-0000-4000-a000-${String(seq).padStart(12, '0')}`, projectId: 'p1', userId: 'u1' };
 }
 
+/** SQLite always; PostgreSQL too when ERT_TEST_PG_URL is set. */
+export const BACKENDS: Array<'sqlite3' | 'pg'> = process.env['ERT_TEST_PG_URL'] ? ['sqlite3', 'pg'] : ['sqlite3'];
+
+let schemas = 0;
+
 export class World {
   dir = '';
   storeOptions!: StoreOptions;
@@ -37,12 +42,22 @@ export class World {
   readonly journals = new Map<string, string[]>();
   private readonly cleanups: Array<() => Promise<unknown>> = [];
 
+  constructor(private readonly backend: 'sqlite3' | 'pg' = 'sqlite3') {}
+
   async init(): Promise<void> {
     this.dir = await mkdtemp(path.join(os.tmpdir(), 'ert-reservations-'));
-    this.storeOptions = { client: 'sqlite3', connection: path.join(this.dir, 'ert.db') };
+    this.cleanups.push(() => rm(this.dir, { recursive: true, force: true }));
+    if (this.backend === 'pg') {
+      const url = process.env['ERT_TEST_PG_URL']!;
+      const schema = `reservations_${process.pid}_${++schemas}`;
+      this.storeOptions = { client: 'pg', connection: url, schema };
+      this.cleanups.push(() => dropPostgresSchema(url, schema));
+    } else {
+      this.storeOptions = { client: 'sqlite3', connection: path.join(this.dir, 'ert.db') };
+    }
     this.store = await createStore(this.storeOptions);
     await this.store.migrate();
-    this.cleanups.push(() => rm(this.dir, { recursive: true, force: true }), () => this.store.close());
+    this.cleanups.push(() => this.store.close());
   }
 
   config(hostName: string, reservations: { timeout?: string; pollInterval?: string } = {}): ErtConfig {

@@ -172,6 +172,14 @@ function sqliteFileError(err: object, file: string, what: string): StoreError | 
   if (code === 'SQLITE_NOTADB' || code === 'SQLITE_CORRUPT' || /file is not a database|malformed/.test(message)) {
     return new StoreError('ERT_STORE_CORRUPT', `${what}: the SQLite store ${file} is not a database or is damaged (${message.replace(/^.* - /, '')})`, { file }, { cause: err });
   }
+  if (code === 'SQLITE_READONLY' || /attempt to write a readonly database/.test(message)) {
+    return new StoreError(
+      'ERT_STORE_READ_ONLY',
+      `${what}: the SQLite store ${file} cannot be written by this process (permissions of the file, or of its directory, where SQLite keeps ${file}-wal and -shm)`,
+      { file },
+      { cause: err },
+    );
+  }
   if (code === 'SQLITE_FULL' || /database or disk is full/.test(message)) {
     return new StoreError('ERT_STORE_FULL', `${what}: the SQLite store ${file} cannot grow: the disk (or the database's page limit) is full`, { file }, { cause: err });
   }

@@ -24,6 +24,8 @@ import { ErtError, isErtError } from '@ert/plugin-api';
  *   ert migrated it; details unknown, known).
  * - ERT_STORE_CORRUPT: the SQLite file is not a database or is damaged (details file).
  * - ERT_STORE_FULL: the disk (or the database's page limit) is full (details file).
+ * - ERT_STORE_READ_ONLY: the SQLite file (or its directory, where SQLite keeps -wal and -shm)
+ *   cannot be written by this process (details file).
  */
 export const STORE_ERROR_CODES = {
   capacityExceeded: 'ERT_STORE_CAPACITY_EXCEEDED',
@@ -40,6 +42,7 @@ export const STORE_ERROR_CODES = {
   schemaNewer: 'ERT_STORE_SCHEMA_NEWER',
   corrupt: 'ERT_STORE_CORRUPT',
   full: 'ERT_STORE_FULL',
+  readOnly: 'ERT_STORE_READ_ONLY',
 } as const;
 
 export type StoreErrorCode = (typeof STORE_ERROR_CODES)[keyof typeof STORE_ERROR_CODES];

@@ -252,7 +252,7 @@ export class KnexStore implements Store {
       const applied = rows.map((r) => r.name);
       return { exists: true, applied, known, pending: known.filter((n) => !applied.includes(n)), unknown: applied.filter((n) => !known.includes(n)) };
     } catch (err) {
-      throw mapDriverError(err, `reading the schema of ${this.describe()}`, this.sqliteContext(startedAt));
+      throw mapDriverError(err, 'reading the schema', this.sqliteContext(startedAt));
     }
   }
 

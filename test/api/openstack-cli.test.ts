@@ -90,6 +90,21 @@ describe('ert serve with the openstack CLI (osc-placement)', () => {
     expect(r.stderr).toMatch(/^ert: refusing to serve on 0\.0\.0\.0 without an explicit auth mode/);
   });
 
+  it('takes the auth mode from --auth, then ERT_API_AUTH, then the config\'s api.auth', async () => {
+    const withKey = join(dir, 'with-api.yaml');
+    await writeFile(withKey, stringify({ store: { client: 'sqlite3', connection: './ert.db' }, api: { auth: 'noauth2' } }));
+    // Each refusal names the mode that won; none of them listens.
+    const flag = await runErt(['--config', withKey, 'serve', '--host', '0.0.0.0', '--port', '0', '--auth', 'bogus'], { cwd: dir });
+    expect(flag.stderr).toMatch(/^ert: unknown auth mode "bogus"/);
+    const env = await runErt(['--config', withKey, 'serve', '--host', '0.0.0.0', '--port', '0'], { cwd: dir, env: { ERT_API_AUTH: 'other' } });
+    expect(env.stderr).toMatch(/^ert: unknown auth mode "other"/);
+    // With the config's mode, it goes on to open the store (missing here): not an auth refusal.
+    const config = await runErt(['--config', withKey, 'serve', '--host', '0.0.0.0', '--port', '0'], { cwd: dir });
+    expect(config.code).not.toBe(0);
+    expect(config.stderr).not.toContain('auth');
+    expect(config.stderr).toContain('does not exist');
+  });
+
   it('serves what host sync and schedule wrote', async () => {
     const sync = await runErt(['--config', config(), 'host', 'sync', '--json'], { cwd: dir });
     expect(sync.code, sync.stderr).toBe(0);

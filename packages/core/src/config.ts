@@ -82,6 +82,11 @@ export interface ErtConfig {
     /** How often a tracker looks for reservations on its host, and a scheduler waiting for a confirmation looks at the store, ms. */
     pollInterval: number;
   };
+  /** `ert serve` (docs/api.md); absent when the config has no `api` section. */
+  api?: {
+    /** The auth mode chosen explicitly (required to serve beyond loopback); `--auth` and ERT_API_AUTH take precedence. */
+    auth?: 'noauth2';
+  };
   /** Raw per-plugin options, by plugin name; validated by each plugin's schema at load. */
   plugins: Record<string, unknown>;
   flavors: Flavor[];
@@ -201,6 +206,12 @@ export const CONFIG_SCHEMA = {
         timeout: duration('2m'),
         pollInterval: duration('500ms'),
       },
+    },
+    // `ert serve` (@ert/api's AUTH_MODES).
+    api: {
+      type: 'object',
+      additionalProperties: false,
+      properties: { auth: { enum: ['noauth2'] } },
     },
     plugins: { type: 'object', additionalProperties: { type: 'object' }, default: {} },
     flavors: {
@@ -458,6 +469,7 @@ export function configFromObject(input: unknown, source: ConfigSource): ErtConfi
       placementSearchBudget: s.placementSearchBudget,
     },
     reservations: { timeout: reservationTimeout, pollInterval: Math.max(reservationPoll, 1) },
+    ...(data.api === undefined ? {} : { api: { ...(data.api.auth === undefined ? {} : { auth: data.api.auth }) } }),
     plugins: data.plugins,
     flavors,
   };

@@ -261,7 +261,7 @@ describe('validation errors: one line per problem naming file, key, value and ex
     const err = await invalid({ trackr: {} });
     expect(err.code).toBe('ERT_CONFIG_INVALID');
     expect(err.message).toBe(
-      `Invalid config ${file} (1 problem):\n${file}: trackr: got {}, expected no such key; known keys here: store, log, tracker, scheduler, reservations, plugins, flavors`,
+      `Invalid config ${file} (1 problem):\n${file}: trackr: got {}, expected no such key; known keys here: store, log, tracker, scheduler, reservations, api, plugins, flavors`,
     );
   });
 

@@ -16,14 +16,15 @@ export interface ServeCommandOptions {
 /**
  * `ert serve`: the Placement-compatible API (docs/api.md) on the configured store, opened as
  * the read-only commands open it (nothing created or migrated), until SIGINT or SIGTERM.
- * The auth mode is `--auth`, else ERT_API_AUTH, else noauth2 on a loopback address; any
- * other address without an explicit mode is refused (ERT_API_AUTH_REQUIRED, exit 1).
+ * The auth mode is `--auth`, else ERT_API_AUTH, else the config's `api.auth`, else noauth2
+ * on a loopback address; any other address without an explicit mode is refused
+ * (ERT_API_AUTH_REQUIRED, exit 1).
  */
 export async function serveCommand(ctx: CommandContext, opts: ServeCommandOptions): Promise<void> {
   const port = opts.port === '0' ? 0 : positiveInt('--port', opts.port, 8778);
   if (port > 65535) throw new CliError(CliErrorCode.USAGE, `--port must be at most 65535, got "${opts.port}"`, { option: '--port', value: opts.port });
-  const auth = opts.auth ?? (ctx.io.env.ERT_API_AUTH || undefined);
   const config = await ctx.config();
+  const auth = opts.auth ?? (ctx.io.env.ERT_API_AUTH || undefined) ?? config.api?.auth;
   // Refused before the store is opened: bound beyond loopback without an explicit auth mode.
   const mode = resolveAuth(opts.host, auth);
   const store = await openExisting(config);

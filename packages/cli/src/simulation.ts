@@ -109,7 +109,10 @@ export async function runSimulation(options: SimulationOptions): Promise<Simulat
   await joinAggregate(store, fleet);
   await store.importHosts(fleet);
 
-  const scheduler = await createScheduler({ config, store, random, ...(options.logger ? { logger: options.logger } : {}) });
+  // A simulated fleet has no trackers: nothing confirms its reservations, and none may expire
+  // in the middle of a run (which would free capacity the workload still holds).
+  const simulated = { ...config, reservations: { ...config.reservations, timeout: 2_147_483_647 } };
+  const scheduler = await createScheduler({ config: simulated, store, random, ...(options.logger ? { logger: options.logger } : {}) });
   const placements: SimulatedPlacement[] = [];
   const rejections: SimulatedRejection[] = [];
   const departures = new Map<number, string[]>();

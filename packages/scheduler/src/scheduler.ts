@@ -515,6 +515,11 @@ function validateRequest(request: ScheduleRequest): void {
   if ((request.flavor === undefined) === (request.placement === undefined)) throw problem('give either flavor or placement (a Placement-style request), not both or neither');
   if (request.flavor !== undefined && (request.flavor === null || typeof request.flavor !== 'object')) throw problem('flavor must be an object');
   if (!Array.isArray(request.instances) || request.instances.length === 0) throw problem('instances must be a non-empty list');
+  // A BigInt (from a library caller) would otherwise end in JSON.stringify's TypeError.
+  for (const [key, value] of [['flavor', request.flavor], ['placement', request.placement], ['hints', request.hints]] as const) {
+    const at = bigintPath(value, key);
+    if (at !== undefined) throw problem(`${at} is a BigInt; give a number or a string`, { key: at });
+  }
   const seen = new Set<string>();
   request.instances.forEach((instance, i) => {
     for (const field of ['uuid', 'projectId', 'userId'] as const) {
@@ -525,6 +530,17 @@ function validateRequest(request: ScheduleRequest): void {
     if (seen.has(instance.uuid)) throw problem(`instance ${instance.uuid} appears twice`, { key: `instances[${i}].uuid`, value: instance.uuid });
     seen.add(instance.uuid);
   });
+}
+
+/** The key path of the first BigInt inside `value` (plain objects and arrays), or undefined. */
+function bigintPath(value: unknown, path: string, depth = 0): string | undefined {
+  if (typeof value === 'bigint') return path;
+  if (typeof value !== 'object' || value === null || depth > 32) return undefined;
+  for (const [key, child] of Object.entries(value)) {
+    const found = bigintPath(child, Array.isArray(value) ? `${path}[${key}]` : /^[A-Za-z_$][\w$]*$/.test(key) ? `${path}.${key}` : `${path}[${JSON.stringify(key)}]`, depth + 1);
+    if (found !== undefined) return found;
+  }
+  return undefined;
 }
 
 /** A server group's members include the instances being scheduled with it (as in Nova). */

@@ -54,6 +54,7 @@ describe('ert serve with the openstack CLI (osc-placement)', () => {
   let server: ChildProcess | undefined;
   let endpoint: string;
   let rootUuid: string;
+  let instances: string[] = [];
   const config = () => join(dir, 'ert.config.yaml');
 
   beforeAll(async () => {
@@ -111,6 +112,8 @@ describe('ert serve with the openstack CLI (osc-placement)', () => {
     rootUuid = json(sync).rootUuid;
     const scheduled = await runErt(['--config', config(), 'schedule', '--flavor', 'small', '-n', '2', '--json'], { cwd: dir });
     expect(scheduled.code, scheduled.stderr).toBe(0);
+    instances = (json(scheduled).selections as Array<{ instanceUuid: string }>).map((sel) => sel.instanceUuid);
+    expect(instances).toHaveLength(2);
     server = startErt(['--config', config(), 'serve', '--port', '0', '--log-level', 'warn'], { cwd: dir });
     endpoint = await listening(server);
     expect(endpoint).toMatch(/\/placement$/);
@@ -159,6 +162,29 @@ describe('ert serve with the openstack CLI (osc-placement)', () => {
       const classNames = (JSON.parse(classes.stdout) as Array<{ name: string }>).map((c) => c.name);
       expect(classNames.filter((n) => !n.startsWith('CUSTOM_'))).toHaveLength(21);
       expect(classNames).toEqual(expect.arrayContaining(['VCPU', 'PCPU', 'CUSTOM_CU', 'CUSTOM_LLC_WAYS']));
+    });
+
+    it('usages, a consumer\'s allocations and a filtered provider list', { timeout: 60_000 }, async () => {
+      const usage = await openstack(endpoint, ['resource', 'provider', 'usage', 'show', rootUuid]);
+      expect(usage.code, usage.stderr).toBe(0);
+      expect(JSON.parse(usage.stdout)).toEqual(
+        expect.arrayContaining([
+          { resource_class: 'VCPU', usage: 4 },
+          { resource_class: 'MEMORY_MB', usage: 4096 },
+        ]),
+      );
+      // `ert schedule`'s instances are consumers of type INSTANCE in project ert-cli (1.38's grouping).
+      const project = await openstack(endpoint, ['resource', 'usage', 'show', 'ert-cli']);
+      expect(project.code, project.stderr).toBe(0);
+      expect(JSON.parse(project.stdout)).toEqual([{ resource_class: 'INSTANCE', usage: { consumer_count: 2, VCPU: 4, MEMORY_MB: 4096 } }]);
+      const allocation = await openstack(endpoint, ['resource', 'provider', 'allocation', 'show', instances[0]!]);
+      expect(allocation.code, allocation.stderr).toBe(0);
+      expect(JSON.parse(allocation.stdout)).toEqual([
+        { resource_provider: rootUuid, generation: expect.any(Number), resources: { VCPU: 2, MEMORY_MB: 2048 }, project_id: 'ert-cli', user_id: 'ert-cli', consumer_type: 'INSTANCE' },
+      ]);
+      const filtered = await openstack(endpoint, ['resource', 'provider', 'list', '--resource', 'VCPU=2', '--required', 'HW_CPU_X86_AVX2']);
+      expect(filtered.code, filtered.stderr).toBe(0);
+      expect((JSON.parse(filtered.stdout) as Array<{ uuid: string }>).map((p) => p.uuid)).toEqual([rootUuid]);
     });
 
     it('allocation candidate list --resource VCPU=1', { timeout: 60_000 }, async () => {

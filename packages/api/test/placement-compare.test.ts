@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { normalizeInventory, type Flavor } from '@ert/plugin-api';
 import type { Store } from '@ert/store';
-import { call, serveWorld, type Served } from './world.js';
+import { backends, call, serveWorld, type Served } from './world.js';
 
 /**
  * ert against the real Placement 8.0.0: the answers Debian's placement-api gave to 155 read
@@ -91,15 +91,15 @@ function normalise(value: unknown, key = ''): unknown {
   return value;
 }
 
-let s: Served;
-beforeAll(async () => {
-  s = await serveWorld('', loadWorld);
-});
-afterAll(async () => {
-  await s?.close();
-});
+describe.each(backends)(`ert serve on %s answers as Placement ${fixture.placementApi} did (${fixture.answers.length} recorded requests)`, (client) => {
+  let s: Served;
+  beforeAll(async () => {
+    s = await serveWorld('', loadWorld, client);
+  });
+  afterAll(async () => {
+    await s?.close();
+  });
 
-describe(`ert serve answers as Placement ${fixture.placementApi} did (${fixture.answers.length} recorded requests)`, () => {
   it('recorded enough requests', () => {
     expect(fixture.answers.length).toBeGreaterThanOrEqual(150);
   });

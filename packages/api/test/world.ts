@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { normalizeInventory, type Flavor, type InventoryInput } from '@ert/plugin-api';
-import { createStore, type InstanceRecord, type Store } from '@ert/store';
+import { createStore, dropPostgresSchema, type InstanceRecord, type Store, type StoreOptions } from '@ert/store';
 import type { FastifyInstance } from 'fastify';
 import { createApi } from '@ert/api';
 
@@ -98,10 +98,19 @@ export interface Served {
   close(): Promise<void>;
 }
 
-/** A migrated SQLite store with the world, and the API on 127.0.0.1 (a real HTTP server) at `prefix`. */
-export async function serveWorld(prefix = '', build: (store: Store) => Promise<void> = buildWorld): Promise<Served> {
+/** The stores the API suites run on: SQLite always, PostgreSQL when ERT_TEST_PG_URL is set (as the store suites). */
+export const backends: Array<'sqlite3' | 'pg'> = process.env.ERT_TEST_PG_URL ? ['sqlite3', 'pg'] : ['sqlite3'];
+
+/**
+ * A migrated store (a SQLite file in a temp directory, or a fresh PostgreSQL schema) with the
+ * world, and the API on 127.0.0.1 (a real HTTP server) at `prefix`.
+ */
+export async function serveWorld(prefix = '', build: (store: Store) => Promise<void> = buildWorld, client: 'sqlite3' | 'pg' = 'sqlite3'): Promise<Served> {
   const dir = mkdtempSync(path.join(tmpdir(), 'ert-api-'));
-  const store = await createStore({ client: 'sqlite3', connection: path.join(dir, 'ert.db') });
+  const schema = `t_api_${process.pid}_${Math.random().toString(36).slice(2, 8)}`;
+  const options: StoreOptions =
+    client === 'pg' ? { client, connection: process.env.ERT_TEST_PG_URL!, schema } : { client, connection: path.join(dir, 'ert.db') };
+  const store = await createStore(options);
   await store.migrate();
   await build(store);
   const app = await createApi({ store, prefix, auth: 'noauth2' });
@@ -116,6 +125,7 @@ export async function serveWorld(prefix = '', build: (store: Store) => Promise<v
       await app.close();
       await store.close();
       rmSync(dir, { recursive: true, force: true });
+      if (client === 'pg') await dropPostgresSchema(options.connection, schema);
     },
   };
 }

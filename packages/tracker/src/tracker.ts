@@ -338,7 +338,7 @@ class HostTracker implements Tracker {
       });
     }
     const { providers, unmatched } = buildTree(this.hostName, discoveries, this.entries);
-    this.availability.update(plugins, providers);
+    this.availability.update(plugins, providers, new Set(problems.flatMap((p) => (p.hook === 'discover' && p.plugin !== undefined ? [p.plugin] : []))));
     for (const entry of unmatched) {
       problems.push({
         code: TrackerErrorCodes.PROVIDER_CONFIG_UNMATCHED,
@@ -777,7 +777,8 @@ class HostTracker implements Tracker {
     const outcomes = await Promise.all(
       this.resources.map(async (resource) => {
         const test = resource.hooks.test;
-        if (!test) return { plugin: resource.name, result: undefined as unknown };
+        // A plugin whose discovery failed is not asked (what it owns is refused before: availability.ts).
+        if (!test || this.availability.skipsTest(resource.name)) return { plugin: resource.name, result: undefined as unknown };
         try {
           const result: unknown = await this.call(resource, 'test', () => test.call(resource.hooks, request), validate);
           return { plugin: resource.name, result };
@@ -878,10 +879,14 @@ class HostTracker implements Tracker {
       return { ok: false, reasons: [{ reason: `flavor ${request.flavor.name}: ${(err as Error).message}` }] };
     }
     // A class an unavailable plugin owns is not claimed against its last known inventory (fail closed).
-    const unavailable = await this.availability.refusals(spec, async () => {
-      const [snapshot] = await store.loadHosts([this.hostName]);
-      return new Set(snapshot?.providers.flatMap((p) => Object.keys(p.inventories)) ?? []);
-    });
+    const unavailable = await this.availability.refusals(
+      spec,
+      async () => {
+        const [snapshot] = await store.loadHosts([this.hostName]);
+        return new Set(snapshot?.providers.flatMap((p) => Object.keys(p.inventories)) ?? []);
+      },
+      (plugin) => this.resources.find((r) => r.name === plugin)?.plugin.extraSpecs?.map((k) => k.key) ?? [],
+    );
     if (unavailable.length > 0) return { ok: false, reasons: unavailable };
     const { reasons, grants } = await this.testAll({ instance: request, spec, kind });
     if (reasons.length > 0) return { ok: false, reasons };

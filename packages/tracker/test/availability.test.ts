@@ -6,7 +6,9 @@
 // Mutation seen caught: the `if (unavailable.length > 0) return ...` line removed from
 // `place` in tracker.ts (every case below turned red: the 50 GB claim was written against
 // the kept 100 GB inventory); `PluginAvailability.update` not recording unavailable plugins
-// (same); the orphan rule (`owned = orphans`) dropped (the restart case turned red).
+// (same); the orphan rule (`owned = orphans`) dropped (the restart case turned red);
+// `skipsTest` not consulted in `testAll` (the diskless claim was refused by disk's hanging
+// test after the timeout); the extra-spec keys not checked (the `disk:iops` claim passed).
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -20,9 +22,9 @@ import { disk } from './fixtures/disk.mjs';
 import { BACKENDS, useBench, type Bench } from './harness.js';
 
 let seq = 0;
-function diskRequest(vcpus: number, diskGb: number): InstanceRequest {
+function diskRequest(vcpus: number, diskGb: number, extraSpecs: Record<string, string> = {}): InstanceRequest {
   seq += 1;
-  const flavor: Flavor = { name: `d${vcpus}x${diskGb}`, vcpus, memoryMb: 256, diskGb, extraSpecs: {} };
+  const flavor: Flavor = { name: `d${vcpus}x${diskGb}`, vcpus, memoryMb: 256, diskGb, extraSpecs };
   return { uuid: `00000000-0000-4000-9000-${String(seq).padStart(12, '0')}`, projectId: 'p1', userId: 'u1', flavor };
 }
 
@@ -84,6 +86,22 @@ describe.each(BACKENDS)('discovery failure fails closed (%s)', (backend) => {
     expect((await tracker.claim(blocked)).ok).toBe(true);
     expect(await used(store, 'DISK_GB')).toBe(80);
     expect(refused(await tracker.claim(diskRequest(1, 21)))).toEqual([{ plugin: 'disk', reason: 'disk: needs 21 GB, 20 GB free' }]);
+  });
+
+  it('a plugin whose discover hangs is not asked to test (its test would hang too): claims without its classes or keys pass, its extra specs are refused naming it', async () => {
+    const faults: Record<string, string> = {};
+    const { store, tracker } = await setup(faults);
+    await tracker.sync();
+    expect((await tracker.claim(diskRequest(1, 10, { 'disk:iops': '100' }))).ok).toBe(true);
+    faults['discover'] = 'hang';
+    faults['test'] = 'hang';
+    await tracker.sync();
+    const plain = await tracker.claim(diskRequest(2, 0));
+    expect(plain.ok).toBe(true);
+    const withKey = diskRequest(1, 0, { 'disk:iops': '100' });
+    expect(refused(await tracker.claim(withKey))).toEqual([{ plugin: 'disk', reason: expect.stringMatching(/^plugin disk is unavailable since its last discovery \(.+\): its extra specs disk:iops cannot be checked$/) }]);
+    expect(await store.getInstance(withKey.uuid)).toBeUndefined();
+    expect(await used(store, 'VCPU')).toBe(3);
   });
 
   it('after a restart with the plugin failing from the start, its classes (known only from the store) are refused naming it', async () => {

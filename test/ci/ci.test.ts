@@ -49,17 +49,19 @@ describe('the PostgreSQL guard under CI', () => {
 });
 
 describe('.ci/run', () => {
-  // Mutation seen caught: deleting the `npm run lint` line of .ci/run.
-  it('exports CI=true and ERT_TEST_PG_URL, and runs lint before the tests', () => {
+  // Mutation seen caught: deleting the ESLint line of .ci/run (or the --max-warnings=0 flag).
+  it('exports CI=true and ERT_TEST_PG_URL, runs the tests, then ESLint with zero warnings as npm run lint does', () => {
     const script = readFileSync(join(REPO, '.ci/run'), 'utf8');
     const lines = script.split('\n').map((l) => l.trim());
     expect(lines).toContain('export CI=true');
     expect(lines).toContain('export ERT_TEST_PG_URL');
-    const lint = lines.indexOf('npm run lint');
     const test = lines.indexOf('npm test');
-    expect(lint).toBeGreaterThan(lines.indexOf('export ERT_TEST_PG_URL'));
-    expect(test).toBeGreaterThan(lint);
+    const lint = lines.indexOf('npx eslint . --max-warnings=0');
+    expect(test).toBeGreaterThan(lines.indexOf('export ERT_TEST_PG_URL'));
+    // npm test builds and type-checks (code and tests) first, so ESLint alone completes npm run lint.
+    expect(lint).toBeGreaterThan(test);
     const pkg = JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
     expect(pkg.scripts.lint).toMatch(/eslint \. --max-warnings=0$/);
+    expect(pkg.scripts.test).toMatch(/^npm run build && tsc -p tsconfig\.tests\.json && vitest run/);
   });
 });

@@ -17,7 +17,9 @@
 // - `expireReservations` comparing the age with `timeoutMs * 1000` (never expiring here):
 //   the reservations stayed `scheduled` with their allocations (fourth case);
 // - the INSTANCE_EXISTS guard removed from `confirm` in scheduler.ts: the select failed with
-//   ERT_SCHEDULER_INSTANCE_EXISTS although h1 had confirmed the instance (fifth case).
+//   ERT_SCHEDULER_INSTANCE_EXISTS although h1 had confirmed the instance (fifth case);
+// - confirmOne not recording a refusal when the claim path took the instance back itself
+//   (enforcement undone): the record vanished, nothing reported (sixth case).
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { BACKENDS, World, flavor, instance } from './world.js';
 
@@ -174,5 +176,18 @@ describe.each(BACKENDS)('reservations: scheduled -> active / refused / expired (
     expect(selection).toMatchObject({ instanceUuid: reserved.uuid, host: 'h1', state: 'active', refusals: [{ host: 'h1', state: 'expired' }] });
     expect(await world.store.getInstance(reserved.uuid)).toMatchObject({ host: 'h1', state: 'active' });
     expect([await world.used('h1', 'DISK_GB'), await world.used('h2', 'DISK_GB')]).toEqual([150, 0]);
+  });
+
+  it('a reservation whose confirmation the tracker undoes (enforcement failed under undo) is recorded refused with the reason, not lost', async () => {
+    const h1 = await world.host('h1', { total: 500 }, { enforceUndo: true });
+    const scheduler = await world.scheduler();
+    const one = instance();
+    await scheduler.select({ flavor: flavor('small', 2, 10), instances: [one] });
+    const report = await h1.confirmScheduled();
+    expect(report.confirmed).toEqual([]);
+    expect(report.refused).toEqual([{ uuid: one.uuid, reason: 'plugin cpu: enforcement by plugin cpu failed, claim undone: Plugin "cpu" hook "enforce" failed: cpu enforce exploded' }]);
+    expect(await world.store.getInstance(one.uuid)).toMatchObject({ host: 'h1', state: 'refused', reason: report.refused[0]!.reason });
+    expect(await world.store.getAllocations(one.uuid)).toEqual({ generation: null, allocations: [] });
+    expect([await world.used('h1', 'VCPU'), await world.used('h1', 'DISK_GB')]).toEqual([0, 0]);
   });
 });

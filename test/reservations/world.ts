@@ -60,12 +60,13 @@ export class World {
     this.cleanups.push(() => this.store.close());
   }
 
-  config(hostName: string, reservations: { timeout?: string; pollInterval?: string } = {}): ErtConfig {
+  config(hostName: string, reservations: { timeout?: string; pollInterval?: string } = {}, enforceUndo = false): ErtConfig {
+    const enforcement = enforceUndo ? { enforce: ['cpu'], enforcementFailure: 'undo' } : {};
     return configFromObject(
       {
         store: this.storeOptions,
         log: { level: 'silent' },
-        tracker: { hostName, root: path.join(this.dir, hostName), interval: '1h', hookTimeout: '2s', resources: this.plugins(hostName) },
+        tracker: { hostName, root: path.join(this.dir, hostName), interval: '1h', hookTimeout: '2s', resources: this.plugins(hostName, enforceUndo), ...enforcement },
         scheduler: { filters: ['resources'], refreshInterval: 0, maxAttempts: 3 },
         reservations: { timeout: reservations.timeout ?? '30s', pollInterval: reservations.pollInterval ?? '20ms' },
       },
@@ -73,18 +74,21 @@ export class World {
     );
   }
 
-  private plugins(hostName: string): unknown[] {
+  /** With `enforceFails`, the cpu plugin's `enforce` throws. */
+  private plugins(hostName: string, enforceFails = false): unknown[] {
     const journal: string[] = [];
     this.journals.set(hostName, journal);
-    return [counting({ name: 'cpu', resourceClass: 'VCPU', total: 16, journal }), counting({ name: 'mem', resourceClass: 'MEMORY_MB', total: 8192 }), disk()];
+    const faults = enforceFails ? { enforce: 'throw' } : {};
+    return [counting({ name: 'cpu', resourceClass: 'VCPU', total: 16, journal, faults }), counting({ name: 'mem', resourceClass: 'MEMORY_MB', total: 8192 }), disk()];
   }
 
   /** A compute host with its disk files and a tracker (synced, or started: watching for reservations). */
-  async host(name: string, diskGb: HostDisk, opts: { start?: boolean; clock?: Clock; timeout?: string; store?: Store } = {}): Promise<Tracker> {
+  /** `enforceUndo`: cpu's enforcement is on and fails, under `enforcementFailure: undo`. */
+  async host(name: string, diskGb: HostDisk, opts: { start?: boolean; clock?: Clock; timeout?: string; store?: Store; enforceUndo?: boolean } = {}): Promise<Tracker> {
     await mkdir(path.join(this.dir, name, 'disk'), { recursive: true });
     await writeFile(path.join(this.dir, name, 'disk', 'total_gb'), `${diskGb.total}\n`);
     if (diskGb.free !== undefined) await writeFile(path.join(this.dir, name, 'disk', 'free_gb'), `${diskGb.free}\n`);
-    const tracker = await createTracker({ config: this.config(name, opts.timeout ? { timeout: opts.timeout } : {}), store: opts.store ?? this.store, ...(opts.clock ? { clock: opts.clock } : {}) });
+    const tracker = await createTracker({ config: this.config(name, opts.timeout ? { timeout: opts.timeout } : {}, opts.enforceUndo ?? false), store: opts.store ?? this.store, ...(opts.clock ? { clock: opts.clock } : {}) });
     this.cleanups.push(() => tracker.stop());
     if (opts.start) await tracker.start();
     else await tracker.sync();

@@ -81,6 +81,14 @@ async function confirmOne(ctx: ReservationContext, reservation: InstanceRecord):
       return { ok: false, reason };
     }
     current = ended.current;
+    if (current === undefined) {
+      // The claim path took the instance back itself (enforcement failed under `undo`): nothing
+      // is held; record why, unless it has been scheduled again meanwhile (then a consumer exists).
+      const gone = await endReservation(store, reservation, null, 'refused', reason);
+      if (!gone.ended) return undefined;
+      ctx.logger.warn({ instance: reservation.uuid, reason }, 'reservation refused');
+      return { ok: false, reason };
+    }
     // Confirmed, expired or moved by someone else: not ours to refuse any more.
     if (current?.state !== 'scheduled' || current.host !== hostName) return undefined;
     read = (await store.getAllocations(reservation.uuid)).generation;

@@ -193,6 +193,7 @@ export default definePlugin({
       expect(json(discovered).problems).toContainEqual(
         expect.objectContaining({ plugin: 'faulty', message: 'Plugin "faulty" hook "discover" failed: sensor bus unreadable' }),
       );
+      expect((await other.run(['db', 'migrate'])).code).toBe(0);
       const claim = await other.run(['claim', '--flavor', 'small']);
       expect(claim.code).toBe(3);
       expect(claim.stderr).toBe('ert: claim of flavor small on host node1 rejected: faulty: Plugin "faulty" hook "test" failed: exploded in test\n');

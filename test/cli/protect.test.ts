@@ -88,6 +88,20 @@ describe('ert protects the operator (issue 11)', () => {
     }
   });
 
+  // Point 13 (writers). Caught: the note removed from ctx.store (host sync created the
+  // mistyped file with nothing said).
+  it('a tracker command that creates the store says so, once', async () => {
+    const file = join(project.dir, 'created-by-sync.db');
+    const first = await project.run(['host', 'sync'], { ERT_STORE_CONNECTION: file });
+    expect(first.code, first.stderr).toBe(0);
+    expect(first.stderr).toBe(`ert: note: created a new SQLite store at ${file}; if that is not the store you meant, check store.connection\n`);
+    const second = await project.run(['host', 'sync'], { ERT_STORE_CONNECTION: file });
+    expect(second.code, second.stderr).toBe(0);
+    expect(second.stderr).toBe('');
+    const migrate = await runErt(['--config', project.configFile, 'db', 'migrate'], { cwd: project.dir, env: { ERT_STORE_CONNECTION: join(project.dir, 'created-by-migrate.db') } });
+    expect(migrate.stderr).toContain('ert: note: created a new SQLite store at');
+  });
+
   // Point 13. Caught: read-only commands migrating (`ctx.store` with create: usage exited 0
   // and the store gained 0003); migrate() without refuseNewer (knex's "The migration
   // directory is corrupt, the following files are missing: 0099_future").
@@ -221,6 +235,7 @@ describe('ert protects the operator (issue 11)', () => {
         'schema_version: "1.0"\nproviders:\n  - identification: { name: $HOST }\n    inventories:\n      additional:\n        - CUSTOM_SCRATCH_GB: { total: 400, allocation_ratio: 1e308 }\n',
       );
       await other.writeConfig({ tracker: { hostName: 'node1', root: './root', resources: ['vcpu', 'memory'], providerConfigs: './providers.d' } });
+      expect((await other.run(['db', 'migrate'])).code).toBe(0);
       const result = await other.run(['host', 'sync']);
       expect(result.code).toBe(2);
       expect(result.stderr).toBe(

@@ -70,8 +70,16 @@ export class CommandContext {
       const options = (config ?? (await this.config())).store;
       const store = await createStore(options);
       try {
-        if (opts.create) await store.migrate();
-        else await store.checkSchema();
+        if (opts.create) {
+          const before = await store.schemaStatus();
+          await store.migrate();
+          // A mistyped path must not become a new, empty store silently.
+          if (!before.exists || before.applied.length === 0) {
+            this.out.status(`ert: note: created a new ${options.client === 'pg' ? 'PostgreSQL' : 'SQLite'} store at ${describeConnection(options)}${options.client === 'pg' ? ` (schema ${options.schema ?? 'public'})` : ''}; if that is not the store you meant, check store.connection`);
+          }
+        } else {
+          await store.checkSchema();
+        }
       } catch (err) {
         await store.close().catch(() => undefined);
         // A driver error (ECONNREFUSED, SQLITE_CANTOPEN) does not say which store it was.

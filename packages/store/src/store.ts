@@ -576,7 +576,14 @@ export class KnexStore implements Store {
   }
 
   async setInventories(uuid: string, generation: number | undefined, inventories: Record<ResourceClass, Inventory>): Promise<ProviderRecord> {
-    checkInventories(uuid, inventories);
+    try {
+      checkInventories(uuid, inventories);
+    } catch (err) {
+      // Name the provider as operators know it, with its uuid.
+      const provider = isStoreError(err) ? await this.getProvider(uuid).catch(() => undefined) : undefined;
+      if (!provider || !isStoreError(err)) throw err;
+      throw invalid(err.message.replace(`provider ${uuid}:`, `provider ${provider.name} (${uuid}):`), { ...err.details, provider: provider.name, providerUuid: uuid });
+    }
     return this.write(
       `setInventories ${uuid}`,
       async (trx) => {

@@ -51,27 +51,28 @@ describe.each(backends)('inventory bounds and bigint amounts (%s)', (client) => 
 
   // Caught: the MAX_ALLOCATION_RATIO check removed from inventoryProblem (1e308 accepted: an
   // infinite capacity); the capacity check removed (2^52 x 4 accepted); `Number.isInteger`
-  // removed (1.5 accepted).
+  // removed (1.5 accepted); setInventories naming the provider by its uuid only.
   it('an unbounded ratio, a capacity past 2^53-1 and a fractional total are refused naming provider, class and field', async () => {
     const o = await openStore(client, 'bounds');
     opened.push(o);
     const store = o.store;
-    await store.createProvider({ uuid: 'node-b', name: 'node-b' });
+    const uuid = '0b0b0b0b-0000-4000-8000-000000000001';
+    await store.createProvider({ uuid, name: 'node-b' });
     const cases: Array<[string, ReturnType<typeof inv>, string]> = [
-      ['VCPU', inv(8, { allocationRatio: 1e308 }), 'provider node-b: VCPU inventory: allocationRatio must be at most 1000, got 1e+308'],
-      ['MEMORY_MB', inv(2 ** 52, { allocationRatio: 4 }), `provider node-b: MEMORY_MB inventory: allocationRatio 4 times total - reserved (${2 ** 52}) gives capacity ${2 ** 54}, above ${Number.MAX_SAFE_INTEGER}`],
-      ['DISK_GB', inv(1.5), `provider node-b: DISK_GB inventory: total must be an integer from 0 to ${Number.MAX_SAFE_INTEGER}, got 1.5`],
-      ['PCPU', inv(2 ** 53), `provider node-b: PCPU inventory: total must be an integer from 0 to ${Number.MAX_SAFE_INTEGER}, got ${2 ** 53}`],
+      ['VCPU', inv(8, { allocationRatio: 1e308 }), `provider node-b (${uuid}): VCPU inventory: allocationRatio must be at most 1000, got 1e+308`],
+      ['MEMORY_MB', inv(2 ** 52, { allocationRatio: 4 }), `provider node-b (${uuid}): MEMORY_MB inventory: allocationRatio 4 times total - reserved (${2 ** 52}) gives capacity ${2 ** 54}, above ${Number.MAX_SAFE_INTEGER}`],
+      ['DISK_GB', inv(1.5), `provider node-b (${uuid}): DISK_GB inventory: total must be an integer from 0 to ${Number.MAX_SAFE_INTEGER}, got 1.5`],
+      ['PCPU', inv(2 ** 53), `provider node-b (${uuid}): PCPU inventory: total must be an integer from 0 to ${Number.MAX_SAFE_INTEGER}, got ${2 ** 53}`],
     ];
     for (const [resourceClass, inventory, message] of cases) {
-      const err = await failure(store.setInventories('node-b', undefined, { [resourceClass]: inventory }));
+      const err = await failure(store.setInventories(uuid, undefined, { [resourceClass]: inventory }));
       expect(err.code).toBe('ERT_STORE_INVALID');
       expect(err.message).toBe(message);
-      expect(err.details).toMatchObject({ provider: 'node-b', resourceClass });
+      expect(err.details).toMatchObject({ provider: 'node-b', providerUuid: uuid, resourceClass });
     }
     // The limits themselves are accepted.
-    await store.setInventories('node-b', undefined, { VCPU: inv(8, { allocationRatio: 1000 }), MEMORY_MB: inv(2 ** 51, { allocationRatio: 4 - 1 / 2 ** 10 }) });
-    expect(Object.keys((await store.getInventories('node-b')).inventories).sort()).toEqual(['MEMORY_MB', 'VCPU']);
+    await store.setInventories(uuid, undefined, { VCPU: inv(8, { allocationRatio: 1000 }), MEMORY_MB: inv(2 ** 51, { allocationRatio: 4 - 1 / 2 ** 10 }) });
+    expect(Object.keys((await store.getInventories(uuid)).inventories).sort()).toEqual(['MEMORY_MB', 'VCPU']);
   });
 
   // Caught: migration 0003 removed from the list (old PostgreSQL store kept integer columns:

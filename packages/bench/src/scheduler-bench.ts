@@ -241,6 +241,9 @@ async function main(): Promise<void> {
       ...withPlugins(base, args.plugins),
       store: { client: 'sqlite3', connection: path.join(work, 'bench.db') },
       log: { level: 'silent' },
+      // No trackers run here: nothing confirms the reservations, and none may expire mid-run
+      // (the scheduler's reaper would free capacity the benchmark still holds).
+      reservations: { ...base.reservations, timeout: 2_147_483_647 },
     };
     // Without consumers (and the plugin filters and weighers that need their data): the heap
     // of the host states alone, beyond what plugins keep per host.

@@ -26,6 +26,7 @@ const WORKSPACES = [
   '@ert/sysfs',
   '@ert/tracker',
   '@ert/scheduler',
+  '@ert/api',
   '@ert/cli',
   '@ert/plugin-vcpu',
   '@ert/plugin-memory',

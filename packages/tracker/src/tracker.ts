@@ -969,7 +969,9 @@ class HostTracker implements Tracker {
     if (record.migrationUuid) writes.push({ consumer: { uuid: record.migrationUuid, projectId: record.projectId, userId: record.userId }, allocations: [], removeInstance: true });
     await store.writeAllocations(writes);
     await this.removeFromPlugins(uuid, problems);
-    if (record.migrationUuid) await this.removeFromPlugins(record.migrationUuid, problems);
+    // Also the migration uuid when the record names none: after a move was reverted, this
+    // (source) host's plugins may hold the old allocation under it until their next update.
+    await this.removeFromPlugins(record.migrationUuid ?? migrationUuid(uuid), problems);
     await this.refreshStats(store, problems);
     if (announce) {
       const spec = this.parseOr(record.flavor);
@@ -1024,7 +1026,14 @@ class HostTracker implements Tracker {
         if (problems.length > 0) this.logger.error({ instance: uuid, problems }, 'restoring the views after a refused resize');
       };
       // The old allocations stay counted in the store too (they move to the migration consumer).
-      const placed = await this.place(store, request, 'resize', []);
+      // The views were rearranged above: a refusal or a throw (a store read) puts them back.
+      let placed: Awaited<ReturnType<typeof this.place>>;
+      try {
+        placed = await this.place(store, request, 'resize', []);
+      } catch (err) {
+        await restore();
+        throw err;
+      }
       if (!placed.ok) {
         await restore();
         return placed;

@@ -53,6 +53,36 @@ async function claimed1G(host: RealHost): Promise<number[]> {
 describe('the lifecycle invariant with the real plugins', () => {
   const bench = useBench('sqlite3');
 
+  // Seen red on: resize calling place() without the try/catch that restores the views (the
+  // plugins kept the instance under its migration uuid and nothing under its own).
+  it('a resize whose store read throws leaves the plugins\' views as they were', async () => {
+    const options = bench.storeOptions();
+    const real = await bench.openStore(options);
+    let failNextLoad = false;
+    const store = new Proxy(real, {
+      get(target, key, receiver) {
+        const value: unknown = Reflect.get(target, key, receiver);
+        if (key === 'loadHosts') {
+          return async (...args: Parameters<typeof real.loadHosts>) => {
+            if (failNextLoad) {
+              failNextLoad = false;
+              throw new Error('injected: the store went away during the resize');
+            }
+            return target.loadHosts(...args);
+          };
+        }
+        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    const host = await realHost(bench, 'xeon-2s-cat', { shared: { store, options } });
+    const uuid = await claim(host, realFlavor('pin2', 2, 2 * GB, { 'hw:cpu_policy': 'dedicated', 'llc:ways': '2' }));
+    await holds(host);
+    failNextLoad = true;
+    await expect(host.tracker.resize(uuid, realFlavor('pin4', 4, 4 * GB, { 'hw:cpu_policy': 'dedicated', 'llc:ways': '3' }))).rejects.toThrow(/injected/);
+    expect(failNextLoad).toBe(false); // the fault was reached inside the resize
+    await holds(host);
+  });
+
   // Every profile, every step, a restart in the middle of a resize, and back to nothing.
   // Seen red on: the code of issue 17 on cloud-vm, the host without headroom (its revert
   // wrote the instance's old allocation before the migration consumer let go, and the store

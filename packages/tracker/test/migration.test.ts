@@ -93,6 +93,22 @@ describe('migration and evacuation between hosts with the real plugins', () => {
     await holds(src, dst);
   });
 
+  // Seen red on: releaseLocked removing only the record's migration uuid from the plugins
+  // (after a revert the record has none, but the source's plugins, updated during the move,
+  // still held the old allocation under it until their next update).
+  it('cold migration reverted, then released on the source before its next update: the source\'s views let go of everything', async () => {
+    const [src, dst] = await pair('xeon-2s-cat', 'xeon-4s-numa');
+    const flavor = realFlavor('mixed3', 2, 8 * GB, { 'llc:ways': '4', 'hw:cpu_policy': 'dedicated', 'cu:units': '40' });
+    const uuid = newUuid();
+    ok(await src.tracker.claim({ uuid, projectId: 'p', userId: 'u', flavor }));
+    ok(await dst.tracker.migrate(uuid));
+    await src.tracker.sync(); // the source's views now hold the old allocation under the migration uuid
+    ok(await dst.tracker.revertResize(uuid));
+    expect((await src.tracker.release(uuid)).released).toBe(true); // no update of the source in between
+    expect(await usage(src)).toEqual({});
+    await holds(src, dst);
+  });
+
   it('a migration that does not fit on the destination is refused by its plugin and changes nothing', async () => {
     const [src, dst] = await pair('xeon-4s-numa', 'xeon-2s-cat');
     const uuid = newUuid();

@@ -76,6 +76,25 @@ describe('ert protects the operator (issue 11)', () => {
     expect(usage.stderr).toBe('ert: no host "NODE1x" in the store; did you mean node1?\n');
   });
 
+  // Point 11. Caught: the machine check removed from the tracker's sync (the claim exited 0
+  // and rewrote node1's inventory with this machine's VCPU and memory).
+  it('claim against a host registered from another --root exits 2 naming both, and rewrites nothing', async () => {
+    const before = json(await project.run(['usage', '--json']));
+    const other = join(REPO, 'config/hosts/xeon-4s-numa');
+    const result = await project.run(['claim', '--flavor', 'small', '--host', 'node1', '--root', other, '--json']);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toMatch(/^ert: host "node1" was registered from root:.*\/root, but this tracker reads root:.*xeon-4s-numa: refusing to write its inventory/);
+    expect(json(result).error).toMatchObject({ code: 'ERT_TRACKER_HOST_MACHINE_MISMATCH', details: { host: 'node1' } });
+    expect(json(await project.run(['usage', '--json']))).toEqual(before);
+    // From its own root (the config's), the same claim goes through.
+    const uuid = '31111111-2222-4333-8444-555555555555';
+    const claimed = await project.run(['claim', '--flavor', 'small', '--host', 'node1', '--uuid', uuid, '--json']);
+    expect(claimed.code, claimed.stderr).toBe(0);
+    expect(json(claimed)).toMatchObject({ instance: uuid, host: 'node1' });
+    const released = await project.run(['release', uuid, '--json']);
+    expect(json(released)).toEqual({ instance: uuid, host: 'node1', released: true });
+  });
+
   // Point 13. Caught: hosts/usage opening the store with { create: true } again (the typo
   // file was created, exit 0 with an empty list); schemaStatus without its existsSync check.
   it('a mistyped store path: read-only commands say so, suggest ert db migrate, and create nothing', async () => {

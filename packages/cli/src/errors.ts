@@ -81,7 +81,8 @@ export function exitCodeFor(err: unknown): number {
   if (REJECTED_CODES.has(code)) return ExitCode.REJECTED;
   if (PROBLEM_CODES.has(code)) return ExitCode.DONE_WITH_PROBLEMS;
   // An operator's provider config file that is invalid, duplicated or conflicting is configuration too.
-  if (USAGE_CODES.has(code) || code.startsWith('ERT_CONFIG_') || code.startsWith('ERT_SPEC_') || code.startsWith('ERT_TRACKER_PROVIDER_CONFIG_')) return ExitCode.USAGE;
+  // A host registered from another machine or --root is the operator's mistake, like a typo in --host.
+  if (USAGE_CODES.has(code) || code.startsWith('ERT_CONFIG_') || code.startsWith('ERT_SPEC_') || code.startsWith('ERT_TRACKER_PROVIDER_CONFIG_') || code === 'ERT_TRACKER_HOST_MACHINE_MISMATCH') return ExitCode.USAGE;
   // Loading a plugin fails because of the config (name, manifest, options, API range);
   // a hook that fails or returns bad stats at run time is operational.
   if (code.startsWith('ERT_PLUGIN_') && !code.startsWith('ERT_PLUGIN_HOOK_') && !code.startsWith('ERT_PLUGIN_STATS_')) {

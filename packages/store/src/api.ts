@@ -128,6 +128,12 @@ export interface HostRecord {
   lastUpdate: number;
   /** Changes whenever anything the scheduler reads about this host changes. */
   generation: number;
+  /**
+   * The machine the host was registered from (`machine-id:<id>` of its `/etc/machine-id`, or
+   * `root:<path>` of the directory standing for `/`); absent for hosts imported without one
+   * or registered before schema 0005. A tracker reading another machine refuses to sync it.
+   */
+  machine?: string;
 }
 
 export interface StatsRecord {
@@ -168,7 +174,8 @@ export interface HostSnapshot {
 
 /** A whole host to create at once (see `Store.importHosts`). */
 export interface HostImport {
-  host: { name: string; status?: HostStatus; lastUpdate?: number };
+  /** `machine`: see HostRecord.machine (a simulated host records the profile it was read from). */
+  host: { name: string; status?: HostStatus; lastUpdate?: number; machine?: string };
   /** The host's tree, root first, parents before children. */
   providers: Array<NewProvider & { inventories: Record<ResourceClass, Inventory>; traits: string[]; aggregates: string[] }>;
   stats?: Record<string, { schemaVersion: number; data: JsonValue }>;
@@ -289,7 +296,7 @@ export interface Store {
    * a root provider (else ERT_STORE_INVALID). A new host is `up` with lastUpdate = now unless
    * given; an update keeps the fields not given and bumps the generation.
    */
-  upsertHost(host: { name: string; rootProviderUuid: string; status?: HostStatus; lastUpdate?: number }): Promise<HostRecord>;
+  upsertHost(host: { name: string; rootProviderUuid: string; status?: HostStatus; lastUpdate?: number; machine?: string }): Promise<HostRecord>;
   getHost(name: string): Promise<HostRecord | undefined>;
   listHosts(): Promise<HostRecord[]>;
   setHostStatus(name: string, status: HostStatus): Promise<void>;

@@ -194,11 +194,30 @@ const instanceReason: Migration = {
   },
 };
 
+/**
+ * The machine a host was registered from (issue 11, point 11): its `/etc/machine-id`, or the
+ * path of the directory standing for `/`. A tracker reading another machine refuses to write
+ * the host's inventory. Null for hosts registered before, adopted by their next sync.
+ */
+const hostMachine: Migration = {
+  async up(knex) {
+    await knex.schema.alterTable('hosts', (t) => {
+      t.string('machine', 1024).nullable();
+    });
+  },
+  async down(knex) {
+    await knex.schema.alterTable('hosts', (t) => {
+      t.dropColumn('machine');
+    });
+  },
+};
+
 const migrations: Record<string, Migration> = {
   '0001_initial': initial,
   '0002_instance_cpus': instanceCpus,
   '0003_bigint_amounts': bigintAmounts,
   '0004_instance_reason': instanceReason,
+  '0005_host_machine': hostMachine,
 };
 
 /** This program's migrations, in application order. */

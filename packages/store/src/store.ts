@@ -81,6 +81,7 @@ interface HostRow {
   status: string;
   last_update: number | string;
   generation: number;
+  machine?: string | null;
 }
 
 interface InstanceRow {
@@ -152,6 +153,7 @@ function hostFromRow(row: HostRow, rootProviderUuid: string): HostRecord {
     status: row.status as HostStatus,
     lastUpdate: Number(row.last_update),
     generation: row.generation,
+    ...(row.machine ? { machine: row.machine } : {}),
   };
 }
 
@@ -1041,14 +1043,14 @@ export class KnexStore implements Store {
   private hostQuery(db: Db) {
     return db('hosts as h')
       .join('providers as p', 'p.id', 'h.root_provider_id')
-      .select('h.id', 'h.name', 'h.root_provider_id', 'h.status', 'h.last_update', 'h.generation', 'p.uuid as root_uuid');
+      .select('h.id', 'h.name', 'h.root_provider_id', 'h.status', 'h.last_update', 'h.generation', 'h.machine', 'p.uuid as root_uuid');
   }
 
   private static hostRecord(row: HostRow & { root_uuid: string }): HostRecord {
     return hostFromRow(row, row.root_uuid);
   }
 
-  async upsertHost(host: { name: string; rootProviderUuid: string; status?: HostStatus; lastUpdate?: number }): Promise<HostRecord> {
+  async upsertHost(host: { name: string; rootProviderUuid: string; status?: HostStatus; lastUpdate?: number; machine?: string }): Promise<HostRecord> {
     checkName('host', host.name);
     if (host.status !== undefined && !HOST_STATUSES.has(host.status)) throw invalid(`host ${host.name}: unknown status ${JSON.stringify(host.status)}`, { host: host.name });
     return this.write(`upsertHost ${host.name}`, async (trx) => {
@@ -1058,6 +1060,7 @@ export class KnexStore implements Store {
       const fields: Record<string, unknown> = { root_provider_id: root.id };
       if (host.status !== undefined) fields.status = host.status;
       if (host.lastUpdate !== undefined) fields.last_update = host.lastUpdate;
+      if (host.machine !== undefined) fields.machine = host.machine;
       if (existing) {
         await trx('hosts').where('id', existing.id).update({ ...fields, generation: existing.generation + 1 });
       } else {
@@ -1265,8 +1268,8 @@ export class KnexStore implements Store {
     await insertRows(
       trx,
       'hosts',
-      ['name', 'root_provider_id', 'status', 'last_update', 'generation'],
-      hosts.map((h) => [h.host.name, ids.get(h.providers[0]!.uuid)!, h.host.status ?? 'up', h.host.lastUpdate ?? now, 0]),
+      ['name', 'root_provider_id', 'status', 'last_update', 'generation', 'machine'],
+      hosts.map((h) => [h.host.name, ids.get(h.providers[0]!.uuid)!, h.host.status ?? 'up', h.host.lastUpdate ?? now, 0, h.host.machine ?? null]),
     );
     const withStats = hosts.filter((h) => h.stats && Object.keys(h.stats).length > 0);
     if (withStats.length > 0) {

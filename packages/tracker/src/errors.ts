@@ -25,6 +25,8 @@ export const TrackerErrorCodes = {
   INSTANCE: 'ERT_TRACKER_INSTANCE',
   /** The host's root provider is not in the store (sync has not run). */
   HOST_NOT_SYNCED: 'ERT_TRACKER_HOST_NOT_SYNCED',
+  /** The host was registered from another machine or root than this tracker reads; nothing is written (details: host, registered, machine). */
+  HOST_MACHINE_MISMATCH: 'ERT_TRACKER_HOST_MACHINE_MISMATCH',
   /** A host profile directory for `buildFleet` is missing or empty (details: profilesDir). */
   FLEET: 'ERT_TRACKER_FLEET',
 } as const;

@@ -5,6 +5,7 @@ import { seededRandom, type ErtConfig } from '@ert/core';
 import type { HostImport } from '@ert/store';
 import { TrackerError, TrackerErrorCodes } from './errors.js';
 import { childProviderName, providerUuid } from './ids.js';
+import { machineIdentity } from './machine.js';
 import { createTracker } from './tracker.js';
 import type { DiscoveryReport } from './types.js';
 
@@ -27,6 +28,8 @@ export interface BuildFleetOptions {
 interface Template {
   profile: string;
   report: DiscoveryReport;
+  /** The machine identity of the profile's root (machine.ts). */
+  machine: string;
 }
 
 const TEMPLATE_HOST = 'profile';
@@ -57,7 +60,7 @@ export async function buildFleet(options: BuildFleetOptions): Promise<HostImport
       ...(options.logger ? { logger: options.logger } : {}),
     });
     try {
-      templates.push({ profile, report: await tracker.discover() });
+      templates.push({ profile, report: await tracker.discover(), machine: await machineIdentity(path.join(options.profilesDir, profile)) });
     } finally {
       await tracker.stop();
     }
@@ -78,7 +81,8 @@ function cloneHost(template: Template, hostName: string): HostImport {
   const stats: NonNullable<HostImport['stats']> = {};
   for (const plugin of template.report.plugins) if (plugin.stats) stats[plugin.plugin] = structuredClone(plugin.stats);
   return {
-    host: { name: hostName, status: 'up' },
+    // The profile it was read from: a claim through a tracker must give that --root.
+    host: { name: hostName, status: 'up', machine: template.machine },
     providers: template.report.providers.map((p) => {
       const name = rename(p.name);
       return {

@@ -21,6 +21,7 @@ import {
 import { createLogger, createPluginRuntime, systemClock, validateStats, type ActiveResource, type ErtConfig, type PluginRuntime } from '@ert/core';
 import { createStore, type Allocation, type AllocationWrite, type InstanceRecord, type ProviderSnapshot, type Store } from '@ert/store';
 import { fitRequest, parseFlavor, type FitProvider, type FitTree } from '@ert/placement';
+import { machineIdentity } from './machine.js';
 import { TrackerError, TrackerErrorCodes } from './errors.js';
 import { childProviderName, migrationUuid, providerUuid } from './ids.js';
 import { Mutex } from './mutex.js';
@@ -145,7 +146,8 @@ export async function createTracker(options: TrackerOptions): Promise<Tracker> {
   const entries = config.tracker.providerConfigs ? await loadProviderConfigs(config.tracker.providerConfigs) : [];
   const clock = options.clock ?? systemClock;
   const runtime = await createPluginRuntime({ config, logger, side: 'compute', hostName, root, clock });
-  return new HostTracker({ config, hostName, logger: logger.child({ host: hostName }), runtime, entries, store: options.store, clock });
+  const machine = await machineIdentity(root);
+  return new HostTracker({ config, hostName, machine, logger: logger.child({ host: hostName }), runtime, entries, store: options.store, clock });
 }
 
 interface Discovered {
@@ -199,9 +201,15 @@ class HostTracker implements Tracker {
   /** Looks for reservations on this host between periodic updates (reservations.ts); set by start(). */
   private watch: ReservationWatch | undefined;
 
-  constructor(init: { config: ErtConfig; hostName: string; logger: Logger; runtime: PluginRuntime; entries: ProviderConfigEntry[]; store: Store | undefined; clock: Clock }) {
+  /** The machine this tracker reads (machine.ts); the host records it at its first sync. */
+  private readonly machine: string;
+  /** Uuids the plugins' views hold (added and not removed since their last reset). */
+  private readonly inViews = new Set<string>();
+
+  constructor(init: { config: ErtConfig; hostName: string; machine: string; logger: Logger; runtime: PluginRuntime; entries: ProviderConfigEntry[]; store: Store | undefined; clock: Clock }) {
     this.config = init.config;
     this.hostName = init.hostName;
+    this.machine = init.machine;
     this.rootUuid = providerUuid(init.hostName);
     this.logger = init.logger;
     this.runtime = init.runtime;
@@ -454,6 +462,16 @@ class HostTracker implements Tracker {
 
   private async syncLocked(announce: boolean): Promise<SyncReport> {
     const store = await this.openStore();
+    // Before anything is written: a host registered from another machine (or another --root)
+    // is not this tracker's to rewrite.
+    const registered = await store.getHost(this.hostName);
+    if (registered?.machine !== undefined && registered.machine !== this.machine) {
+      throw new TrackerError(
+        TrackerErrorCodes.HOST_MACHINE_MISMATCH,
+        `host "${this.hostName}" was registered from ${registered.machine}, but this tracker reads ${this.machine}: refusing to write its inventory (run on that machine, give the --root it was synced with, or use another host name)`,
+        { host: this.hostName, registered: registered.machine, machine: this.machine },
+      );
+    }
     const discovered = await this.discoverLocked();
     const changes: string[] = [];
     const problems: Problem[] = [...discovered.report.problems];
@@ -470,6 +488,7 @@ class HostTracker implements Tracker {
       // An operator's `disabled` stays; anything else is up again now that the host reported.
       ...(existing?.status === 'disabled' ? {} : { status: 'up' as const }),
       lastUpdate: now,
+      machine: this.machine,
     });
 
     const live = await this.rebuildViews(store, problems, changes);
@@ -635,6 +654,7 @@ class HostTracker implements Tracker {
 
   /** Give each plugin the instance, with its own assignment. Failures are problems (the store is already written). */
   private async addToPlugins(instance: ClaimedInstance, assignments: Record<string, JsonValue>, problems: Problem[]): Promise<void> {
+    this.inViews.add(instance.uuid);
     for (const resource of this.resources) {
       const addInstance = resource.hooks.addInstance;
       if (!addInstance) continue;
@@ -649,6 +669,7 @@ class HostTracker implements Tracker {
   }
 
   private async removeFromPlugins(uuid: string, problems: Problem[]): Promise<void> {
+    this.inViews.delete(uuid);
     for (const resource of this.resources) {
       const removeInstance = resource.hooks.removeInstance;
       if (!removeInstance) continue;
@@ -673,6 +694,7 @@ class HostTracker implements Tracker {
    * migration's record stays held.
    */
   private async rebuildViews(store: Store, problems: Problem[], changes: string[] = []): Promise<Array<{ instance: ClaimedInstance; assignments: Record<string, JsonValue> }>> {
+    this.inViews.clear();
     for (const resource of this.resources) {
       const reset = resource.hooks.reset;
       if (!reset) continue;
@@ -969,9 +991,11 @@ class HostTracker implements Tracker {
     if (record.migrationUuid) writes.push({ consumer: { uuid: record.migrationUuid, projectId: record.projectId, userId: record.userId }, allocations: [], removeInstance: true });
     await store.writeAllocations(writes);
     await this.removeFromPlugins(uuid, problems);
-    // Also the migration uuid when the record names none: after a move was reverted, this
-    // (source) host's plugins may hold the old allocation under it until their next update.
-    await this.removeFromPlugins(record.migrationUuid ?? migrationUuid(uuid), problems);
+    // Also the migration uuid, when the record names one or the views hold it: after a move
+    // was reverted, this (source) host's plugins may hold the old allocation under it until
+    // their next update.
+    const held = record.migrationUuid ?? migrationUuid(uuid);
+    if (record.migrationUuid !== undefined || this.inViews.has(held)) await this.removeFromPlugins(held, problems);
     await this.refreshStats(store, problems);
     if (announce) {
       const spec = this.parseOr(record.flavor);

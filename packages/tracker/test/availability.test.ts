@@ -14,12 +14,12 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { Flavor, InstanceRequest } from '@ert/plugin-api';
 import type { Store } from '@ert/store';
-import { providerUuid, type ClaimResult } from '../src/index.js';
+import { providerUuid } from '../src/index.js';
 // @ts-expect-error plain JS fixture
 import { counting } from './fixtures/plugins.mjs';
 // @ts-expect-error plain JS fixture
 import { disk } from './fixtures/disk.mjs';
-import { BACKENDS, useBench, type Bench } from './harness.js';
+import { BACKENDS, refused, useBench, type Bench } from './harness.js';
 
 let seq = 0;
 function diskRequest(vcpus: number, diskGb: number, extraSpecs: Record<string, string> = {}): InstanceRequest {
@@ -28,10 +28,6 @@ function diskRequest(vcpus: number, diskGb: number, extraSpecs: Record<string, s
   return { uuid: `00000000-0000-4000-9000-${String(seq).padStart(12, '0')}`, projectId: 'p1', userId: 'u1', flavor };
 }
 
-function refused(result: ClaimResult): Array<{ plugin?: string; reason: string }> {
-  if (result.ok) throw new Error(`claim ${result.instance.uuid} unexpectedly accepted`);
-  return result.reasons;
-}
 
 async function used(store: Store, cls: string): Promise<number> {
   return (await store.getUsages(providerUuid('host1')))[cls] ?? 0;

@@ -16,9 +16,9 @@ import { fileURLToPath } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Flavor, InstanceRequest } from '@ert/plugin-api';
 import type { Store, StoreOptions } from '@ert/store';
-import { migrationUuid, type ClaimResult } from '../src/index.js';
+import { migrationUuid } from '../src/index.js';
 import { buildPackage, REPO_ROOT } from '../../../test/build.js';
-import { BACKENDS, useBench } from './harness.js';
+import { BACKENDS, ok, useBench } from './harness.js';
 import { DEDICATED, PROFILES, newUuid, realFlavor, realHost, violations, type RealHost } from './real-host.js';
 
 const PROFILE = 'xeon-2s-cat';
@@ -30,10 +30,6 @@ const large = realFlavor('large', 3, 3 * GB, { 'llc:ways': '3', 'hw:cpu_policy':
 const floating = realFlavor('floating', 1, GB, { 'llc:ways': '1' });
 const floatingLarge = realFlavor('floating-large', 2, GB, { 'llc:ways': '1' });
 
-function ok(result: ClaimResult): Extract<ClaimResult, { ok: true }> {
-  if (!result.ok) throw new Error(`refused: ${JSON.stringify(result.reasons)}`);
-  return result;
-}
 
 function requestOf(uuid: string, flavor: Flavor): InstanceRequest {
   return { uuid, projectId: 'p', userId: 'u', flavor };

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { configFromObject, type ErtConfig } from '@ert/core';
 import { createStore, type Store, type StoreOptions } from '@ert/store';
 import type { Flavor, InstanceRequest, Plugin } from '@ert/plugin-api';
-import { createTracker, type Tracker } from '../src/index.js';
+import { createTracker, type ClaimResult, type Tracker } from '../src/index.js';
 
 /** The backends every store-backed test runs against: SQLite always, PostgreSQL when ERT_TEST_PG_URL is set. */
 export const BACKENDS: Array<'sqlite3' | 'pg'> = process.env['ERT_TEST_PG_URL'] ? ['sqlite3', 'pg'] : ['sqlite3'];
@@ -124,4 +124,16 @@ export function thrown(fn: () => unknown): { code: string; message: string; deta
     return err as never;
   }
   throw new Error('expected a throw');
+}
+
+/** The accepted claim, or a throw naming the reasons it was refused. */
+export function ok(result: ClaimResult): Extract<ClaimResult, { ok: true }> {
+  if (!result.ok) throw new Error(`refused: ${JSON.stringify(result.reasons)}`);
+  return result;
+}
+
+/** The reasons a claim was refused, or a throw when it was accepted. */
+export function refused(result: ClaimResult): Array<{ plugin?: string; reason: string }> {
+  if (result.ok) throw new Error(`claim ${result.instance.uuid} unexpectedly accepted: ${JSON.stringify(result.allocations)}`);
+  return result.reasons;
 }

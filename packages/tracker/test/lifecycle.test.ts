@@ -9,18 +9,9 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { Flavor } from '@ert/plugin-api';
-import type { ClaimResult } from '../src/index.js';
-import { useBench } from './harness.js';
+import { ok, refused, useBench } from './harness.js';
 import { newUuid, realFlavor, realHost, violations, type RealHost } from './real-host.js';
 
-function ok(result: ClaimResult): Extract<ClaimResult, { ok: true }> {
-  if (!result.ok) throw new Error(`refused: ${JSON.stringify(result.reasons)}`);
-  return result;
-}
-function refused(result: ClaimResult): Array<{ plugin?: string; reason: string }> {
-  if (result.ok) throw new Error(`expected a refusal, got ${JSON.stringify(result.allocations)}`);
-  return result.reasons;
-}
 
 async function claim(host: RealHost, flavor: Flavor): Promise<string> {
   const uuid = newUuid();

@@ -8,18 +8,10 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { Flavor } from '@ert/plugin-api';
-import { migrationUuid, type ClaimResult } from '../src/index.js';
-import { useBench } from './harness.js';
+import { migrationUuid } from '../src/index.js';
+import { ok, refused, useBench } from './harness.js';
 import { newUuid, realFlavor, realHost, violations, type Profile, type RealHost } from './real-host.js';
 
-function ok(result: ClaimResult): Extract<ClaimResult, { ok: true }> {
-  if (!result.ok) throw new Error(`refused: ${JSON.stringify(result.reasons)}`);
-  return result;
-}
-function refused(result: ClaimResult): Array<{ plugin?: string; reason: string }> {
-  if (result.ok) throw new Error(`expected a refusal, got ${JSON.stringify(result.allocations)}`);
-  return result.reasons;
-}
 async function holds(...hosts: RealHost[]): Promise<void> {
   for (const host of hosts) expect(await violations(host), host.hostName).toEqual([]);
 }

@@ -98,8 +98,9 @@ export interface ClaimRequest {
 
 /**
  * A plugin's yes to a claim. `allocations` place the classes the plugin decides itself
- * (e.g. LLC ways on the cache domain with a contiguous run); the tracker places the
- * other requested classes by Placement's rules. `assignment` is the plugin's own record
+ * (e.g. LLC ways on the cache domain with a contiguous run), which must be classes its
+ * `discover` reports (a grant of another plugin's class refuses the claim, naming the
+ * plugin); the tracker places the other requested classes by Placement's rules. `assignment` is the plugin's own record
  * of the decision (e.g. the way mask); it is stored with the instance, given back in
  * `addInstance` and in events, and must be JSON. `cpus` are the host CPUs this plugin pins
  * the instance to (e.g. dedicated CPUs for `hw:cpu_policy=dedicated`); at most one plugin

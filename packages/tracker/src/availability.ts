@@ -47,6 +47,14 @@ export class PluginAvailability {
     this.discovered = new Set(tree.flatMap((p) => Object.keys(p.inventories)));
   }
 
+  /**
+   * The classes `plugin` reported at its last available discovery in this process; undefined
+   * when it has not reported since the tracker started.
+   */
+  ownedBy(plugin: string): ReadonlySet<string> | undefined {
+    return this.owned.get(plugin);
+  }
+
   /** Names of the plugins unavailable at the last discovery. */
   get unavailablePlugins(): string[] {
     return [...this.unavailable.keys()];

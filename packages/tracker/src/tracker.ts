@@ -823,7 +823,9 @@ class HostTracker implements Tracker {
   /**
    * Turn plugins' grants into allocations on provider uuids, and take the pinned CPUs (sorted)
    * from the one plugin that granted them. Returns a reason when a grant names a provider
-   * key the host does not have, or two plugins grant the same class or both grant CPUs.
+   * key the host does not have, a class the granting plugin does not report (a plugin cannot
+   * decide another plugin's resources: a CPU plugin setting memory), or when two plugins
+   * grant the same class or both grant CPUs.
    */
   private resolveGrants(
     grants: Map<string, ClaimGrant>,
@@ -842,7 +844,12 @@ class HostTracker implements Tracker {
           cpus = [...grant.cpus].sort((a, b) => a - b);
         }
       }
+      const owned = this.availability.ownedBy(plugin);
       for (const a of grant.allocations ?? []) {
+        if (owned !== undefined && !owned.has(a.resourceClass)) {
+          reasons.push({ plugin, reason: `plugin ${plugin} granted ${a.resourceClass}, a class it does not report (it reports ${[...owned].sort().join(', ') || 'none'})` });
+          continue;
+        }
         const name = a.provider === undefined ? this.hostName : childProviderName(this.hostName, a.provider);
         const provider = tree.find((p) => p.name === name);
         if (!provider) {

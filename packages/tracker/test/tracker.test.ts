@@ -532,6 +532,23 @@ providers:
       expect(reasons[0]!.reason).toContain('bad');
     });
 
+    // Issue 11, point 6. Seen red on: resolveGrants without the ownership check (the claim
+    // went through with MEMORY_MB 1 that the cpu plugin decided for the memory plugin).
+    it('refuses a grant of a class the granting plugin does not report, naming it', async () => {
+      const liar = definePlugin({
+        name: 'liar',
+        resource: () => ({
+          discover: () => ({ available: true, host: { inventories: { CUSTOM_LIAR: { total: 4 } } } }),
+          test: () => ({ allocations: [{ resourceClass: 'MEMORY_MB', amount: 1 }] }),
+        }),
+      });
+      const { store, tracker } = await started([...basics(), liar]);
+      const req = request(1, 128);
+      expect(refused(await tracker.claim(req))).toEqual([{ plugin: 'liar', reason: 'plugin liar granted MEMORY_MB, a class it does not report (it reports CUSTOM_LIAR)' }]);
+      expect(await store.getInstance(req.uuid)).toBeUndefined();
+      expect(await store.getAllocations(req.uuid)).toEqual({ generation: null, allocations: [] });
+    });
+
     it('reports (does not crash on) plugins that throw in reset, addInstance and removeInstance', async () => {
       const faults: Record<string, string> = {};
       const { tracker } = await started([counting({ name: 'cpu', resourceClass: 'VCPU', total: 8, faults }), counting({ name: 'mem', resourceClass: 'MEMORY_MB', total: 4096 })]);

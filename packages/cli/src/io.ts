@@ -49,3 +49,19 @@ export class Output {
     return formatTable(rows, columns);
   }
 }
+
+/**
+ * Resolves with the signal's name at the first SIGINT or SIGTERM (the listeners are then
+ * removed): how the long-running commands (`host run`, `serve`) wait to shut down gracefully.
+ */
+export function untilStopSignal(): Promise<string> {
+  return new Promise<string>((resolve) => {
+    const onSignal = (signal: string) => {
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
+      resolve(signal);
+    };
+    process.on('SIGINT', onSignal);
+    process.on('SIGTERM', onSignal);
+  });
+}

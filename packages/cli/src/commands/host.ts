@@ -1,6 +1,7 @@
 import { createTracker } from '@ert/tracker';
 import { checkRoot, type CommandContext } from '../context.js';
 import { renderDiscovery, renderSync } from '../render.js';
+import { untilStopSignal } from '../io.js';
 
 interface HostOptions {
   root?: string;
@@ -53,15 +54,7 @@ export async function hostRunCommand(ctx: CommandContext, opts: HostOptions): Pr
   const options = await trackerOptions(ctx, opts);
   const store = await ctx.store(options.config, { create: true });
   const tracker = await createTracker({ ...options, store });
-  const stopped = new Promise<string>((resolve) => {
-    const onSignal = (signal: string) => {
-      process.off('SIGINT', onSignal);
-      process.off('SIGTERM', onSignal);
-      resolve(signal);
-    };
-    process.on('SIGINT', onSignal);
-    process.on('SIGTERM', onSignal);
-  });
+  const stopped = untilStopSignal();
   try {
     await tracker.start();
     ctx.out.status(`ert: tracking host ${tracker.hostName} every ${options.config.tracker.interval / 1000}s (SIGINT or SIGTERM to stop)`);

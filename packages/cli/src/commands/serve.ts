@@ -5,6 +5,7 @@ import { createStore, type Store } from '@ert/store';
 import type { CommandContext } from '../context.js';
 import { describeConnection, positiveInt } from '../context.js';
 import { CliError, CliErrorCode } from '../errors.js';
+import { untilStopSignal } from '../io.js';
 
 export interface ServeCommandOptions {
   host: string;
@@ -31,15 +32,7 @@ export async function serveCommand(ctx: CommandContext, opts: ServeCommandOption
   try {
     // Request logs (pino, Fastify's logger) go to stderr: stdout is for the result.
     const logger = { level: ctx.globals.logLevel ?? config.log.level, stream: process.stderr };
-    const stopped = new Promise<string>((resolve) => {
-      const onSignal = (signal: string) => {
-        process.off('SIGINT', onSignal);
-        process.off('SIGTERM', onSignal);
-        resolve(signal);
-      };
-      process.on('SIGINT', onSignal);
-      process.on('SIGTERM', onSignal);
-    });
+    const stopped = untilStopSignal();
     const server = await serve({ store, host: opts.host, port, prefix: opts.prefix, auth: mode, logger });
     try {
       ctx.out.status(`ert: Placement API on ${server.url}${server.prefix || '/'} (auth ${server.auth}; SIGINT or SIGTERM to stop)`);

@@ -20,6 +20,8 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+// Built output of the workspace (npm run build): the project's one seeded PRNG (mulberry32).
+import { seededRandom } from '@ert/core';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const MICROVERSION = '1.39';
@@ -64,17 +66,10 @@ function parseArgs(argv) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Seeded PRNG (mulberry32) and helpers
+// Seeded PRNG (core's seededRandom) and helpers
 
 function prng(seed) {
-  let s = seed >>> 0;
-  const next = () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const next = seededRandom(seed);
   return {
     next,
     chance: (p) => next() < p,

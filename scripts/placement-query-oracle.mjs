@@ -16,6 +16,8 @@ import { writeFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+// Built output of the workspace (npm run build): the project's one seeded PRNG (mulberry32).
+import { seededRandom } from '@ert/core';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -78,14 +80,7 @@ function parseArgs(argv) {
 }
 
 function prng(seed) {
-  let s = seed >>> 0;
-  const next = () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const next = seededRandom(seed);
   return { next, pick: (list) => list[Math.floor(next() * list.length)] };
 }
 

@@ -8,6 +8,8 @@ import { normalizeInventory } from '@ert/plugin-api';
 import type { Flavor, HostStatus, Inventory, InventoryInput, JsonValue, Plugin } from '@ert/plugin-api';
 import { createStore } from '@ert/store';
 import type { HostImport, Store, StoreOptions } from '@ert/store';
+import { afterAll } from 'vitest';
+import { createScheduler, type Scheduler } from '../src/index.js';
 
 /** A temp directory removed by `cleanup`. */
 export function tempDir(prefix: string): { dir: string; cleanup: () => void } {
@@ -102,4 +104,39 @@ export function schedulerConfig(
 /** `n` new instances (random uuids). */
 export function instances(n: number): Array<{ uuid: string; projectId: string; userId: string }> {
   return Array.from({ length: n }, () => ({ uuid: randomUUID(), projectId: 'p1', userId: 'u1' }));
+}
+
+/**
+ * Stores and schedulers for one describe block, all closed after its tests: `fleet` opens a
+ * migrated store (a SQLite file or a PostgreSQL schema) holding `hosts`; `scheduler` creates
+ * a scheduler on a store with `schedulerConfig`.
+ */
+export function useFleets(client: 'sqlite3' | 'pg', prefix: string) {
+  const tmp = tempDir(prefix);
+  const opened: Store[] = [];
+  const schedulers: Scheduler[] = [];
+  afterAll(async () => {
+    for (const s of schedulers) await s.close();
+    for (const s of opened) await s.close();
+    tmp.cleanup();
+  });
+  return {
+    async fleet(label: string, hosts: HostSpec[]): Promise<{ store: Store; options: StoreOptions }> {
+      const result = await openStore(client, tmp.dir, label);
+      opened.push(result.store);
+      await result.store.importHosts(hosts.map(hostImport));
+      return result;
+    },
+    async scheduler(
+      options: StoreOptions,
+      store: Store,
+      sched: Parameters<typeof schedulerConfig>[2],
+      extra: Parameters<typeof schedulerConfig>[3] = {},
+      more: { random?: () => number; clock?: { now(): number }; overlapClaims?: boolean } = {},
+    ): Promise<Scheduler> {
+      const s = await createScheduler({ config: schedulerConfig(options, tmp.dir, sched, extra), store, ...more });
+      schedulers.push(s);
+      return s;
+    },
+  };
 }

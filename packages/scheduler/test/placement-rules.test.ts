@@ -1,12 +1,11 @@
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { normalizeInventory } from '@ert/plugin-api';
 import type { PlacementRequest } from '@ert/plugin-api';
 import type { Store, StoreOptions } from '@ert/store';
 import { parseFlavor } from '@ert/placement';
-import { createScheduler, NoValidHostError } from '../src/index.js';
+import { NoValidHostError } from '../src/index.js';
 import type { Scheduler } from '../src/index.js';
-import { BACKENDS, flavor, hostImport, instances, openStore, schedulerConfig, tempDir, uuidFor } from './helpers.js';
-import type { HostSpec } from './helpers.js';
+import { BACKENDS, flavor, instances, useFleets, uuidFor } from './helpers.js';
 
 // Placement's rules through the whole scheduler (issue 10): `explain` and `select` give one
 // answer because both run the same fit, and the built-in `traits` pre-filter never rejects
@@ -21,27 +20,9 @@ const FILTERS = ['status', 'traits', 'resources'];
 const AGG = '11111111-2222-4333-8444-555555555555';
 
 describe.each(BACKENDS)('Placement rules through the scheduler on %s', (client) => {
-  const tmp = tempDir('ert-sched-rules-');
-  const opened: Store[] = [];
-  const schedulers: Scheduler[] = [];
-  afterAll(async () => {
-    for (const s of schedulers) await s.close();
-    for (const s of opened) await s.close();
-    tmp.cleanup();
-  });
-
-  async function fleet(label: string, hosts: HostSpec[]): Promise<{ store: Store; options: StoreOptions }> {
-    const result = await openStore(client, tmp.dir, label);
-    opened.push(result.store);
-    await result.store.importHosts(hosts.map(hostImport));
-    return result;
-  }
-
-  async function scheduler(options: StoreOptions, store: Store): Promise<Scheduler> {
-    const s = await createScheduler({ config: schedulerConfig(options, tmp.dir, { filters: FILTERS, maxAttempts: 2 }), store });
-    schedulers.push(s);
-    return s;
-  }
+  const fleets = useFleets(client, 'ert-sched-rules-');
+  const fleet = fleets.fleet;
+  const scheduler = (options: StoreOptions, store: Store): Promise<Scheduler> => fleets.scheduler(options, store, { filters: FILTERS, maxAttempts: 2 });
 
   /** A shared disk pool in AGG: MISC_SHARES_VIA_AGGREGATE plus `traits`, 1000 DISK_GB. */
   async function sharedDisk(store: Store, traits: string[]): Promise<string> {

@@ -1,43 +1,15 @@
-import { afterAll, describe, expect, it } from 'vitest';
-import type { Store, StoreOptions } from '@ert/store';
-import { createScheduler, NoValidHostError } from '../src/index.js';
-import type { Scheduler } from '../src/index.js';
+import { describe, expect, it } from 'vitest';
+import type { Store } from '@ert/store';
+import { NoValidHostError } from '../src/index.js';
 import { flaky, freeRam, freeVcpu, level } from './fixtures.js';
-import { BACKENDS, flavor, hostImport, instances, inventories, openStore, schedulerConfig, tempDir, uuidFor } from './helpers.js';
-import type { HostSpec } from './helpers.js';
+import { BACKENDS, flavor, instances, inventories, useFleets, uuidFor } from './helpers.js';
 
 const ALL_FILTERS = ['status', 'traits', 'resources', 'aggregate-extra-specs', 'capabilities', 'same-host', 'different-host', 'affinity', 'anti-affinity'];
 
 const small = flavor('small', 2, 2048);
 
 describe.each(BACKENDS)('scheduler on %s', (client) => {
-  const tmp = tempDir('ert-sched-');
-  const opened: Store[] = [];
-  const schedulers: Scheduler[] = [];
-  afterAll(async () => {
-    for (const s of schedulers) await s.close();
-    for (const s of opened) await s.close();
-    tmp.cleanup();
-  });
-
-  async function fleet(label: string, hosts: HostSpec[]): Promise<{ store: Store; options: StoreOptions }> {
-    const result = await openStore(client, tmp.dir, label);
-    opened.push(result.store);
-    await result.store.importHosts(hosts.map(hostImport));
-    return result;
-  }
-
-  async function scheduler(
-    options: StoreOptions,
-    store: Store,
-    sched: Parameters<typeof schedulerConfig>[2],
-    extra: Parameters<typeof schedulerConfig>[3] = {},
-    more: { random?: () => number; clock?: { now(): number }; overlapClaims?: boolean } = {},
-  ): Promise<Scheduler> {
-    const s = await createScheduler({ config: schedulerConfig(options, tmp.dir, sched, extra), store, ...more });
-    schedulers.push(s);
-    return s;
-  }
+  const { fleet, scheduler } = useFleets(client, 'ert-sched-');
 
   it('claims the best host durably and returns alternates', async () => {
     const { store, options } = await fleet('best', [
@@ -175,12 +147,7 @@ describe.each(BACKENDS)('scheduler on %s', (client) => {
       },
     });
     let now = Date.now();
-    const s = await createScheduler({
-      config: schedulerConfig(options, tmp.dir, { filters: ['status', 'resources'] }, { staleAfter: '60s' }),
-      store: spy,
-      clock: { now: () => now },
-    });
-    schedulers.push(s);
+    const s = await scheduler(options, spy, { filters: ['status', 'resources'] }, { staleAfter: '60s' }, { clock: { now: () => now } });
     expect(loaded).toEqual([undefined]);
     expect(s.hostCount).toBe(3);
     expect(s.host('r3')!.status).toBe('stale');
@@ -230,11 +197,7 @@ describe.each(BACKENDS)('scheduler on %s', (client) => {
         return typeof value === 'function' ? value.bind(target) : value;
       },
     });
-    const s = await createScheduler({
-      config: schedulerConfig(options, tmp.dir, { consumers: [level], filters: ['resources'], weighers: [{ name: 'free-ram', plugin: freeRam, multiplier: 1 }], refreshInterval: '1h' }, { plugins: { level: { maxPerHost: 10 } } }),
-      store: spy,
-    });
-    schedulers.push(s);
+    const s = await scheduler(options, spy, { consumers: [level], filters: ['resources'], weighers: [{ name: 'free-ram', plugin: freeRam, multiplier: 1 }], refreshInterval: '1h' }, { plugins: { level: { maxPerHost: 10 } } });
     const placed = await s.select({ flavor: small, instances: instances(3) });
     expect(placed.map((p) => p.host)).toEqual(['o1', 'o1', 'o1']);
     const held = s.host('o1') as unknown as { generation: number };

@@ -110,8 +110,31 @@ export interface ClaimRequest {
 export interface ClaimGrant {
   allocations?: AllocationRequest[];
   assignment?: JsonValue;
-  /** Host CPUs (logical CPU numbers, distinct, non-negative) this plugin pins the instance to. */
+  /**
+   * Host CPUs (logical CPU numbers, distinct, non-negative) this plugin pins the instance to.
+   * Each is an exclusive unit of the host (see `units`): the store refuses a claim pinning a
+   * CPU another instance on the host is pinned to.
+   */
   cpus?: number[];
+  /**
+   * Concrete units of the host this grant takes for the instance alone, named by the plugin
+   * (e.g. `L3-1/way/5` for a cache way, `clos/3` for a class of service): distinct, non-empty,
+   * at most 200 characters. The store records them as `<plugin>/<unit>` with the instance and
+   * refuses a write (ERT_STORE_ASSIGNMENT_TAKEN, naming unit and holder) that gives a unit to
+   * a second instance of the host, whichever process wrote the first: two trackers on one
+   * host (a restarted agent beside a stale one, `ert claim` beside `host run`) cannot
+   * double-book. A view that drifted from the store is what this catches; the plugin's own
+   * view still decides which units to offer.
+   */
+  units?: string[];
+  /**
+   * Counted pools the grant draws from, by pool name (e.g. `node0/2048kB` huge pages):
+   * `amount` taken (a positive integer) of a pool of `capacity` (the pool's size as the plugin
+   * reads it now). The store refuses a write (ERT_STORE_ASSIGNMENT_TAKEN) whose amount, added
+   * to what the host's other instances hold from the same pool, exceeds `capacity`. For
+   * resources counted per host that are not inventories of a provider.
+   */
+  pools?: Record<string, { amount: number; capacity: number }>;
 }
 
 /** Result of `test`: nothing (accept), a reason string (refuse), or a grant (accept). */

@@ -95,6 +95,18 @@ export interface InstanceRecord {
   assignments: Record<string, JsonValue>;
   /** Host CPUs the instance is pinned to (a plugin's `ClaimGrant.cpus`); absent when it floats. */
   cpus?: number[];
+  /**
+   * Units of its host the instance holds alone (`<plugin>/<unit>`, from `ClaimGrant.units`).
+   * With `cpus` (each CPU the unit `cpu/<n>`) they are the instance's exclusive holds: a write
+   * that gives a unit to a second instance of the same host is ERT_STORE_ASSIGNMENT_TAKEN.
+   */
+  units?: string[];
+  /**
+   * Counted pools the instance draws from (`<plugin>/<pool>` -> amount of a pool of capacity,
+   * from `ClaimGrant.pools`): a write whose amount, with the host's other instances' amounts
+   * from the pool, exceeds the capacity it names is ERT_STORE_ASSIGNMENT_TAKEN.
+   */
+  pools?: Record<string, { amount: number; capacity: number }>;
   /** Why a reservation is `refused` (the refusing plugin named) or `expired`. */
   reason?: string;
   createdAt?: number;

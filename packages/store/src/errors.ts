@@ -8,6 +8,10 @@ import { ErtError, isErtError } from '@ert/plugin-api';
  * - ERT_STORE_CONSUMER_GENERATION_CONFLICT: the caller passed a stale consumer generation.
  * - ERT_STORE_CONFLICT: a lost race with another writer (lock timeout, serialization
  *   failure, deadlock, concurrent creation of the same row) or a duplicate create.
+ * - ERT_STORE_ASSIGNMENT_TAKEN: an instance record names a unit another instance of its host
+ *   holds (a pinned CPU, a cache way), or draws more from a counted pool than is left
+ *   (details host, instance, unit or pool, holder / held, capacity). Not a lost race: the
+ *   writer's view of the host is behind; re-read the host's instances and choose again.
  * - ERT_STORE_INVENTORY_IN_USE: removing or shrinking an inventory below its usage.
  * - ERT_STORE_PROVIDER_IN_USE: deleting a provider that has allocations or children.
  * - ERT_STORE_NOT_FOUND: a provider, host, consumer or instance that does not exist.
@@ -32,6 +36,7 @@ export const STORE_ERROR_CODES = {
   providerGenerationConflict: 'ERT_STORE_PROVIDER_GENERATION_CONFLICT',
   consumerGenerationConflict: 'ERT_STORE_CONSUMER_GENERATION_CONFLICT',
   conflict: 'ERT_STORE_CONFLICT',
+  assignmentTaken: 'ERT_STORE_ASSIGNMENT_TAKEN',
   inventoryInUse: 'ERT_STORE_INVENTORY_IN_USE',
   providerInUse: 'ERT_STORE_PROVIDER_IN_USE',
   notFound: 'ERT_STORE_NOT_FOUND',
@@ -83,6 +88,24 @@ export class CapacityExceededError extends StoreError {
       `provider ${details.providerName} (${details.provider}): ${details.resourceClass} ${details.reason}`,
       details,
     );
+  }
+}
+
+/**
+ * An instance record names a unit of its host that another instance holds, or takes more of a
+ * counted pool than the host's other instances leave. Nothing was written.
+ */
+export class AssignmentTakenError extends StoreError {
+  constructor(
+    details:
+      | { host: string; instance: string; unit: string; holder: string }
+      | { host: string; instance: string; pool: string; amount: number; held: number; capacity: number },
+  ) {
+    const message =
+      'unit' in details
+        ? `host ${details.host}: instance ${details.instance} cannot take ${details.unit}: instance ${details.holder} holds it`
+        : `host ${details.host}: instance ${details.instance} cannot take ${details.amount} of pool ${details.pool}: other instances hold ${details.held} of its ${details.capacity}`;
+    super(STORE_ERROR_CODES.assignmentTaken, message, details);
   }
 }
 

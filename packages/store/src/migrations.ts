@@ -212,12 +212,48 @@ const hostMachine: Migration = {
   },
 };
 
+/**
+ * Exclusive assignments (issue 11, point 4; see holds.ts): the instance's units and pools as
+ * JSON, and `instance_holds`, one row per hold, with a partial unique index so that a unit
+ * of a host has at most one holder. Pinned CPUs recorded before are backfilled; where two
+ * instances already shared a CPU the older keeps it (the record still names it).
+ */
+const instanceHolds: Migration = {
+  async up(knex) {
+    await knex.schema.alterTable('instances', (t) => {
+      t.text('units').nullable();
+      t.text('pools').nullable();
+    });
+    await knex.schema.createTable('instance_holds', (t) => {
+      t.integer('host_id').notNullable().references('id').inTable('hosts').onDelete('CASCADE');
+      t.string('instance_uuid', 36).notNullable().references('uuid').inTable('instances').onDelete('CASCADE');
+      t.string('hold', 255).notNullable();
+      t.bigInteger('amount').nullable();
+      t.bigInteger('capacity').nullable();
+      t.primary(['instance_uuid', 'hold']);
+      t.index(['host_id', 'hold']);
+    });
+    await knex.raw('CREATE UNIQUE INDEX instance_holds_unit ON instance_holds (host_id, hold) WHERE amount IS NULL');
+    const pinned: Array<{ uuid: string; host_id: number; cpus: string }> = await knex('instances').select('uuid', 'host_id', 'cpus').whereNotNull('cpus').orderBy('created_at');
+    const rows = pinned.flatMap((i) => (JSON.parse(i.cpus) as number[]).map((cpu) => ({ host_id: i.host_id, instance_uuid: i.uuid, hold: `cpu/${cpu}` })));
+    for (let i = 0; i < rows.length; i += 500) await knex('instance_holds').insert(rows.slice(i, i + 500)).onConflict().ignore();
+  },
+  async down(knex) {
+    await knex.schema.dropTableIfExists('instance_holds');
+    await knex.schema.alterTable('instances', (t) => {
+      t.dropColumn('units');
+      t.dropColumn('pools');
+    });
+  },
+};
+
 const migrations: Record<string, Migration> = {
   '0001_initial': initial,
   '0002_instance_cpus': instanceCpus,
   '0003_bigint_amounts': bigintAmounts,
   '0004_instance_reason': instanceReason,
   '0005_host_machine': hostMachine,
+  '0006_instance_holds': instanceHolds,
 };
 
 /** This program's migrations, in application order. */

@@ -37,13 +37,9 @@ import { busyTimeoutOf, mapDriverError, openKnex } from './connection.js';
 import { CapacityExceededError, InventoryInUseError, StoreConflictError, StoreError, isStoreError } from './errors.js';
 import { MIGRATIONS_TABLE, MIGRATION_NAMES, ensureMigrationTables, migrationSource } from './migrations.js';
 
-type Trx = Knex.Transaction;
-type Db = Knex | Knex.Transaction;
+import { chunks, inChunks, insertObjects, insertRows, type Db, type Trx } from './sql.js';
+import { HoldLedger, anyHolds, checkHolds, holdsOf, writeHolds } from './holds.js';
 
-/** Rows per IN list: well below SQLite's 32766 and PostgreSQL's 65535 bound parameters. */
-const IN_CHUNK = 5000;
-/** Bound parameters per multi-row INSERT statement. */
-const INSERT_PARAMS = 30_000;
 /** Most writeAllocations calls combined in one transaction. */
 const MAX_COMBINED_WRITES = 256;
 /** Hosts per transaction in `importHosts`. */
@@ -94,6 +90,8 @@ interface InstanceRow {
   migration_uuid: string | null;
   assignments: string;
   cpus: string | null;
+  units: string | null;
+  pools: string | null;
   reason: string | null;
   state: string;
   created_at: number | string;
@@ -114,12 +112,6 @@ function isMigrationRace(err: unknown): boolean {
   // knex's lock is held (MigrationLocked); concurrent CREATE of the same table, schema or row.
   if (name === 'MigrationLocked' || code === 'SQLITE_BUSY' || code === '42P07' || code === '42P06' || code === '23505' || code === '40P01') return true;
   return code === 'SQLITE_ERROR' && /already exists/.test(message);
-}
-
-function chunks<T>(items: readonly T[], size = IN_CHUNK): T[][] {
-  const out: T[][] = [];
-  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
-  return out;
 }
 
 function inventoryFromRow(row: InventoryRow): Inventory {
@@ -172,6 +164,8 @@ function instanceFromRow(row: InstanceRow): InstanceRecord {
   if (row.previous_flavor !== null) record.previousFlavor = JSON.parse(row.previous_flavor) as Flavor;
   if (row.migration_uuid !== null) record.migrationUuid = row.migration_uuid;
   if (row.cpus !== null) record.cpus = JSON.parse(row.cpus) as number[];
+  if (row.units !== null && row.units !== undefined) record.units = JSON.parse(row.units) as string[];
+  if (row.pools !== null && row.pools !== undefined) record.pools = JSON.parse(row.pools) as NonNullable<InstanceRecord['pools']>;
   if (row.reason !== null && row.reason !== undefined) record.reason = row.reason;
   return record;
 }
@@ -820,6 +814,11 @@ export class KnexStore implements Store {
     const instanceHosts = [...new Set(all.flatMap((w) => (w.instance ? [w.instance.host] : [])))];
     const hostRows: Array<{ id: number; name: string }> = await inChunks(instanceHosts, (part) => trx('hosts').select('id', 'name').whereIn('name', part));
     const hostIds = new Map(hostRows.map((r) => [r.name, r.id]));
+    // Exclusive holds (pinned CPUs, cache ways, pools), only when some record names one:
+    // releasing never conflicts, and rows of removed records go with them (foreign key).
+    const ledger = anyHolds(all.flatMap((w) => (w.instance ? [w.instance] : [])))
+      ? await this.holdLedger(trx, [...hostIds.values()], all.flatMap((w) => (w.instance ? [w.instance.uuid] : w.removeInstance ? [w.consumer.uuid] : [])))
+      : undefined;
 
     // Check each call against the state left by the calls before it.
     const outcomes: Array<{ error: unknown } | { providers: Set<number>; instances: InstanceRecord[]; removed: string[] }> = [];
@@ -832,6 +831,7 @@ export class KnexStore implements Store {
       const stagedConsumers = new Map<string, ConsumerState | null>();
       const stagedUsage = new Map<string, number>();
       const usedOf = (key: string) => stagedUsage.get(key) ?? usage.get(key) ?? 0;
+      const holdsMark = ledger?.mark() ?? 0;
       try {
         for (const write of call) {
           const { uuid } = write.consumer;
@@ -849,6 +849,8 @@ export class KnexStore implements Store {
             allocations.set(key, alloc.amount);
           }
           if (write.instance && !hostIds.has(write.instance.host)) throw notFound('host', write.instance.host, { host: write.instance.host, instance: write.instance.uuid });
+          if (write.instance) ledger?.set(write.instance.uuid, { id: hostIds.get(write.instance.host)!, name: write.instance.host }, holdsOf(write.instance));
+          if (write.removeInstance) ledger?.release(uuid);
           stagedConsumers.set(
             uuid,
             allocations.size === 0
@@ -864,6 +866,7 @@ export class KnexStore implements Store {
         }
       } catch (err) {
         if (!isStoreError(err)) throw err;
+        ledger?.rollback(holdsMark);
         outcomes.push({ error: err });
         continue;
       }
@@ -1034,6 +1037,18 @@ export class KnexStore implements Store {
 
   /* ---------------------------------------------------------------- hosts */
 
+  /**
+   * The holds of `hostIds` and of the instances `uuids`, for checking records' holds in this
+   * transaction. PostgreSQL: the hosts' rows are locked first (ordered by id), so a concurrent
+   * writer for the same host waits and then sees these holds (pools are checked by sum, which
+   * no index can enforce). SQLite: the transaction already holds the write lock.
+   */
+  private async holdLedger(trx: Trx, hostIds: number[], uuids: string[]): Promise<HoldLedger> {
+    const ids = [...new Set(hostIds)].sort((a, b) => a - b);
+    if (this.client === 'pg') for (const part of chunks(ids)) await trx('hosts').select('id').whereIn('id', part).orderBy('id').forUpdate();
+    return HoldLedger.read(trx, ids, uuids);
+  }
+
   private async hostRow(db: Db, name: string): Promise<HostRow> {
     const row: HostRow | undefined = await db('hosts').where('name', name).first();
     if (!row) throw notFound('host', name, { host: name });
@@ -1140,6 +1155,10 @@ export class KnexStore implements Store {
     checkInstance(instance);
     await this.write(`upsertInstance ${instance.uuid}`, async (trx) => {
       const host = await this.hostRow(trx, instance.host);
+      if (anyHolds([instance])) {
+        const ledger = await this.holdLedger(trx, [host.id], [instance.uuid]);
+        ledger.set(instance.uuid, host, holdsOf(instance));
+      }
       await this.upsertInstancesIn(trx, [instance], new Map([[host.name, host.id]]));
     });
   }
@@ -1157,7 +1176,7 @@ export class KnexStore implements Store {
     const uuids = instances.map((i) => i.uuid);
     const previous: Array<{ uuid: string; host_id: number }> = await inChunks(uuids, (part) => trx('instances').select('uuid', 'host_id').whereIn('uuid', part));
     const now = Date.now();
-    const columns = ['uuid', 'host_id', 'project_id', 'user_id', 'flavor', 'previous_flavor', 'migration_uuid', 'assignments', 'cpus', 'reason', 'state', 'created_at', 'updated_at'];
+    const columns = ['uuid', 'host_id', 'project_id', 'user_id', 'flavor', 'previous_flavor', 'migration_uuid', 'assignments', 'cpus', 'units', 'pools', 'reason', 'state', 'created_at', 'updated_at'];
     const updated = columns.filter((c) => c !== 'uuid' && c !== 'created_at');
     // The last record of an instance wins (several calls combined in one transaction).
     const latest = new Map(instances.map((i) => [i.uuid, i]));
@@ -1175,6 +1194,8 @@ export class KnexStore implements Store {
         i.migrationUuid ?? null,
         JSON.stringify(i.assignments ?? {}),
         i.cpus ? JSON.stringify(i.cpus) : null,
+        i.units && i.units.length > 0 ? JSON.stringify(i.units) : null,
+        i.pools && Object.keys(i.pools).length > 0 ? JSON.stringify(i.pools) : null,
         i.reason ?? null,
         i.state,
         i.createdAt ?? now,
@@ -1182,6 +1203,8 @@ export class KnexStore implements Store {
       ]),
       { upsert: { key: 'uuid', columns: updated } },
     );
+    // Holds of records that existed are replaced; a new record has none to remove.
+    await writeHolds(trx, latest, hostIds, new Set(previous.map((p) => p.uuid)));
     if (options.bumpHosts !== false) {
       const bumped = new Set([...instances.map((i) => hostIds.get(i.host)!), ...previous.map((p) => p.host_id)]);
       for (const part of chunks([...bumped])) await trx('hosts').whereIn('id', part).increment('generation', 1);
@@ -1534,58 +1557,6 @@ function groupBy<T, K>(items: T[], key: (item: T) => K): Map<K, T[]> {
   return out;
 }
 
-async function inChunks<T, V>(values: V[], query: (part: V[]) => PromiseLike<T[]>): Promise<T[]> {
-  const out: T[] = [];
-  for (const part of chunks(values)) out.push(...(await query(part)));
-  return out;
-}
-
-/**
- * Multi-row INSERT ... VALUES (...), (...) in chunks of at most INSERT_PARAMS bound values
- * (knex compiles SQLite multi-row inserts to UNION ALL selects, limited to 500 rows).
- * `ignore` skips rows that conflict; `upsert` updates `columns` of the row with the same
- * `key`; `returning` returns those columns of the inserted rows (SQLite 3.35+, PostgreSQL).
- */
-async function insertRows(
-  db: Db,
-  table: string,
-  columns: string[],
-  rows: unknown[][],
-  options: { ignore?: boolean; upsert?: { key: string; columns: string[] }; returning?: string[] } = {},
-): Promise<Array<Record<string, unknown>>> {
-  const out: Array<Record<string, unknown>> = [];
-  if (rows.length === 0) return out;
-  const perStatement = Math.max(1, Math.floor(INSERT_PARAMS / columns.length));
-  const tuple = `(${columns.map(() => '?').join(', ')})`;
-  let suffix = '';
-  const suffixBindings: string[] = [];
-  if (options.ignore) suffix = ' ON CONFLICT DO NOTHING';
-  if (options.upsert) {
-    suffix = ` ON CONFLICT (??) DO UPDATE SET ${options.upsert.columns.map(() => '?? = excluded.??').join(', ')}`;
-    suffixBindings.push(options.upsert.key, ...options.upsert.columns.flatMap((c) => [c, c]));
-  }
-  if (options.returning) {
-    suffix += ` RETURNING ${options.returning.map(() => '??').join(', ')}`;
-    suffixBindings.push(...options.returning);
-  }
-  for (const part of chunks(rows, perStatement)) {
-    const result: unknown = await db.raw(`INSERT INTO ?? (${columns.map(() => '??').join(', ')}) VALUES ${part.map(() => tuple).join(', ')}${suffix}`, [
-      table,
-      ...columns,
-      ...(part.flat() as Knex.RawBinding[]),
-      ...suffixBindings,
-    ]);
-    if (options.returning) out.push(...(Array.isArray(result) ? result : (result as { rows: Array<Record<string, unknown>> }).rows));
-  }
-  return out;
-}
-
-async function insertObjects<T extends object>(db: Db, table: string, rows: T[]): Promise<void> {
-  if (rows.length === 0) return;
-  const columns = Object.keys(rows[0]!);
-  await insertRows(db, table, columns, rows.map((r) => columns.map((c) => (r as Record<string, unknown>)[c])));
-}
-
 function validateWrites(writes: AllocationWrite[]): void {
   if (!Array.isArray(writes)) throw invalid('writeAllocations expects an array of writes');
   const consumers = new Set<string>();
@@ -1643,6 +1614,7 @@ function checkInstance(instance: InstanceRecord): void {
   checkName('userId', instance.userId);
   if (!INSTANCE_STATES.has(instance.state)) throw invalid(`instance ${instance.uuid}: unknown state ${JSON.stringify(instance.state)}`, { instance: instance.uuid });
   if (typeof instance.flavor !== 'object' || instance.flavor === null) throw invalid(`instance ${instance.uuid}: flavor must be an object`, { instance: instance.uuid });
+  checkHolds(instance);
 }
 
 function validateImport(hosts: HostImport[]): void {

@@ -19,7 +19,7 @@ import {
   type ResourceClass,
 } from '@ert/plugin-api';
 import { createLogger, createPluginRuntime, systemClock, validateStats, type ActiveResource, type ErtConfig, type PluginRuntime } from '@ert/core';
-import { createStore, type Allocation, type AllocationWrite, type InstanceRecord, type ProviderSnapshot, type Store } from '@ert/store';
+import { STORE_ERROR_CODES, createStore, type Allocation, type AllocationWrite, type InstanceRecord, type ProviderSnapshot, type Store } from '@ert/store';
 import { fitRequest, parseFlavor, type FitProvider, type FitTree } from '@ert/placement';
 import { machineIdentity } from './machine.js';
 import { TrackerError, TrackerErrorCodes } from './errors.js';
@@ -821,8 +821,8 @@ class HostTracker implements Tracker {
   }
 
   /**
-   * Turn plugins' grants into allocations on provider uuids, and take the pinned CPUs (sorted)
-   * from the one plugin that granted them. Returns a reason when a grant names a provider
+   * Turn plugins' grants into allocations on provider uuids, take the pinned CPUs (sorted)
+   * from the one plugin that granted them, and the units and pools every plugin took. Returns a reason when a grant names a provider
    * key the host does not have, a class the granting plugin does not report (a plugin cannot
    * decide another plugin's resources: a CPU plugin setting memory), or when two plugins
    * grant the same class or both grant CPUs.
@@ -830,8 +830,11 @@ class HostTracker implements Tracker {
   private resolveGrants(
     grants: Map<string, ClaimGrant>,
     tree: ProviderSnapshot[],
-  ): { allocations: Allocation[]; cpus?: number[]; reasons: Array<{ plugin: string; reason: string }> } {
+  ): { allocations: Allocation[]; holds: Holds; reasons: Array<{ plugin: string; reason: string }> } {
     const allocations: Allocation[] = [];
+    // Units and pools are named per plugin (`<plugin>/<unit>`): plugins cannot collide.
+    const units = [...grants].flatMap(([plugin, grant]) => (grant.units ?? []).map((unit) => `${plugin}/${unit}`));
+    const pools = Object.fromEntries([...grants].flatMap(([plugin, grant]) => Object.entries(grant.pools ?? {}).map(([pool, p]) => [`${plugin}/${pool}`, { ...p }])));
     const reasons: Array<{ plugin: string; reason: string }> = [];
     const grantedBy = new Map<string, string>();
     let pinnedBy: string | undefined;
@@ -865,7 +868,7 @@ class HostTracker implements Tracker {
         allocations.push({ providerUuid: provider.uuid, resourceClass: a.resourceClass, amount: a.amount });
       }
     }
-    return { allocations, ...(cpus ? { cpus } : {}), reasons };
+    return { allocations, holds: { ...(cpus ? { cpus } : {}), ...(units.length > 0 ? { units } : {}), ...(Object.keys(pools).length > 0 ? { pools } : {}) }, reasons };
   }
 
   /** The host's tree as placement fits it, with usages minus the allocations of `exclude` (an adopted consumer). */
@@ -893,14 +896,14 @@ class HostTracker implements Tracker {
    * of this consumer that the new ones replace (not counted as used while fitting); on a
    * resize it is empty, so the old allocations stay counted (they move to the migration
    * consumer). Returns the allocations (grants first), the plugins' assignments and the
-   * CPUs a plugin pinned the instance to, or every reason.
+   * holds (CPUs a plugin pinned the instance to, units and pools), or every reason.
    */
   private async place(
     store: Store,
     request: InstanceRequest,
     kind: 'claim' | 'resize',
     adopt: Allocation[],
-  ): Promise<{ ok: true; spec: RequestSpec; allocations: Allocation[]; assignments: Record<string, JsonValue>; cpus?: number[] } | { ok: false; reasons: Array<{ plugin?: string; reason: string }> }> {
+  ): Promise<{ ok: true; spec: RequestSpec; allocations: Allocation[]; assignments: Record<string, JsonValue>; holds: Holds } | { ok: false; reasons: Array<{ plugin?: string; reason: string }> }> {
     let spec: RequestSpec;
     try {
       spec = this.parse(request.flavor);
@@ -927,7 +930,7 @@ class HostTracker implements Tracker {
     const allocations = mergeAllocations(granted.allocations, fit.allocations);
     const assignments: Record<string, JsonValue> = {};
     for (const [plugin, grant] of grants) if (grant.assignment !== undefined) assignments[plugin] = grant.assignment;
-    return { ok: true, spec, allocations, assignments, ...(granted.cpus ? { cpus: granted.cpus } : {}) };
+    return { ok: true, spec, allocations, assignments, holds: granted.holds };
   }
 
   private async claimLocked(request: InstanceRequest): Promise<ClaimResult> {
@@ -936,29 +939,42 @@ class HostTracker implements Tracker {
     if (existing && (existing.host !== this.hostName || existing.state !== 'scheduled')) {
       return { ok: false, reasons: [{ reason: `instance ${request.uuid} is already ${existing.state} on host ${existing.host}` }] };
     }
-    // Allocations the scheduler wrote for this consumer are adopted: replaced, not added to.
-    const own = await store.getAllocations(request.uuid);
-    const placed = await this.place(store, request, 'claim', own.allocations);
-    if (!placed.ok) return placed;
-    const now = this.clock.now();
-    const record: InstanceRecord = {
-      uuid: request.uuid,
-      host: this.hostName,
-      projectId: request.projectId,
-      userId: request.userId,
-      flavor: request.flavor,
-      state: 'active',
-      assignments: placed.assignments,
-      ...(placed.cpus ? { cpus: placed.cpus } : {}),
-      createdAt: existing?.createdAt ?? now,
-      updatedAt: now,
-    };
-    try {
-      await store.writeAllocations([{ consumer: { uuid: request.uuid, projectId: request.projectId, userId: request.userId, generation: own.generation }, allocations: placed.allocations, instance: record }]);
-    } catch (err) {
-      return { ok: false, reasons: [{ reason: `store refused the allocations: ${(err as Error).message}` }] };
-    }
     const problems: Problem[] = [];
+    let placed: Awaited<ReturnType<typeof this.place>>;
+    let record: InstanceRecord;
+    for (let attempt = 1; ; attempt++) {
+      // Allocations the scheduler wrote for this consumer are adopted: replaced, not added to.
+      const own = await store.getAllocations(request.uuid);
+      placed = await this.place(store, request, 'claim', own.allocations);
+      if (!placed.ok) return placed;
+      const now = this.clock.now();
+      record = {
+        uuid: request.uuid,
+        host: this.hostName,
+        projectId: request.projectId,
+        userId: request.userId,
+        flavor: request.flavor,
+        state: 'active',
+        assignments: placed.assignments,
+        ...placed.holds,
+        createdAt: existing?.createdAt ?? now,
+        updatedAt: now,
+      };
+      try {
+        await store.writeAllocations([{ consumer: { uuid: request.uuid, projectId: request.projectId, userId: request.userId, generation: own.generation }, allocations: placed.allocations, instance: record }]);
+        break;
+      } catch (err) {
+        // Another process claimed on this host since the views were built (a second tracker, `ert
+        // claim` beside `host run`): the store refused a unit it took. Rebuild the views from the
+        // store and choose once more; a second refusal is the answer.
+        if (attempt === 1 && isErtError(err) && err.code === STORE_ERROR_CODES.assignmentTaken) {
+          this.logger.warn({ instance: request.uuid, reason: err.message }, 'claim: the store holds units this view did not know; re-reading the instances and trying again');
+          await this.rebuildViews(store, problems);
+          continue;
+        }
+        return { ok: false, reasons: [{ reason: `store refused the allocations: ${(err as Error).message}` }] };
+      }
+    }
     const names = await this.providerNames(store, placed.allocations);
     const instance = this.toClaimed(record, placed.spec, placed.allocations, names);
     await this.addToPlugins(instance, record.assignments, problems);
@@ -1070,9 +1086,8 @@ class HostTracker implements Tracker {
         return placed;
       }
       const resized: InstanceRecord = { ...record, flavor, state: 'resizing', previousFlavor: record.flavor, migrationUuid: migration, assignments: placed.assignments, updatedAt: now };
-      // The new flavor's pinning (or none); the migration record keeps the old CPUs until confirmed.
-      if (placed.cpus) resized.cpus = placed.cpus;
-      else delete resized.cpus;
+      // The new flavor's holds (or none); the migration record keeps the old ones until confirmed.
+      setHolds(resized, placed.holds);
       // One transaction whose writes the store checks in order: the instance's new allocations
       // replace its old ones before the migration consumer takes the old ones, so no write
       // counts the old allocation twice (which would refuse a resize that fits).
@@ -1140,8 +1155,7 @@ class HostTracker implements Tracker {
     delete migrationRecord.previousFlavor;
     const moved: InstanceRecord = { ...record, host: this.hostName, state: kind === 'migrate' ? 'resizing' : 'active', migrationUuid: migration, assignments: placed.assignments, updatedAt: now };
     if (kind === 'migrate') moved.previousFlavor = record.flavor;
-    if (placed.cpus) moved.cpus = placed.cpus;
-    else delete moved.cpus;
+    setHolds(moved, placed.holds);
     try {
       await store.writeAllocations([
         { consumer: { uuid, projectId: record.projectId, userId: record.userId, generation: old.generation }, allocations: placed.allocations, instance: moved },
@@ -1220,8 +1234,7 @@ class HostTracker implements Tracker {
     const current = await store.getAllocations(uuid);
     // A cold migration's instance goes back to the source host, where its migration record is.
     const reverted: InstanceRecord = { ...record, host: heldRecord?.host ?? record.host, flavor: record.previousFlavor ?? record.flavor, state: 'active', assignments: heldRecord?.assignments ?? {}, updatedAt: this.clock.now() };
-    if (heldRecord?.cpus) reverted.cpus = heldRecord.cpus;
-    else delete reverted.cpus;
+    setHolds(reverted, heldRecord ?? {});
     delete reverted.previousFlavor;
     delete reverted.migrationUuid;
     // The migration consumer lets go first, so that no write in the transaction counts the old
@@ -1248,6 +1261,19 @@ class HostTracker implements Tracker {
   }
 }
 
+/** What an instance holds of its host beyond amounts (see InstanceRecord). */
+type Holds = Pick<InstanceRecord, 'cpus' | 'units' | 'pools'>;
+
+/** `record` holds exactly `holds` (fields absent from `holds` are removed). */
+function setHolds(record: InstanceRecord, holds: Holds): void {
+  delete record.cpus;
+  delete record.units;
+  delete record.pools;
+  if (holds.cpus !== undefined) record.cpus = holds.cpus;
+  if (holds.units !== undefined) record.units = holds.units;
+  if (holds.pools !== undefined) record.pools = holds.pools;
+}
+
 function sameSet(a: readonly string[], b: readonly string[]): boolean {
   const sa = new Set(a);
   return sa.size === new Set(b).size && b.every((x) => sa.has(x));
@@ -1264,11 +1290,13 @@ function mergeAllocations(granted: Allocation[], fitted: Allocation[]): Allocati
   return out;
 }
 
+const GRANT_FIELDS: ReadonlySet<string> = new Set(['allocations', 'assignment', 'cpus', 'units', 'pools']);
+
 /** Why a `test` result is not a ClaimGrant, or undefined when it is one. */
 function grantProblem(value: unknown): string | undefined {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return `expected nothing, a reason string or a ClaimGrant, got ${describe(value)}`;
   const grant = value as Record<string, unknown>;
-  const extra = Object.keys(grant).filter((k) => k !== 'allocations' && k !== 'assignment' && k !== 'cpus');
+  const extra = Object.keys(grant).filter((k) => !GRANT_FIELDS.has(k));
   if (extra.length > 0) return `unknown field(s) ${extra.join(', ')} in the grant`;
   if (grant['allocations'] !== undefined) {
     if (!Array.isArray(grant['allocations'])) return 'allocations must be a list';
@@ -1285,6 +1313,21 @@ function grantProblem(value: unknown): string | undefined {
     if (!Array.isArray(cpus) || !cpus.every((cpu) => Number.isSafeInteger(cpu) && (cpu as number) >= 0)) return 'cpus must be a list of CPU numbers (non-negative integers)';
     if (new Set(cpus).size !== cpus.length) return 'cpus must not repeat a CPU';
     if (cpus.length === 0) return 'cpus must not be empty (leave it out for an instance that is not pinned)';
+  }
+  if (grant['units'] !== undefined) {
+    const units = grant['units'];
+    if (!Array.isArray(units) || !units.every((u) => typeof u === 'string' && u.length > 0 && u.length <= 200)) return 'units must be a list of non-empty strings of at most 200 characters';
+    if (new Set(units).size !== units.length) return 'units must not repeat a unit';
+  }
+  if (grant['pools'] !== undefined) {
+    const pools = grant['pools'];
+    if (typeof pools !== 'object' || pools === null || Array.isArray(pools)) return 'pools must be an object of pool name to { amount, capacity }';
+    for (const [pool, p] of Object.entries(pools as Record<string, unknown>)) {
+      const { amount, capacity } = (typeof p === 'object' && p !== null ? p : {}) as Record<string, unknown>;
+      if (pool.length === 0 || pool.length > 200) return `pool name ${JSON.stringify(pool)} must have 1 to 200 characters`;
+      if (!Number.isSafeInteger(amount) || (amount as number) < 1) return `pools.${pool}.amount must be a positive integer`;
+      if (!Number.isSafeInteger(capacity) || (capacity as number) < (amount as number)) return `pools.${pool}.capacity must be an integer of at least the amount`;
+    }
   }
   if (grant['assignment'] !== undefined) {
     try {

@@ -532,6 +532,39 @@ providers:
       expect(reasons[0]!.reason).toContain('bad');
     });
 
+    // Issue 11, points 4 and 6: units and pools a plugin names must be well-formed, or the
+    // claim is refused naming the plugin (the store would refuse them too, less clearly).
+    it.each([
+      [{ units: ['a', 'a'] }, 'units must not repeat a unit'],
+      [{ units: [3] }, 'units must be a list of non-empty strings'],
+      [{ units: ['x'.repeat(201)] }, 'units must be a list of non-empty strings of at most 200 characters'],
+      [{ pools: [] }, 'pools must be an object'],
+      [{ pools: { p: { amount: 0, capacity: 4 } } }, 'pools.p.amount must be a positive integer'],
+      [{ pools: { p: { amount: 5, capacity: 4 } } }, 'pools.p.capacity must be an integer of at least the amount'],
+      [{ pools: { p: { amount: Number.NaN, capacity: 4 } } }, 'pools.p.amount must be a positive integer'],
+    ])('refuses a grant %j, naming the plugin', async (grant, message) => {
+      const bad = definePlugin({ name: 'bad', resource: () => ({ discover: () => ({ available: true }), test: () => grant as never }) });
+      const { store, tracker } = await started([...basics(), bad]);
+      const req = request(1, 128);
+      expect(refused(await tracker.claim(req))).toEqual([{ plugin: 'bad', reason: expect.stringContaining(message) }]);
+      expect(await store.getInstance(req.uuid)).toBeUndefined();
+    });
+
+    it('records a plugin\'s units and pools with the instance, under the plugin\'s name, and frees them on release', async () => {
+      const holder = definePlugin({
+        name: 'holder',
+        resource: () => ({ discover: () => ({ available: true }), test: () => ({ units: ['slot/1'], pools: { 'pages': { amount: 2, capacity: 3 } } }) }),
+      });
+      const { store, tracker } = await started([...basics(), holder]);
+      const first = ok(await tracker.claim(request(1, 128)));
+      expect(await store.getInstance(first.record.uuid)).toMatchObject({ units: ['holder/slot/1'], pools: { 'holder/pages': { amount: 2, capacity: 3 } } });
+      // The plugin's view (none here) offers slot 1 again: the store refuses, the retry too.
+      const second = request(1, 128);
+      expect(refused(await tracker.claim(second))).toEqual([{ reason: expect.stringContaining('cannot take holder/slot/1: instance ' + first.record.uuid + ' holds it') }]);
+      await tracker.release(first.record.uuid);
+      ok(await tracker.claim(second));
+    });
+
     // Issue 11, point 6. Seen red on: resolveGrants without the ownership check (the claim
     // went through with MEMORY_MB 1 that the cpu plugin decided for the memory plugin).
     it('refuses a grant of a class the granting plugin does not report, naming it', async () => {

@@ -140,6 +140,9 @@ function resource(ctx: ResourceContext<LlcOptions>): ResourceHooks<LlcStats> {
     const grant: ClaimGrant = {
       allocations: [{ provider: domainKey(choice.domain), resourceClass: LLC_WAYS, amount: ways }],
       assignment: { ...assignment },
+      // The ways and the class of service are the instance's alone: the store refuses them to a
+      // second instance of the host even if another tracker's view offered them too.
+      units: [...wayBits(choice.mask).map((bit) => `L3-${choice.domain}/way/${bit}`), `clos/${closid}`],
     };
     return grant;
   }
@@ -271,6 +274,13 @@ function runsLow(mask: number): number {
   let bit = 0;
   while (bit < 32 && ((mask >>> bit) & 1) === 0) bit++;
   return bit;
+}
+
+/** The way numbers (bit positions) set in a capacity bitmask, lowest first. */
+function wayBits(mask: number): number[] {
+  const bits: number[] = [];
+  for (let bit = 0; bit < 32; bit++) if ((mask >>> bit) & 1) bits.push(bit);
+  return bits;
 }
 
 /** An instance's ways from its assignment, or undefined when it has none (or it is malformed). */

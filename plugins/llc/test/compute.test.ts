@@ -278,11 +278,14 @@ describe('llc claims', () => {
     expect(first).toEqual({
       allocations: [{ provider: 'llc_0', resourceClass: 'CUSTOM_LLC_WAYS', amount: 4 }],
       assignment: { domain: 0, mask: 'f', closid: 1 },
+      // The ways and the class of service, for the store to keep them exclusive (issue 11.4).
+      units: ['L3-0/way/0', 'L3-0/way/1', 'L3-0/way/2', 'L3-0/way/3', 'clos/1'],
     });
     // Domain 0 has a 7-way run left, domain 1 an 11-way one: best fit takes domain 0.
     expect(await take(h, 'b', 4)).toEqual({
       allocations: [{ provider: 'llc_0', resourceClass: 'CUSTOM_LLC_WAYS', amount: 4 }],
       assignment: { domain: 0, mask: 'f0', closid: 2 },
+      units: ['L3-0/way/4', 'L3-0/way/5', 'L3-0/way/6', 'L3-0/way/7', 'clos/2'],
     });
     // 3 left on domain 0: a 5-way request goes to domain 1.
     expect((await take(h, 'c', 5)).assignment).toEqual({ domain: 1, mask: '1f', closid: 3 });

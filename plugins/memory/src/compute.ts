@@ -122,7 +122,11 @@ export default definePlugin<MemoryOptions, MemoryStatsV1>({
         }
         const choice = choosePages(pageNodes(view.hardware), pageSize, guestMemoryMb(request.spec));
         if (typeof choice === 'string') return `hw:mem_page_size: ${choice}`;
-        return choice === null ? undefined : { assignment: { ...choice } };
+        if (choice === null) return undefined;
+        // The pages come from a pool the store counts per host, so two trackers of one host
+        // cannot both hand out its last pages.
+        const pool = view.hardware.nodes.find((n) => n.id === choice.node)?.pools.find((p) => p.sizeKb === choice.sizeKb);
+        return { assignment: { ...choice }, pools: { [`node${choice.node}/${choice.sizeKb}kB`]: { amount: choice.pages, capacity: pool?.total ?? choice.pages } } };
       },
 
       addInstance(instance: ClaimedInstance) {

@@ -144,18 +144,18 @@ describe('memory claims', () => {
     const hooks = await hooksFor(profileRoot('xeon-4s-numa'));
     await hooks.discover();
     // large prefers 1 GB pages when they divide the memory.
-    expect(await hooks.test!(request('a', 4096, 'large'))).toEqual({ assignment: { node: 0, sizeKb: 1048576, pages: 4 } });
+    expect(await hooks.test!(request('a', 4096, 'large'))).toEqual({ assignment: { node: 0, sizeKb: 1048576, pages: 4 }, pools: { 'node0/1048576kB': { amount: 4, capacity: 32 } } });
     // 3074 MB is not a multiple of 1 GB: 2 MB pages.
-    expect(await hooks.test!(request('a', 3074, 'large'))).toEqual({ assignment: { node: 0, sizeKb: 2048, pages: 1537 } });
+    expect(await hooks.test!(request('a', 3074, 'large'))).toEqual({ assignment: { node: 0, sizeKb: 2048, pages: 1537 }, pools: { 'node0/2048kB': { amount: 1537, capacity: 8192 } } });
     expect(await hooks.test!(request('a', 1536, '1GB'))).toBe('hw:mem_page_size: flavor memory 1536 MB is not a multiple of the 1GB page size');
     // 2 MB: 6144 free per node, although 8192 exist.
-    expect(await hooks.test!(request('a', 12288, '2MB'))).toEqual({ assignment: { node: 0, sizeKb: 2048, pages: 6144 } });
+    expect(await hooks.test!(request('a', 12288, '2MB'))).toEqual({ assignment: { node: 0, sizeKb: 2048, pages: 6144 }, pools: { 'node0/2048kB': { amount: 6144, capacity: 8192 } } });
     expect(await hooks.test!(request('a', 12290, '2048'))).toBe('hw:mem_page_size: no NUMA node has 6145 free 2MB huge pages (best node: 6144)');
 
     for (const [i, node] of [0, 1, 2, 3].entries()) {
       const req = request(`big-${i}`, 32768, '1GB');
       const grant = await hooks.test!(req);
-      expect(grant).toEqual({ assignment: { node, sizeKb: 1048576, pages: 32 } });
+      expect(grant).toEqual({ assignment: { node, sizeKb: 1048576, pages: 32 }, pools: { [`node${node}/1048576kB`]: { amount: 32, capacity: 32 } } });
       await hooks.addInstance!(claimedFrom(req, grant));
     }
     expect(await hooks.test!(request('e', 1024, '1GB'))).toBe('hw:mem_page_size: no NUMA node has 1 free 1GB huge pages (best node: 0)');
@@ -166,7 +166,7 @@ describe('memory claims', () => {
     expect(stats.hugePages[1]).toEqual({ sizeKb: 1048576, total: 128, free: 128, surplus: 0, claimed: 128 });
 
     await hooks.removeInstance!('big-1');
-    expect(await hooks.test!(request('e', 1024, '1GB'))).toEqual({ assignment: { node: 1, sizeKb: 1048576, pages: 1 } });
+    expect(await hooks.test!(request('e', 1024, '1GB'))).toMatchObject({ assignment: { node: 1, sizeKb: 1048576, pages: 1 } });
     await hooks.reset!();
     expect((await hooks.stats!()).hugePages[1]!.claimed).toBe(0);
   });

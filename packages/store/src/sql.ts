@@ -1,0 +1,68 @@
+/** Set-based SQL helpers shared by the store's parts: IN lists and multi-row inserts in bounded chunks. */
+import type { Knex } from 'knex';
+
+export type Trx = Knex.Transaction;
+export type Db = Knex | Knex.Transaction;
+
+/** Rows per IN list: well below SQLite's 32766 and PostgreSQL's 65535 bound parameters. */
+export const IN_CHUNK = 5000;
+/** Bound parameters per multi-row INSERT statement. */
+const INSERT_PARAMS = 30_000;
+
+export function chunks<T>(items: readonly T[], size = IN_CHUNK): T[][] {
+  const out: T[][] = [];
+  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
+  return out;
+}
+
+export async function inChunks<T, V>(values: V[], query: (part: V[]) => PromiseLike<T[]>): Promise<T[]> {
+  const out: T[] = [];
+  for (const part of chunks(values)) out.push(...(await query(part)));
+  return out;
+}
+
+/**
+ * Multi-row INSERT ... VALUES (...), (...) in chunks of at most INSERT_PARAMS bound values
+ * (knex compiles SQLite multi-row inserts to UNION ALL selects, limited to 500 rows).
+ * `ignore` skips rows that conflict; `upsert` updates `columns` of the row with the same
+ * `key`; `returning` returns those columns of the inserted rows (SQLite 3.35+, PostgreSQL).
+ */
+export async function insertRows(
+  db: Db,
+  table: string,
+  columns: string[],
+  rows: unknown[][],
+  options: { ignore?: boolean; upsert?: { key: string; columns: string[] }; returning?: string[] } = {},
+): Promise<Array<Record<string, unknown>>> {
+  const out: Array<Record<string, unknown>> = [];
+  if (rows.length === 0) return out;
+  const perStatement = Math.max(1, Math.floor(INSERT_PARAMS / columns.length));
+  const tuple = `(${columns.map(() => '?').join(', ')})`;
+  let suffix = '';
+  const suffixBindings: string[] = [];
+  if (options.ignore) suffix = ' ON CONFLICT DO NOTHING';
+  if (options.upsert) {
+    suffix = ` ON CONFLICT (??) DO UPDATE SET ${options.upsert.columns.map(() => '?? = excluded.??').join(', ')}`;
+    suffixBindings.push(options.upsert.key, ...options.upsert.columns.flatMap((c) => [c, c]));
+  }
+  if (options.returning) {
+    suffix += ` RETURNING ${options.returning.map(() => '??').join(', ')}`;
+    suffixBindings.push(...options.returning);
+  }
+  for (const part of chunks(rows, perStatement)) {
+    const result: unknown = await db.raw(`INSERT INTO ?? (${columns.map(() => '??').join(', ')}) VALUES ${part.map(() => tuple).join(', ')}${suffix}`, [
+      table,
+      ...columns,
+      ...(part.flat() as Knex.RawBinding[]),
+      ...suffixBindings,
+    ]);
+    if (options.returning) out.push(...(Array.isArray(result) ? result : (result as { rows: Array<Record<string, unknown>> }).rows));
+  }
+  return out;
+}
+
+export async function insertObjects<T extends object>(db: Db, table: string, rows: T[]): Promise<void> {
+  if (rows.length === 0) return;
+  const columns = Object.keys(rows[0]!);
+  await insertRows(db, table, columns, rows.map((r) => columns.map((c) => (r as Record<string, unknown>)[c])));
+}

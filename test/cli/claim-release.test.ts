@@ -80,4 +80,23 @@ describe('ert claim and release report what happened', () => {
     expect(release.code, release.stderr).toBe(0);
     expect(release.stdout).toBe(`released ${uuid} on node1\n`);
   });
+
+  // Issue 12. Caught: the claim printing provider uuids and nothing of the plugins' assignments.
+  it('a claim names the provider of each allocation and what each plugin assigned', async () => {
+    const uuid = '51111111-2222-4333-8444-555555555555';
+    const claim = await project.run(['claim', '--flavor', 'llc2', '--uuid', uuid]);
+    expect(claim.code, claim.stderr).toBe(0);
+    expect(claim.stdout).toMatch(
+      new RegExp(
+        `^claimed ${uuid} \\(llc2\\) on node1\nPROVIDER +CLASS +AMOUNT\n` +
+          'node1_llc_0 +CUSTOM_LLC_WAYS +2\nnode1 +VCPU +2\nnode1 +MEMORY_MB +2048\n' +
+          'PLUGIN +ASSIGNED\nllc +\\{"domain":0,"mask":"3","closid":1\\}\n$',
+      ),
+    );
+    const other = '61111111-2222-4333-8444-555555555555';
+    const asJson = json(await project.run(['claim', '--flavor', 'llc2', '--uuid', other, '--json']));
+    expect(asJson).toMatchObject({ instance: other, host: 'node1', flavor: 'llc2', assignments: { llc: { domain: 0, mask: 'c', closid: 2 } } });
+    expect(asJson.allocations).toContainEqual(expect.objectContaining({ providerName: 'node1_llc_0', resourceClass: 'CUSTOM_LLC_WAYS', amount: 2 }));
+    for (const id of [uuid, other]) expect((await project.run(['release', id])).code).toBe(0);
+  });
 });

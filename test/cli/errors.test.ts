@@ -1,8 +1,9 @@
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Project, REPO, SMALL, json, runErt } from './helpers.js';
+import { stringify } from 'yaml';
+import { HUGE, Project, REPO, SMALL, json, runErt } from './helpers.js';
 
 const COMMANDS = [
   [],
@@ -216,5 +217,120 @@ export default definePlugin({
     const result = await project.run(['schedule', '--flavor', 'small', '--count', 'lots']);
     expect(result.code).toBe(2);
     expect(result.stderr).toBe('ert: --count must be a positive integer, got "lots"\n');
+  });
+});
+
+// Issue 12, "The README, literally": exit statuses and messages as docs/cli.md has them.
+describe('ert exit statuses and messages match docs/cli.md (issue 12)', () => {
+  let project: Project;
+  beforeAll(async () => {
+    project = await Project.create('cloud-vm');
+  });
+  afterAll(async () => {
+    await project?.remove();
+  });
+
+  // Caught: the suggestion commander prints on a line of its own (two lines on stderr).
+  it('a mistyped command or option is one line, with the suggestion on it', async () => {
+    const command = await runErt(['hots'], { cwd: project.dir });
+    expect(command.code).toBe(2);
+    expect(command.stderr).toBe("ert: unknown command 'hots' (did you mean one of host, hosts?) (run with --help for usage)\n");
+    const sub = await runErt(['host', 'discovr'], { cwd: project.dir });
+    expect(sub.stderr).toBe("ert: unknown command 'discovr' (did you mean discover?) (run with --help for usage)\n");
+    const asJson = await runErt(['hots', '--json'], { cwd: project.dir });
+    expect(json(asJson).error).toEqual({ code: 'ERT_CLI_USAGE', message: "unknown command 'hots' (did you mean one of host, hosts?)", details: { commander: 'commander.unknownCommand' } });
+  });
+
+  // Caught: commander checking required options first ("required option '--flavor <name>'
+  // not specified" for `claim --flavour x`).
+  it('--flavour is reported as the unknown option it is, not as a missing --flavor', async () => {
+    for (const command of ['claim', 'schedule']) {
+      const result = await project.run([command, '--flavour', 'small']);
+      expect(result.code).toBe(2);
+      expect(result.stderr).toBe("ert: unknown option '--flavour' (did you mean --flavor?) (run with --help for usage)\n");
+    }
+    // With no option typed at all, the missing one is the mistake.
+    const missing = await project.run(['claim']);
+    expect(missing.stderr).toBe("ert: required option '--flavor <name>' not specified (run with --help for usage)\n");
+  });
+
+  // Caught: the claim's tracker turning the parse error into a refusal (exit 3,
+  // ERT_CLI_CLAIM_REJECTED); the scheduler's message naming neither flavor nor file.
+  it('a bad extra spec is exit 2 from claim and schedule alike, naming the flavor and its file; nothing is written', async () => {
+    const other = await Project.create('cloud-vm');
+    try {
+      const flavorsFile = join(other.dir, 'flavors.yaml');
+      await writeFile(flavorsFile, stringify([SMALL, { ...SMALL, name: 'bad', extra_specs: { 'llc:wayz': '4' } }]));
+      await other.writeConfig({ flavors: './flavors.yaml' });
+      expect((await other.run(['host', 'sync'])).code).toBe(0);
+      const message = `ert: flavor "bad" in ${flavorsFile}: extra spec "llc:wayz=4": no built-in form and no loaded plugin owns this key\n`;
+      for (const args of [['claim'], ['schedule'], ['schedule', '--explain']]) {
+        const result = await other.run([...args, '--flavor', 'bad', '--json']);
+        expect([args, result.code]).toEqual([args, 2]);
+        expect(result.stderr).toBe(message);
+        expect(json(result).error).toMatchObject({ code: 'ERT_SPEC_UNKNOWN_KEY', details: { flavor: 'bad', file: flavorsFile } });
+      }
+      expect(json(await other.run(['instances', '--json'])).instances).toEqual([]);
+      // An unknown flavor names the file the flavors are in too.
+      expect((await other.run(['claim', '--flavor', 'tiny'])).stderr).toBe(`ert: unknown flavor "tiny" in ${flavorsFile}; known flavors: small, bad\n`);
+    } finally {
+      await other.remove();
+    }
+  });
+
+  // Caught: the duplicate reported against the config file, which holds no flavor.
+  it('a duplicate flavor name cites the flavors file and both entries', async () => {
+    const other = await Project.create('cloud-vm');
+    try {
+      const flavorsFile = join(other.dir, 'flavors.yaml');
+      await writeFile(flavorsFile, stringify([SMALL, HUGE, SMALL]));
+      await other.writeConfig({ flavors: './flavors.yaml' });
+      const fromFile = await other.run(['flavors']);
+      expect(fromFile.code).toBe(2);
+      expect(fromFile.stderr).toBe(
+        `ert: Invalid config ${flavorsFile} (1 problem): ${flavorsFile}: flavors[2].name: got "small", expected a flavor name not used by an earlier flavor (flavors[0] is "small")\n`,
+      );
+      // Inline flavors are the config file's.
+      await other.writeConfig({ flavors: [SMALL, SMALL] });
+      expect((await other.run(['flavors'])).stderr).toContain(`ert: Invalid config ${other.configFile} (1 problem): ${other.configFile}: flavors[1].name`);
+    } finally {
+      await other.remove();
+    }
+  });
+
+  // Caught: `plugins` accepting any key (options under a typo silently ignored).
+  it('plugins.<typo> is a config error naming the key and the file', async () => {
+    const other = await Project.create('cloud-vm');
+    try {
+      await other.writeConfig({ plugins: { memory: { reservedMb: 256 }, memroy: { reservedMb: 1024 } } });
+      const result = await other.run(['flavors', '--json']);
+      expect(result.code).toBe(2);
+      expect(result.stderr).toMatch(new RegExp(`^ert: Invalid config ${other.configFile} \\(1 problem\\): ${other.configFile}: plugins\\.memroy: got \\{"reservedMb":1024\\}, expected options of a configured plugin; no plugin named "memroy"`));
+      expect(result.stderr).toContain('(configured: vcpu, memory, gpu, status, traits, resources)');
+      expect(json(result).error.code).toBe('ERT_CONFIG_INVALID');
+      // A plugin's options are fine under its name, whatever list it is in.
+      await other.writeConfig({ plugins: { memory: { reservedMb: 256 }, gpu: {} } });
+      expect((await other.run(['flavors'])).code).toBe(0);
+    } finally {
+      await other.remove();
+    }
+  });
+
+  it('an invalid providers.d file is exit 2 (configuration) from discover, sync and claim, naming the file', async () => {
+    const other = await Project.create('cloud-vm');
+    try {
+      await mkdir(join(other.dir, 'providers.d'));
+      const file = join(other.dir, 'providers.d/bad.yaml');
+      await writeFile(file, 'schema_version: "1.0"\nproviders:\n  - identification:\n      name: $HOST\n    inventories:\n      additional:\n        - VCPU: { total: 3 }\n');
+      await other.writeConfig({ tracker: { hostName: 'node1', root: './root', resources: ['vcpu', 'memory'], providerConfigs: './providers.d' } });
+      for (const args of [['host', 'discover'], ['host', 'sync'], ['claim', '--flavor', 'small']]) {
+        const result = await other.run(args);
+        expect([args, result.code]).toEqual([args, 2]);
+        // (after the note that sync created the store)
+        expect(result.stderr.split('\n').at(-2)).toBe(`ert: provider config ${file} providers[0] (name=$HOST): resource class VCPU is not CUSTOM_[A-Z0-9_]+; only custom classes may be added`);
+      }
+    } finally {
+      await other.remove();
+    }
   });
 });

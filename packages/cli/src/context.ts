@@ -1,8 +1,9 @@
 import { stat } from 'node:fs/promises';
 import { resolve } from 'node:path';
-import type { Flavor, Logger } from '@ert/plugin-api';
-import { createLogger, loadConfig, type ErtConfig } from '@ert/core';
-import { isErtError, messageOf } from '@ert/plugin-api';
+import type { ExtraSpecKey, Flavor, Logger } from '@ert/plugin-api';
+import { createLogger, loadConfig, resolvePlugin, type ErtConfig } from '@ert/core';
+import { ErtError, isErtError, messageOf } from '@ert/plugin-api';
+import { parseFlavor } from '@ert/placement';
 import { createStore, type Store, type StoreOptions } from '@ert/store';
 import { CliError, CliErrorCode } from './errors.js';
 import { Output, type CliIo, type GlobalOptions } from './io.js';
@@ -113,13 +114,49 @@ export function findFlavor(config: ErtConfig, name: string): Flavor {
   const flavor = config.flavors.find((f: Flavor) => f.name === name);
   if (!flavor) {
     const known = config.flavors.map((f: Flavor) => f.name);
+    const file = flavorsFileOf(config);
     throw new CliError(
       CliErrorCode.UNKNOWN_FLAVOR,
-      `unknown flavor "${name}"${config.configFile ? ` in ${config.configFile}` : ''}; known flavors: ${known.length > 0 ? known.join(', ') : '(none)'}`,
+      `unknown flavor "${name}"${file ? ` in ${file}` : ''}; known flavors: ${known.length > 0 ? known.join(', ') : '(none)'}`,
       { flavor: name, known },
     );
   }
   return flavor;
+}
+
+/** The file the flavors are defined in: the flavors file (`flavors: <path>`), else the config file. */
+export function flavorsFileOf(config: ErtConfig): string | undefined {
+  return config.flavorsFile ?? config.configFile;
+}
+
+/**
+ * An extra-spec error (`ERT_SPEC_*`) of `flavor`, its message prefixed with the flavor and
+ * the file it is defined in (`flavor "bad" in /etc/ert/flavors.yaml: extra spec ...`), same
+ * code; any other error is returned as it is.
+ */
+export function inFlavor(err: unknown, config: ErtConfig, flavor: Flavor): unknown {
+  if (!isErtError(err) || !err.code.startsWith('ERT_SPEC_')) return err;
+  const file = flavorsFileOf(config);
+  return new ErtError(err.code, `flavor ${JSON.stringify(flavor.name)}${file ? ` in ${file}` : ''}: ${err.message}`, { ...err.details, flavor: flavor.name, ...(file ? { file } : {}) }, { cause: err });
+}
+
+/**
+ * Parse `flavor` as the compute host's tracker will (placement's rules, the extra-spec keys
+ * of the configured resource plugins), so that a bad extra spec is the configuration error it
+ * is (`ERT_SPEC_*`, exit 2, naming the flavor and its file) and not a refusal of the host.
+ * The plugins are resolved as the tracker resolves them (Node caches the modules).
+ */
+export async function checkComputeFlavor(config: ErtConfig, flavor: Flavor): Promise<void> {
+  const keys: ExtraSpecKey[] = [];
+  for (const ref of config.tracker.resources) {
+    const resolved = await resolvePlugin({ ref, side: 'compute', kinds: ['resource'], fromDir: config.configDir });
+    keys.push(...(resolved.plugin.extraSpecs ?? []));
+  }
+  try {
+    parseFlavor(flavor, { keys });
+  } catch (err) {
+    throw inFlavor(err, config, flavor);
+  }
 }
 
 /** `--root DIR` resolved from the working directory; refused unless it is a directory. */

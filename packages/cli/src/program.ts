@@ -27,11 +27,51 @@ export function cliVersion(): string {
 type Handler = (ctx: CommandContext, ...args: any[]) => Promise<void>;
 
 /**
+ * Commander's message of a command-line mistake as one line: its suggestion, which it puts on
+ * a line of its own (`unknown option '--flavour'\n(Did you mean --flavor?)`), joins the line
+ * as `(did you mean --flavor?)`.
+ */
+export function usageMessage(message: string): string {
+  return message
+    .replace(/^error: /, '')
+    .split('\n')
+    .map((line) => line.trim())
+    .filter((line) => line.length > 0)
+    .join(' ')
+    .replace('(Did you mean', '(did you mean');
+}
+
+/**
+ * Commander checks required options before unknown ones, so `ert claim --flavour x` said
+ * "required option '--flavor <name>' not specified": the option typed is the mistake to
+ * report, with its suggestion. An unknown option found here (commander has parsed the
+ * options: unknown ones stay in `args`, from the first) is reported first.
+ */
+interface CommanderInternals {
+  unknownOption(flag: string): never;
+  missingMandatoryOptionValue(option: Option): never;
+}
+
+class ErtCommand extends Command {
+  override createCommand(name?: string): Command {
+    return new ErtCommand(name);
+  }
+
+  // Commander's own methods (command.js), not in its type declarations.
+  missingMandatoryOptionValue(option: Option): never {
+    const unknown = this.args.find((arg) => arg.length > 1 && arg.startsWith('-'));
+    const internals = Command.prototype as unknown as CommanderInternals;
+    if (unknown !== undefined) internals.unknownOption.call(this, unknown);
+    return internals.missingMandatoryOptionValue.call(this, option);
+  }
+}
+
+/**
  * Build the `ert` program. Each action creates a `CommandContext` from the global options,
  * runs the handler and closes what it opened; errors propagate to `runCli`.
  */
 export function createProgram(io: CliIo = processIo()): Command {
-  const program = new Command('ert');
+  const program = new ErtCommand('ert');
   program
     .description('ert: extensible resource tracker and scheduler for compute fleets')
     .version(cliVersion(), '-V, --version', 'print the version')
@@ -43,7 +83,7 @@ export function createProgram(io: CliIo = processIo()): Command {
       writeOut: (s) => io.stdout.write(s),
       writeErr: (s) => io.stderr.write(s),
       // One line, like every other failure, with the way to the usage on it.
-      outputError: (s, write) => write(`ert: ${s.replace(/^error: /, '').trimEnd()} (run with --help for usage)\n`),
+      outputError: (s, write) => write(`ert: ${usageMessage(s)} (run with --help for usage)\n`),
     });
 
   const action =
@@ -180,7 +220,7 @@ export async function runCli(argv: string[], io: CliIo = processIo()): Promise<n
       if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.code === 'commander.help') return ExitCode.OK;
       // The options may not have been parsed: --json is looked for in argv itself.
       if (argv.includes('--json')) {
-        const error = { code: CliErrorCode.USAGE, message: err.message.replace(/^error: /, ''), details: { commander: err.code } };
+        const error = { code: CliErrorCode.USAGE, message: usageMessage(err.message), details: { commander: err.code } };
         io.stdout.write(JSON.stringify({ error }, null, 2) + '\n');
       }
       return ExitCode.USAGE;

@@ -90,6 +90,8 @@ export interface ErtConfig {
   /** Raw per-plugin options, by plugin name; validated by each plugin's schema at load. */
   plugins: Record<string, unknown>;
   flavors: Flavor[];
+  /** The file the flavors were read from (`flavors: <path>`); absent when they are inline in the config. */
+  flavorsFile?: string;
 }
 
 /**
@@ -355,14 +357,30 @@ function loadFlavorFile(file: string): unknown[] {
   return list as unknown[];
 }
 
+/** A flavor name used twice: the later one is the problem, naming the earlier one's index. */
 function duplicateFlavorProblems(flavors: Flavor[]): ConfigProblem[] {
-  const seen = new Set<string>();
+  const seen = new Map<string, number>();
   const problems: ConfigProblem[] = [];
   flavors.forEach((f, i) => {
-    if (seen.has(f.name)) problems.push({ path: `flavors[${i}].name`, value: f.name, expected: 'a flavor name not used by an earlier flavor' });
-    seen.add(f.name);
+    const first = seen.get(f.name);
+    if (first !== undefined) problems.push({ path: `flavors[${i}].name`, value: f.name, expected: `a flavor name not used by an earlier flavor (flavors[${first}] is ${JSON.stringify(f.name)})` });
+    else seen.set(f.name, i);
   });
   return problems;
+}
+
+/**
+ * `plugins.<name>` must name a plugin the config uses (a resource, consumer, filter or
+ * weigher): options under a mistyped name would otherwise be ignored silently.
+ */
+function unusedPluginOptionProblems(plugins: Record<string, unknown>, used: ReadonlySet<string>): ConfigProblem[] {
+  return Object.keys(plugins)
+    .filter((name) => !used.has(name))
+    .map((name) => ({
+      path: `plugins.${name}`,
+      value: plugins[name],
+      expected: `options of a configured plugin; no plugin named ${JSON.stringify(name)} is in tracker.resources or scheduler.consumers, filters or weighers (configured: ${[...used].join(', ') || 'none'})`,
+    }));
 }
 
 /**
@@ -410,14 +428,19 @@ export function configFromObject(input: unknown, source: ConfigSource): ErtConfi
     multiplier: typeof r === 'string' ? 1 : (r.multiplier ?? 1),
   }));
 
+  problems.push(...unusedPluginOptionProblems(data.plugins, new Set([...resources, ...consumers, ...filters, ...weighers].map((r) => r.name))));
+  if (problems.length > 0) throw configError(file, problems);
+
   let flavors: Flavor[] = [];
-  if (typeof data.flavors === 'string') {
-    flavors = loadFlavorFile(resolve(configDir, data.flavors)).map((f) => toFlavor(f as never));
+  const flavorsFile = typeof data.flavors === 'string' ? resolve(configDir, data.flavors) : undefined;
+  if (flavorsFile !== undefined) {
+    flavors = loadFlavorFile(flavorsFile).map((f) => toFlavor(f as never));
   } else {
     flavors = (data.flavors as never[]).map(toFlavor);
   }
-  problems.push(...duplicateFlavorProblems(flavors));
-  if (problems.length > 0) throw configError(file, problems);
+  // A duplicate name is a problem of the file that holds the flavors.
+  const duplicates = duplicateFlavorProblems(flavors);
+  if (duplicates.length > 0) throw configError(flavorsFile ?? file, duplicates);
 
   // Durations become ms; one that a timer cannot hold is a problem naming its key.
   const durationAt = (path: string, value: string | number): number => {
@@ -472,6 +495,7 @@ export function configFromObject(input: unknown, source: ConfigSource): ErtConfi
     ...(data.api === undefined ? {} : { api: { ...(data.api.auth === undefined ? {} : { auth: data.api.auth }) } }),
     plugins: data.plugins,
     flavors,
+    ...(flavorsFile === undefined ? {} : { flavorsFile }),
   };
 }
 

@@ -1,7 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { createTracker, type Problem } from '@ert/tracker';
-import { checkRoot, findFlavor, unknownHost, type CommandContext } from '../context.js';
+import type { JsonValue } from '@ert/plugin-api';
+import type { Allocation, Store } from '@ert/store';
+import { checkComputeFlavor, checkRoot, findFlavor, unknownHost, type CommandContext } from '../context.js';
 import { CliError, CliErrorCode } from '../errors.js';
 
 interface ClaimOptions {
@@ -18,6 +20,23 @@ function describeProblems(problems: readonly Problem[]): string {
   return problems.map((p) => p.message).join('; ');
 }
 
+/** An allocation with the name of its provider (`xeon-1_llc_0`), for people. */
+interface NamedAllocation extends Allocation {
+  providerName: string;
+}
+
+/** The allocations with their providers' names, read from the store (the uuid when a provider is gone). */
+async function nameProviders(store: Store, allocations: readonly Allocation[]): Promise<NamedAllocation[]> {
+  const names = new Map<string, string>();
+  for (const uuid of new Set(allocations.map((a) => a.providerUuid))) names.set(uuid, (await store.getProvider(uuid))?.name ?? uuid);
+  return allocations.map((a) => ({ ...a, providerName: names.get(a.providerUuid)! }));
+}
+
+/** What a plugin assigned, on one line: `{"domain":0,"ways":[0,1,2,3]}`; a string as it is. */
+function describeAssignment(value: JsonValue): string {
+  return typeof value === 'string' ? value : JSON.stringify(value);
+}
+
 /**
  * `ert claim`: claim one instance on this compute host through the tracker: every
  * resource plugin tests it, then the allocation is written atomically. A refusal exits 3
@@ -25,11 +44,15 @@ function describeProblems(problems: readonly Problem[]): string {
  * followed by plugin hook failures (enforcement under `enforcementFailure: report`,
  * addInstance, stats) exits 4 with ERT_CLI_CLAIMED_WITH_PROBLEMS naming each problem; the
  * instance stays claimed. Exit 0 only when nothing went wrong.
- * JSON: `{ instance, host, allocations: [{ providerUuid, resourceClass, amount }] }`.
+ * A flavor whose extra specs do not parse is a configuration error (ERT_SPEC_*, exit 2,
+ * naming the flavor and its file), found before the store is opened. The result names each
+ * allocation's provider and what each plugin assigned (CPUs, cache ways, pages).
+ * JSON: `{ instance, host, flavor, allocations: [{ providerUuid, providerName, resourceClass, amount }], assignments: { <plugin>: <value> }, cpus? }`.
  */
 export async function claimCommand(ctx: CommandContext, opts: ClaimOptions): Promise<void> {
   const config = await ctx.config();
   const flavor = findFlavor(config, opts.flavor);
+  await checkComputeFlavor(config, flavor);
   const root = opts.root !== undefined ? await checkRoot(ctx.io, opts.root) : undefined;
   const store = await ctx.store(config, { create: true });
   // The tracker registers the host it runs for; `--host` naming another host must name one
@@ -51,7 +74,7 @@ export async function claimCommand(ctx: CommandContext, opts: ClaimOptions): Pro
         { host: tracker.hostName, flavor: flavor.name, instance: uuid, reasons: result.reasons },
       );
     }
-    const allocations = result.allocations;
+    const allocations = await nameProviders(store, result.allocations);
     if (result.problems.length > 0) {
       throw new CliError(
         CliErrorCode.CLAIMED_WITH_PROBLEMS,
@@ -59,13 +82,23 @@ export async function claimCommand(ctx: CommandContext, opts: ClaimOptions): Pro
         { instance: uuid, host: tracker.hostName, flavor: flavor.name, allocations, problems: result.problems },
       );
     }
-    ctx.out.result({ instance: uuid, host: tracker.hostName, allocations }, () =>
+    const assignments = result.record.assignments;
+    const cpus = result.record.cpus;
+    const assigned = Object.entries(assignments).map(([plugin, value]) => ({ plugin, value: describeAssignment(value) }));
+    if (cpus !== undefined && cpus.length > 0) assigned.push({ plugin: '(pinned cpus)', value: cpus.join(',') });
+    ctx.out.result({ instance: uuid, host: tracker.hostName, flavor: flavor.name, allocations, assignments, ...(cpus === undefined ? {} : { cpus }) }, () =>
       `claimed ${uuid} (${flavor.name}) on ${tracker.hostName}\n` +
       ctx.out.table(allocations, [
-        { header: 'PROVIDER', value: (a) => a.providerUuid },
+        { header: 'PROVIDER', value: (a) => a.providerName },
         { header: 'CLASS', value: (a) => a.resourceClass },
         { header: 'AMOUNT', value: (a) => a.amount },
-      ]),
+      ]) +
+      (assigned.length > 0
+        ? ctx.out.table(assigned, [
+            { header: 'PLUGIN', value: (a) => a.plugin },
+            { header: 'ASSIGNED', value: (a) => a.value },
+          ])
+        : 'no plugin assigned anything (nothing pinned, no cache ways or pages)\n'),
     );
   } finally {
     await tracker.stop();

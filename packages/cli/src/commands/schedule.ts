@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { isErtError } from '@ert/plugin-api';
 import { parseDuration } from '@ert/core';
 import { CliError, CliErrorCode } from '../errors.js';
-import { findFlavor, positiveInt, type CommandContext } from '../context.js';
+import { findFlavor, inFlavor, positiveInt, type CommandContext } from '../context.js';
 import { renderExplanation } from '../render.js';
 
 interface ScheduleOptions {
@@ -43,7 +43,9 @@ export async function scheduleCommand(ctx: CommandContext, opts: ScheduleOptions
   try {
     const instances = Array.from({ length: count }, () => ({ uuid: randomUUID(), projectId: 'ert-cli', userId: 'ert-cli' }));
     if (opts.explain) {
-      const explanation = await scheduler.explain({ flavor, instances });
+      const explanation = await scheduler.explain({ flavor, instances }).catch((err: unknown) => {
+        throw inFlavor(err, config, flavor);
+      });
       ctx.out.result(explanation, () => renderExplanation(ctx.out, explanation));
       return;
     }
@@ -62,7 +64,7 @@ export async function scheduleCommand(ctx: CommandContext, opts: ScheduleOptions
       if (!ctx.out.json && isErtError(err) && err.code === 'ERT_SCHEDULER_NO_VALID_HOST' && err.details.summary) {
         ctx.io.stdout.write(renderExplanation(ctx.out, err.details.summary as never));
       }
-      throw err;
+      throw inFlavor(err, config, flavor);
     }
   } finally {
     await scheduler.close?.();

@@ -29,7 +29,7 @@ describe('ert init', () => {
     const plugins = await runErt(['--config', join(dir, 'site/ert.config.yaml'), 'plugins', '--json'], { cwd: dir });
     expect(plugins.code, plugins.stderr).toBe(0);
     expect(new Set(json(plugins).plugins.filter((p: any) => p.side === 'compute').map((p: any) => p.name))).toEqual(
-      new Set(['vcpu', 'memory', 'compute-units', 'llc', 'pstate']),
+      new Set(['vcpu', 'memory', 'compute-units', 'llc', 'pstate', 'disk']),
     );
   });
 
@@ -226,7 +226,7 @@ describe('ert demo', () => {
     expect(result.code, result.stderr).toBe(0);
     const demo = json(result);
     expect(demo.database).toBe(join(REPO, '.ert/demo.db'));
-    expect(demo.localHost.discovery.plugins.map((p: any) => p.plugin)).toEqual(['vcpu', 'memory', 'compute-units', 'llc', 'pstate']);
+    expect(demo.localHost.discovery.plugins.map((p: any) => p.plugin)).toEqual(['vcpu', 'memory', 'compute-units', 'llc', 'pstate', 'disk']);
     expect(demo.simulation).toMatchObject({ hosts: 4, requests: 20 });
     expect(demo.simulation.placed).toBeGreaterThan(0);
     const hosts = await runErt(['hosts', '--json'], { cwd: REPO, env: { ERT_CONFIG: join(REPO, 'config/ert.config.yaml'), ERT_STORE_CONNECTION: demo.database } });

@@ -75,7 +75,7 @@ describe('buildFleet', () => {
   });
 });
 
-/** The shipped default config (all five first-party plugins), with enforcement off (the profiles are fixtures, not hardware) and no log output. */
+/** The shipped default config (all six first-party plugins), with enforcement off (the profiles are fixtures, not hardware) and no log output. */
 async function defaultConfig() {
   const config = await loadConfig({ path: DEFAULT_CONFIG });
   return { ...config, log: { ...config.log, level: 'silent' as const }, tracker: { ...config.tracker, enforce: [] } };
@@ -94,8 +94,8 @@ describe('the first-party plugins on the host profiles', () => {
       expect(report.plugins.find((p) => p.plugin === 'vcpu')!.available).toBe(true);
       expect(report.providers[0]!.inventories['VCPU']!.total).toBeGreaterThan(0);
       expect(report.providers[0]!.inventories['MEMORY_MB']!.total).toBeGreaterThan(0);
-      expect(report.plugins.map((p) => p.plugin)).toEqual(['vcpu', 'memory', 'compute-units', 'llc', 'pstate']);
-      const versions: Record<string, number> = { vcpu: 2, memory: 1, 'compute-units': 1, llc: 1, pstate: 1 };
+      expect(report.plugins.map((p) => p.plugin)).toEqual(['vcpu', 'memory', 'compute-units', 'llc', 'pstate', 'disk']);
+      const versions: Record<string, number> = { vcpu: 2, memory: 1, 'compute-units': 1, llc: 1, pstate: 1, disk: 1 };
       for (const plugin of report.plugins) if (plugin.available) expect(plugin.stats?.schemaVersion, plugin.plugin).toBe(versions[plugin.plugin]);
     } finally {
       await tracker.stop();

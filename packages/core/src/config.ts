@@ -27,6 +27,10 @@ export interface WeigherRef extends PluginRef {
   multiplier: number;
 }
 
+/** Where a resource plugin's hooks run: in the tracker's thread, or in a worker thread of their own. */
+export type Isolation = 'inprocess' | 'worker';
+export const ISOLATIONS: readonly Isolation[] = ['inprocess', 'worker'];
+
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 export const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
@@ -56,6 +60,8 @@ export interface ErtConfig {
     enforce: string[];
     /** On an enforce failure: only report it, or also undo the claim. */
     enforcementFailure: 'report' | 'undo';
+    /** Where resource plugins run unless `plugins.<name>.isolation` says otherwise (docs/plugins.md, "Isolation"). */
+    isolation: Isolation;
   };
   scheduler: {
     consumers: PluginRef[];
@@ -183,6 +189,7 @@ export const CONFIG_SCHEMA = {
         hookTimeout: duration('5s'),
         enforce: { type: 'array', items: nonEmptyString, default: [] },
         enforcementFailure: { enum: ['report', 'undo'], default: 'report' },
+        isolation: { enum: ISOLATIONS, default: 'inprocess' },
       },
     },
     scheduler: {
@@ -215,7 +222,8 @@ export const CONFIG_SCHEMA = {
       additionalProperties: false,
       properties: { auth: { enum: ['noauth2'] } },
     },
-    plugins: { type: 'object', additionalProperties: { type: 'object' }, default: {} },
+    // `isolation` is ert's key in every plugin's options (taken out before the plugin's own schema sees them).
+    plugins: { type: 'object', additionalProperties: { type: 'object', properties: { isolation: { enum: ISOLATIONS } } }, default: {} },
     flavors: {
       type: ['array', 'string'],
       minLength: 1,
@@ -480,6 +488,7 @@ export function configFromObject(input: unknown, source: ConfigSource): ErtConfi
       hookTimeout,
       enforce: t.enforce,
       enforcementFailure: t.enforcementFailure,
+      isolation: t.isolation,
     },
     scheduler: {
       consumers,

@@ -32,6 +32,47 @@ export interface DispatcherOptions {
   logger?: Logger;
 }
 
+/**
+ * The dispatcher call a hook implementation is running under, as seen by code that runs
+ * synchronously inside the `fn` given to `Dispatcher.call` (see `currentHookCall`). A proxy
+ * that runs the hook elsewhere (a plugin isolated in a worker thread) uses it to learn the
+ * call's timeout and to act when it expires: the dispatcher's timeout error is what the
+ * caller sees, the listener only cleans up (terminates the worker).
+ */
+export interface HookCall {
+  readonly plugin: string;
+  readonly hook: string;
+  /** The call's timeout, ms; 0 = no limit. */
+  readonly timeoutMs: number;
+  /** Run `listener` when the call times out (never after it settled). */
+  onTimeout(listener: () => void): void;
+}
+
+class ActiveCall implements HookCall {
+  listeners: Array<() => void> | undefined;
+  constructor(
+    readonly plugin: string,
+    readonly hook: string,
+    readonly timeoutMs: number,
+  ) {}
+
+  onTimeout(listener: () => void): void {
+    (this.listeners ??= []).push(listener);
+  }
+}
+
+/** The call whose `fn` is running synchronously right now (a slot, not async context: no async_hooks cost). */
+let runningCall: ActiveCall | undefined;
+
+/**
+ * The dispatcher call whose `fn` is being invoked, when called synchronously from inside it
+ * (before its first `await`); undefined otherwise. `() => hooks.test(request)` calls the
+ * hook synchronously, so the hook's implementation sees its call.
+ */
+export function currentHookCall(): HookCall | undefined {
+  return runningCall;
+}
+
 function problemOf<T>(validate: ResultValidator<T>, result: T): string | undefined {
   try {
     const verdict = validate(result);
@@ -73,22 +114,36 @@ export class Dispatcher {
     const started = performance.now();
     let timer: NodeJS.Timeout | undefined;
     try {
-      const running = (async () => fn())();
+      const active = new ActiveCall(plugin, hook, timeoutMs);
+      const outer = runningCall;
+      runningCall = active;
+      let running: Promise<T>;
+      try {
+        running = (async () => fn())();
+      } finally {
+        runningCall = outer;
+      }
       let result: Awaited<T>;
       if (timeoutMs > 0) {
         running.catch(() => undefined); // a late rejection after the timeout must not go unhandled
         const timedOut = new Promise<never>((_, reject) => {
-          timer = setTimeout(
-            () =>
-              reject(
-                new PluginHookError(
-                  CoreErrorCodes.PLUGIN_HOOK_TIMEOUT,
-                  `Plugin "${plugin}" hook "${hook}" did not finish within ${timeoutMs} ms`,
-                  { plugin, hook, timeoutMs },
-                ),
-              ),
-            timeoutMs,
-          );
+          timer = setTimeout(() => {
+            reject(
+              new PluginHookError(CoreErrorCodes.PLUGIN_HOOK_TIMEOUT, `Plugin "${plugin}" hook "${hook}" did not finish within ${timeoutMs} ms`, {
+                plugin,
+                hook,
+                timeoutMs,
+              }),
+            );
+            // After the rejection, so the caller sees the timeout, not what a listener causes.
+            for (const listener of active.listeners ?? []) {
+              try {
+                listener();
+              } catch (err) {
+                this.logger?.warn({ plugin, hook, err }, `Plugin "${plugin}" hook "${hook}": a timeout listener failed: ${messageOf(err)}`);
+              }
+            }
+          }, timeoutMs);
         });
         result = (await Promise.race([running, timedOut])) as Awaited<T>;
       } else {

@@ -11,7 +11,9 @@ export {
   FLAVOR_SCHEMA,
   CONFIG_SEARCH_PLACES,
   LOG_LEVELS,
+  ISOLATIONS,
   type ErtConfig,
+  type Isolation,
   type PluginRef,
   type WeigherRef,
   type LogLevel,
@@ -19,7 +21,7 @@ export {
   type LoadConfigOptions,
 } from './config.js';
 export { createLogger, type LoggerOptions } from './logger.js';
-export { Dispatcher, createDispatcher, type CallOptions, type DispatcherOptions, type HookTiming, type ResultValidator } from './dispatcher.js';
+export { Dispatcher, createDispatcher, currentHookCall, type HookCall, type CallOptions, type DispatcherOptions, type HookTiming, type ResultValidator } from './dispatcher.js';
 export {
   resolvePlugin,
   packageCandidates,
@@ -35,6 +37,7 @@ export {
 export {
   createPluginRuntime,
   validatePluginOptions,
+  isolationOf,
   PluginServices,
   TOKENS,
   systemClock,
@@ -46,5 +49,6 @@ export {
   type ActiveFilter,
   type ActiveWeigher,
 } from './runtime.js';
+export { startWorkerResource, workerEntry, type WorkerResourceOptions } from './isolation/host.js';
 export { validateStats } from './stats.js';
 export { seededRandom } from './random.js';

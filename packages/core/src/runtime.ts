@@ -18,12 +18,13 @@ import {
   type ServiceToken,
   type WeigherHooks,
 } from '@ert/plugin-api';
-import type { ErtConfig, PluginRef, WeigherRef } from './config.js';
+import type { ErtConfig, Isolation, PluginRef, WeigherRef } from './config.js';
 import { ConfigError, CoreErrorCodes, PluginLoadError, describeValue } from './errors.js';
 import { createDispatcher, type Dispatcher } from './dispatcher.js';
 import { createLogger } from './logger.js';
 import { resolvePlugin, type PluginSide, type ResolvedPlugin } from './loader.js';
 import { compileSchema, createAjv, formatProblem, problemsFromAjv } from './schema.js';
+import { startWorkerResource } from './isolation/host.js';
 
 /** Tokens of the host's root tsyringe container (explicit tokens; no decorator metadata). */
 export const TOKENS = {
@@ -77,6 +78,8 @@ export interface ActivePlugin<Hooks> {
 export interface ActiveResource extends ActivePlugin<ResourceHooks> {
   /** Whether `tracker.enforce` names this plugin. */
   enforce: boolean;
+  /** Where its hooks run: `worker`, a worker thread of its own (docs/plugins.md, "Isolation"). */
+  isolation: Isolation;
 }
 export type ActiveConsumer = ActivePlugin<ConsumerHooks>;
 export type ActiveFilter = ActivePlugin<FilterHooks>;
@@ -166,6 +169,23 @@ export function validatePluginOptions(name: string, plugin: Plugin, raw: unknown
   );
 }
 
+/**
+ * `plugins.<name>` without ert's own `isolation` key, which the plugin's options schema
+ * never sees (the config schema checked its value).
+ */
+function pluginOptionsOf(config: ErtConfig, name: string): unknown {
+  const raw = config.plugins[name];
+  if (typeof raw !== 'object' || raw === null || !('isolation' in raw)) return raw;
+  const { isolation: _isolation, ...options } = raw as Record<string, unknown>;
+  return options;
+}
+
+/** Where resource plugin `name` runs: `plugins.<name>.isolation`, else `tracker.isolation`. */
+export function isolationOf(config: ErtConfig, name: string): Isolation {
+  const own = (config.plugins[name] as { isolation?: Isolation } | undefined)?.isolation;
+  return own ?? config.tracker.isolation;
+}
+
 const HOOK_SHAPES: Record<PluginKind, { functions: string[] }> = {
   resource: { functions: ['discover'] },
   consumer: { functions: ['consume'] },
@@ -184,6 +204,23 @@ function hooksProblem(kind: PluginKind, hooks: unknown): string | undefined {
     if (!Array.isArray(reads) || reads.some((v) => !Number.isInteger(v))) return `consumer "reads" must be a list of stats schema versions, got ${describeValue(reads)}`;
   }
   return undefined;
+}
+
+/**
+ * The ref a worker loads the plugin by. A plugin object (from a JS config) or a builtin has
+ * no module a worker could import: ConfigError naming the key that asked for a worker.
+ */
+function isolatableRef(config: ErtConfig, name: string, ref: PluginRef, resolved: ResolvedPlugin): { name: string; use?: string } {
+  if (resolved.source === 'object' || resolved.source === 'builtin' || ref.plugin !== undefined) {
+    const file = config.configFile ?? '<config object>';
+    const key = (config.plugins[name] as { isolation?: unknown } | undefined)?.isolation !== undefined ? `plugins.${name}.isolation` : 'tracker.isolation';
+    throw new ConfigError(
+      CoreErrorCodes.CONFIG_INVALID,
+      `Invalid config ${file}: ${key} is "worker", but plugin "${name}" is ${resolved.source === 'builtin' ? 'a builtin' : 'a plugin object given in the config'}, which a worker thread cannot load; name it by path or package, or set plugins.${name}.isolation: inprocess`,
+      { file, problems: [{ path: key, value: 'worker', expected: `inprocess for plugin "${name}" (a plugin object or builtin)` }] },
+    );
+  }
+  return { name: ref.name, ...(ref.use === undefined ? {} : { use: ref.use }) };
 }
 
 interface PluginSlot {
@@ -205,6 +242,17 @@ interface PluginSlot {
  * ConfigError (enforce names an unknown plugin). Each call builds fresh instances.
  */
 export async function createPluginRuntime(options: PluginRuntimeOptions): Promise<PluginRuntime> {
+  const workers: ResourceHooks[] = [];
+  try {
+    return await buildPluginRuntime(options, workers);
+  } catch (err) {
+    // The worker threads of the plugins started before the failure go with it.
+    await Promise.all(workers.map(async (hooks) => hooks.close?.()).map((p) => p.catch(() => undefined)));
+    throw err;
+  }
+}
+
+async function buildPluginRuntime(options: PluginRuntimeOptions, workers: ResourceHooks[]): Promise<PluginRuntime> {
   const { config, side } = options;
   const logger = options.logger ?? createLogger({ level: config.log.level });
   const clock = options.clock ?? systemClock;
@@ -261,7 +309,7 @@ export async function createPluginRuntime(options: PluginRuntimeOptions): Promis
       slot = {
         plugin: resolved.plugin,
         resolved,
-        options: validatePluginOptions(name, resolved.plugin, config.plugins[name], config.configFile),
+        options: validatePluginOptions(name, resolved.plugin, pluginOptionsOf(config, name), config.configFile),
         logger: logger.child({ plugin: name }),
         services,
       };
@@ -274,9 +322,30 @@ export async function createPluginRuntime(options: PluginRuntimeOptions): Promis
     switch (use.kind) {
       case 'resource': {
         const enforce = config.tracker.enforce.includes(name);
-        const ctx: ResourceContext<unknown> = { ...base, hostName, root: fsRoot, enforce };
-        const hooks = await dispatcher.call(name, 'resource', () => plugin.resource!(ctx), { validate });
-        runtime.resources.push({ ...entry, hooks, enforce });
+        const isolation = isolationOf(config, name);
+        let hooks: ResourceHooks;
+        if (isolation === 'worker') {
+          const ref = isolatableRef(config, name, use.ref, slot.resolved);
+          const start = () =>
+            startWorkerResource({
+              name,
+              ref,
+              fromDir: config.configDir,
+              ...(options.conditions === undefined ? {} : { conditions: options.conditions }),
+              options: slot.options,
+              hostName,
+              root: fsRoot,
+              enforce,
+              logger: slot.logger,
+              hookTimeoutMs: config.tracker.hookTimeout,
+            });
+          hooks = await dispatcher.call(name, 'resource', start, { validate });
+          workers.push(hooks);
+        } else {
+          const ctx: ResourceContext<unknown> = { ...base, hostName, root: fsRoot, enforce };
+          hooks = await dispatcher.call(name, 'resource', () => plugin.resource!(ctx), { validate });
+        }
+        runtime.resources.push({ ...entry, hooks, enforce, isolation });
         break;
       }
       case 'consumer':

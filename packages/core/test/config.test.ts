@@ -149,6 +149,7 @@ describe('defaults and resolution', () => {
         hookTimeout: 5000,
         enforce: [],
         enforcementFailure: 'report',
+        isolation: 'inprocess',
       },
       scheduler: { consumers: [], filters: [], weighers: [], maxAttempts: 3, hostSubsetSize: 1, refreshInterval: 1000, hookTimeout: 1000, placementSearchBudget: 50000 },
       reservations: { timeout: 120_000, pollInterval: 500 },
@@ -268,7 +269,7 @@ describe('validation errors: one line per problem naming file, key, value and ex
   it('an unknown section key (a typo)', async () => {
     const err = await invalid({ tracker: { intervall: '60s' } });
     expect(err.message.split('\n')[1]).toBe(
-      `${file}: tracker.intervall: got "60s", expected no such key; known keys here: hostName, root, resources, interval, staleAfter, providerConfigs, hookTimeout, enforce, enforcementFailure`,
+      `${file}: tracker.intervall: got "60s", expected no such key; known keys here: hostName, root, resources, interval, staleAfter, providerConfigs, hookTimeout, enforce, enforcementFailure, isolation`,
     );
   });
 

@@ -12,6 +12,7 @@ const benchmarks = {
   store: 'packages/bench/dist/store-bench.js',
   scheduler: 'packages/bench/dist/scheduler-bench.js',
   placement: 'packages/bench/dist/placement-bench.js',
+  isolation: 'packages/bench/dist/isolation-bench.js',
 };
 
 const [name, ...args] = process.argv.slice(2);

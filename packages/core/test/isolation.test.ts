@@ -15,7 +15,8 @@
 // timeout listeners (the busy-loop and hang cases turned red: the next call went to the
 // same, still busy worker and timed out too; so did the currentHookCall case); the worker
 // always given an explicit execArgv (the --expose-gc case turned red: Node refuses
-// per-process flags in a worker's explicit execArgv).
+// per-process flags in a worker's explicit execArgv); a worker whose replay failed kept
+// (the replay case turned red: every later call failed with the same discover error).
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -196,6 +197,20 @@ describe('a resource plugin in a worker thread', () => {
     const after = (await call('stats')) as { threadId: number; tests: number };
     expect(after.threadId).not.toBe(before);
     expect(after.tests).toBe(0); // a fresh plugin instance: the busy one is gone
+  });
+
+  it('a fresh worker whose replay fails fails that call and is not used again: the next call starts another', async () => {
+    const { call } = await probeRuntime();
+    await call('discover');
+    await failure(call('test', { mode: 'hang' }));
+    process.env['ERT_PROBE_DISCOVER_THROWS'] = '1';
+    try {
+      const err = await failure(call('test', { mode: 'echo' }));
+      expect(err.message).toBe('Plugin "probe" hook "test" failed: probe: discover threw');
+    } finally {
+      delete process.env['ERT_PROBE_DISCOVER_THROWS'];
+    }
+    expect(await call('test', { mode: 'echo' })).toEqual({ mode: 'echo' });
   });
 
   it('a call made outside a dispatcher call is bounded by tracker.hookTimeout too', async () => {

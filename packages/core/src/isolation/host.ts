@@ -228,7 +228,12 @@ class WorkerResource {
     ready.catch(() => undefined);
     const thread = { worker, pending, ready } as Thread;
     thread.prepared = prepare(thread);
-    thread.prepared.catch(() => undefined);
+    // A worker that could not be prepared (its replay failed) is not used again: the next call starts another.
+    thread.prepared.catch((err: unknown) => {
+      if (thread.ended !== undefined) return;
+      this.end(thread, `its view could not be replayed: ${err instanceof Error ? err.message : String(err)}`);
+      void thread.worker.terminate();
+    });
     this.track(thread, 0, readyPending!);
 
     worker.on('message', (message: FromWorker) => this.receive(thread, message));

@@ -21,7 +21,8 @@ import {
 import { createLogger, createPluginRuntime, systemClock, validateStats, type ActiveResource, type ErtConfig, type PluginRuntime } from '@ert/core';
 import { STORE_ERROR_CODES, createStore, type Allocation, type AllocationWrite, type InstanceRecord, type ProviderSnapshot, type Store } from '@ert/store';
 import { fitRequest, parseFlavor, type FitProvider, type FitTree } from '@ert/placement';
-import { machineIdentity } from './machine.js';
+import { formatCpuList } from '@ert/sysfs';
+import { machineIdentity, onlineCpus } from './machine.js';
 import { TrackerError, TrackerErrorCodes } from './errors.js';
 import { childProviderName, migrationUuid, providerUuid } from './ids.js';
 import { Mutex } from './mutex.js';
@@ -147,7 +148,7 @@ export async function createTracker(options: TrackerOptions): Promise<Tracker> {
   const clock = options.clock ?? systemClock;
   const runtime = await createPluginRuntime({ config, logger, side: 'compute', hostName, root, clock });
   const machine = await machineIdentity(root);
-  return new HostTracker({ config, hostName, machine, logger: logger.child({ host: hostName }), runtime, entries, store: options.store, clock });
+  return new HostTracker({ config, hostName, machine, root, logger: logger.child({ host: hostName }), runtime, entries, store: options.store, clock });
 }
 
 interface Discovered {
@@ -203,13 +204,18 @@ class HostTracker implements Tracker {
 
   /** The machine this tracker reads (machine.ts); the host records it at its first sync. */
   private readonly machine: string;
+  /** The directory standing for `/`. */
+  private readonly root: string;
+  /** The CPUs online at the last discovery (undefined: unknown); a grant pinning another is refused. */
+  private online: ReadonlySet<number> | undefined;
   /** Uuids the plugins' views hold (added and not removed since their last reset). */
   private readonly inViews = new Set<string>();
 
-  constructor(init: { config: ErtConfig; hostName: string; machine: string; logger: Logger; runtime: PluginRuntime; entries: ProviderConfigEntry[]; store: Store | undefined; clock: Clock }) {
+  constructor(init: { config: ErtConfig; hostName: string; machine: string; root: string; logger: Logger; runtime: PluginRuntime; entries: ProviderConfigEntry[]; store: Store | undefined; clock: Clock }) {
     this.config = init.config;
     this.hostName = init.hostName;
     this.machine = init.machine;
+    this.root = init.root;
     this.rootUuid = providerUuid(init.hostName);
     this.logger = init.logger;
     this.runtime = init.runtime;
@@ -309,6 +315,7 @@ class HostTracker implements Tracker {
   }
 
   private async discoverLocked(): Promise<Discovered> {
+    this.online = await onlineCpus(this.root);
     const plugins: PluginDiscoveryReport[] = [];
     const discoveries: Array<{ plugin: string; discovery: NormalizedDiscovery }> = [];
     const problems: Problem[] = [];
@@ -840,7 +847,10 @@ class HostTracker implements Tracker {
     let pinnedBy: string | undefined;
     let cpus: number[] | undefined;
     for (const [plugin, grant] of grants) {
-      if (grant.cpus !== undefined) {
+      const absent = grant.cpus?.filter((cpu) => this.online !== undefined && !this.online.has(cpu)) ?? [];
+      if (absent.length > 0) {
+        reasons.push({ plugin, reason: `plugin ${plugin} hook test granted cpus ${formatCpuList(absent)}, which host ${this.hostName} does not have online (${formatCpuList(this.online!)})` });
+      } else if (grant.cpus !== undefined) {
         if (pinnedBy !== undefined) reasons.push({ plugin, reason: `plugins ${pinnedBy} and ${plugin} both granted cpus` });
         else {
           pinnedBy = plugin;

@@ -1,4 +1,6 @@
 import { existsSync } from 'node:fs';
+import { mkdir, writeFile } from 'node:fs/promises';
+import path from 'node:path';
 import os from 'node:os';
 import { describe, expect, it, vi } from 'vitest';
 import { definePlugin, type InstanceEvent } from '@ert/plugin-api';
@@ -530,6 +532,21 @@ providers:
       const reasons = refused(await tracker.claim(request(1, 128)));
       expect(reasons).toEqual([{ plugin: 'bad', reason: expect.stringContaining(message) }]);
       expect(reasons[0]!.reason).toContain('bad');
+    });
+
+    // Issue 11, point 6: a plugin cannot pin an instance to CPUs the machine does not have
+    // online (read from <root>/sys/devices/system/cpu/online at each discovery). Seen red with
+    // the check removed from resolveGrants: the claim was written pinned to CPUs 4 and 5.
+    it('refuses a grant of CPUs the host does not have online, naming plugin and hook', async () => {
+      await mkdir(path.join(bench.dir, 'sys/devices/system/cpu'), { recursive: true });
+      await writeFile(path.join(bench.dir, 'sys/devices/system/cpu/online'), '0-3\n');
+      const { store, tracker } = await started([...basics(), pinning({ name: 'pin', cpus: 8 })]);
+      expect(ok(await tracker.claim(request(1, 128, { 'pin:cpus': '2' }))).record.cpus).toEqual([0, 1]);
+      // The plugin believes in 8 CPUs: it offers 2-5.
+      const req = request(1, 128, { 'pin:cpus': '4' });
+      expect(refused(await tracker.claim(req))).toEqual([{ plugin: 'pin', reason: 'plugin pin hook test granted cpus 4-5, which host host1 does not have online (0-3)' }]);
+      expect(await store.getInstance(req.uuid)).toBeUndefined();
+      ok(await tracker.claim(request(1, 128, { 'pin:cpus': '2' })));
     });
 
     // Issue 11, points 4 and 6: units and pools a plugin names must be well-formed, or the

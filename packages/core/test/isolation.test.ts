@@ -5,7 +5,7 @@
 // The tracker-level guarantee (a busy-looping `test` refuses the claim, the tracker stays
 // responsive) is packages/tracker/test/isolation.test.ts.
 //
-// The workers run packages/core/dist/isolation/worker.js: build first (npm test does).
+// The workers run packages/core/dist/isolation/worker.js, built before the tests run.
 //
 // Mutations seen caught (each once, then undone): `worker.on('exit', ...)` not ending the
 // thread in host.ts (the process.exit case turned red: the call ran into the 500 ms timeout
@@ -23,7 +23,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { threadId } from 'node:worker_threads';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { definePlugin, type Logger, type ResourceHooks } from '@ert/plugin-api';
 import {
   ConfigError,
@@ -37,6 +37,10 @@ import {
   type HookCall,
   type PluginRuntime,
 } from '../src/index.js';
+import { buildPackage, REPO_ROOT } from '../../../test/build.js';
+
+// The workers run packages/core/dist/isolation/worker.js: build it first (incremental).
+beforeAll(() => buildPackage(join(REPO_ROOT, 'packages', 'core')), 300_000);
 
 const PROBE = fileURLToPath(new URL('./fixtures/isolation/probe.mjs', import.meta.url));
 const HOST_PROFILE = fileURLToPath(new URL('../../../config/hosts/cloud-vm', import.meta.url));

@@ -1,6 +1,6 @@
 // Issue 11, point 9: a hook that busy-loops blocks the event loop, so in-process the
 // dispatcher's `hookTimeout` timer never fires and the tracker hangs (the documented cost of
-// the default, `isolation: inprocess`; not run here: it would hang this process). Under
+// the default, `isolation: inprocess`: shown only in a child process, below). Under
 // `isolation: worker` the plugin runs in a worker thread: its `test` doing `for (;;) {}`
 // refuses the claim within about hookTimeout, naming plugin and hook, the tracker's thread
 // keeps running (a heartbeat timer is measured), the worker is terminated and the next call
@@ -8,7 +8,11 @@
 // plugin again. A real tracker on a real SQLite file; the fixtures are path plugins
 // (fixtures/isolation/), loaded in the worker by the same loader as in-process.
 //
-// The workers run packages/core/dist/isolation/worker.js: build first (npm test does).
+// The workers run packages/core/dist/isolation/worker.js, built before the tests run.
+// The trade-off itself is shown in a child process (fixtures/isolation/child.mjs, built
+// dist), SIGKILLed when done: in process the busy `test` stops the child's heartbeat timer
+// for good and the claim never returns; in a worker the claim is refused at the timeout
+// while the heartbeat goes on.
 //
 // Mutation seen caught: the timeout listener's `expired` not registered in `guarded`
 // (packages/core/src/isolation/host.ts) — the worker is never terminated, so the busy one
@@ -16,14 +20,20 @@
 // the next claim, which calls spin's `test` on the same worker, times out too ("a fresh
 // worker answers" turned red). The replay removed from `live` (no `this.replay`): the
 // replayed view assertion turned red (instances []).
+import { spawn } from 'node:child_process';
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { threadId } from 'node:worker_threads';
-import { describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { configFromObject, type ErtConfig } from '@ert/core';
 import type { StoreOptions } from '@ert/store';
 // @ts-expect-error plain JS fixture
 import { counting } from './fixtures/plugins.mjs';
 import { ok, refused, request, useBench, type Bench } from './harness.js';
+import { buildPackage, REPO_ROOT } from '../../../test/build.js';
+
+// The workers (and the child process below) run the built dist: build it first (incremental).
+beforeAll(() => buildPackage(path.join(REPO_ROOT, 'packages', 'tracker')), 300_000);
 
 const fixture = (name: string) => fileURLToPath(new URL(`./fixtures/isolation/${name}.mjs`, import.meta.url));
 const SPIN = fixture('spin');
@@ -158,4 +168,55 @@ describe('isolation: worker (SQLite)', () => {
     expect((await stats('spin'))['threadId']).toBe(threadId);
     expect((await stats('counter'))['threadId']).toBe(threadId);
   });
+});
+
+interface ChildLine {
+  beat?: number;
+  claiming?: number;
+  outcome?: unknown;
+  at?: number;
+}
+
+describe('the trade-off, in a child process (SQLite)', () => {
+  const bench = useBench('sqlite3');
+  const CHILD = fixture('child');
+
+  it.each(['inprocess', 'worker'] as const)('isolation %s', async (isolation) => {
+    const child = spawn(process.execPath, [CHILD, JSON.stringify({ db: path.join(bench.dir, 'child.db'), root: bench.dir, isolation })], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const lines: ChildLine[] = [];
+    let stderr = '';
+    let buffer = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      buffer += chunk.toString('utf8');
+      const parts = buffer.split('\n');
+      buffer = parts.pop()!;
+      for (const part of parts) if (part.trim() !== '') lines.push(JSON.parse(part) as ChildLine);
+    });
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+    try {
+      await expect.poll(() => lines.some((l) => l.claiming !== undefined), { timeout: 20_000, interval: 50 }).toBe(true);
+      const claiming = lines.find((l) => l.claiming !== undefined)!.claiming!;
+      // Five timeouts (300 ms each) later:
+      await new Promise((r) => setTimeout(r, 1500));
+      const outcome = lines.find((l) => l.outcome !== undefined);
+      const lateBeats = lines.filter((l) => l.beat !== undefined && l.beat > claiming + 200);
+      if (isolation === 'inprocess') {
+        // The documented cost of the default: the loop holds the only thread, the dispatcher's
+        // 300 ms timer never fires, the claim never ends and the timers of the process stop.
+        expect(outcome).toBeUndefined();
+        expect(lateBeats).toEqual([]);
+      } else {
+        expect(outcome).toEqual({ outcome: [{ plugin: 'spin', reason: 'Plugin "spin" hook "test" did not finish within 300 ms' }], at: expect.any(Number) });
+        expect(outcome!.at! - claiming).toBeLessThan(300 + 1000);
+        expect(lateBeats.length).toBeGreaterThan(0);
+      }
+    } finally {
+      child.kill('SIGKILL');
+      const { code, signal } = await exited;
+      if (isolation === 'worker') expect({ code, signal, stderr }).toEqual({ code: 0, signal: null, stderr: '' });
+    }
+  }, 40_000);
 });

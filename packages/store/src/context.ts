@@ -1,0 +1,213 @@
+/**
+ * What every part of the store shares: the connection, transactions (`write`, `read`) with
+ * driver errors mapped, the resource class cache, and row lookups and generation bumps used
+ * across concerns. One per store.
+ */
+import type { Knex } from 'knex';
+import { TRAIT_SHARING_PROVIDER } from '@ert/plugin-api';
+import type { ProviderRecord, StoreClient, StoreOptions } from './api.js';
+import { busyTimeoutOf, mapDriverError, openKnex } from './connection.js';
+import { StoreConflictError } from './errors.js';
+import { providerRecordFromRow, type HostRow, type ProviderRow } from './rows.js';
+import { chunks, insertRows, type Db, type Trx } from './sql.js';
+import { notFound } from './validate.js';
+
+export class StoreContext {
+  readonly client: StoreClient;
+  readonly knex: Knex;
+  readonly options: StoreOptions;
+  /** Resource class name -> id. Classes are never deleted, so positive entries never go stale. */
+  readonly classIds = new Map<string, number>();
+  readonly classNames = new Map<number, string>();
+  /** Set by `close()`: writes are refused after it. */
+  closed = false;
+
+  constructor(options: StoreOptions) {
+    this.options = options;
+    this.client = options.client;
+    this.knex = openKnex(options);
+  }
+
+  /** Where the store is, for messages: the SQLite file, or the PostgreSQL URL (password masked) and schema. */
+  describe(): string {
+    if (this.client === 'sqlite3') return this.options.connection;
+    return `${this.options.connection.replace(/\/\/([^:/@]+):[^@]*@/, '//$1:***@')} (schema ${this.options.schema ?? 'public'})`;
+  }
+
+  sqliteContext(startedAt: number): { file: string; busyTimeoutMs: number; waitedMs: number } | undefined {
+    if (this.client !== 'sqlite3') return undefined;
+    return { file: this.options.connection, busyTimeoutMs: busyTimeoutOf(this.options), waitedMs: Date.now() - startedAt };
+  }
+
+  /**
+   * Runs `fn` in a write transaction and maps driver errors. On SQLite the first statement
+   * of a write transaction must write, so the transaction takes the database's write lock
+   * up front (waiting via busy_timeout) instead of failing when a read upgrades to a write;
+   * pass `firstStatementWrites` when `fn` already starts with a write.
+   */
+  async write<T>(what: string, fn: (trx: Trx) => Promise<T>, opts: { firstStatementWrites?: boolean } = {}): Promise<T> {
+    const startedAt = Date.now();
+    // SQLite rolls back by itself on some errors (SQLITE_FULL); knex's ROLLBACK then fails
+    // with "no transaction is active" and replaces the error: keep the first one.
+    let first: unknown;
+    try {
+      return await this.knex.transaction(async (trx) => {
+        try {
+          if (this.client === 'sqlite3' && !opts.firstStatementWrites) await this.takeWriteLock(trx);
+          return await fn(trx);
+        } catch (err) {
+          first = err;
+          throw err;
+        }
+      });
+    } catch (err) {
+      throw mapDriverError(first ?? err, what, this.sqliteContext(startedAt));
+    }
+  }
+
+  /** A write that changes nothing but takes SQLite's write lock for the transaction. */
+  async takeWriteLock(trx: Trx): Promise<void> {
+    await trx.raw('UPDATE resource_classes SET name = name WHERE id = 0');
+  }
+
+  /** Runs `fn` in one consistent read (a snapshot on both backends). */
+  async read<T>(fn: (trx: Trx) => Promise<T>): Promise<T> {
+    const config: Knex.TransactionConfig = this.client === 'pg' ? { isolationLevel: 'repeatable read', readOnly: true } : {};
+    const startedAt = Date.now();
+    try {
+      return await this.knex.transaction(fn, config);
+    } catch (err) {
+      throw mapDriverError(err, 'read', this.sqliteContext(startedAt));
+    }
+  }
+
+  /** Ids of the named classes, creating missing (already validated) custom classes. */
+  async classIdsFor(db: Db, names: Iterable<string>): Promise<Map<string, number>> {
+    const wanted = [...new Set(names)];
+    const missing = wanted.filter((n) => !this.classIds.has(n));
+    if (missing.length > 0) {
+      await db('resource_classes')
+        .insert(missing.map((name) => ({ name })))
+        .onConflict('name')
+        .ignore();
+      const rows: Array<{ id: number; name: string }> = await db('resource_classes').select('id', 'name').whereIn('name', missing);
+      for (const row of rows) this.rememberClass(row.id, row.name);
+    }
+    return new Map(wanted.map((n) => [n, this.classIds.get(n)!]));
+  }
+
+  rememberClass(id: number, name: string): void {
+    this.classIds.set(name, id);
+    this.classNames.set(id, name);
+  }
+
+  /**
+   * Makes `this.classNames` know every id in `ids` (ids read from the database; another
+   * process may have created the class): reloads the table once on a miss.
+   */
+  async loadClassNames(db: Db, ids: Iterable<number>): Promise<void> {
+    for (const id of ids) {
+      if (!this.classNames.has(id)) {
+        const rows: Array<{ id: number; name: string }> = await db('resource_classes').select('id', 'name');
+        for (const row of rows) this.rememberClass(row.id, row.name);
+        return;
+      }
+    }
+  }
+
+  /** Ids of the named traits or aggregates (by `column`), creating the missing ones. */
+  async ensureNamed(db: Db, table: 'traits' | 'aggregates', column: 'name' | 'uuid', names: Iterable<string>): Promise<Map<string, number>> {
+    const wanted = [...new Set(names)];
+    const ids = new Map<string, number>();
+    for (const part of chunks(wanted)) {
+      await insertRows(db, table, [column], part.map((n) => [n]), { ignore: true });
+      const rows: Array<{ id: number; key: string }> = await db(table).select('id', `${column} as key`).whereIn(column, part);
+      for (const row of rows) ids.set(row.key, row.id);
+    }
+    return ids;
+  }
+
+  providerQuery(db: Db) {
+    return db('providers as p')
+      .leftJoin('providers as pp', 'pp.id', 'p.parent_id')
+      .leftJoin('providers as rp', 'rp.id', 'p.root_id')
+      .select('p.uuid', 'p.name', 'p.generation', 'pp.uuid as parent_uuid', 'rp.uuid as root_uuid');
+  }
+
+  async providerRecord(db: Db, uuid: string): Promise<ProviderRecord> {
+    const row = await this.providerQuery(db).where('p.uuid', uuid).first();
+    if (!row) throw notFound('provider', uuid, { provider: uuid });
+    return providerRecordFromRow(row);
+  }
+
+  async providerRow(db: Db, uuid: string): Promise<ProviderRow> {
+    const row: ProviderRow | undefined = await db('providers').where('uuid', uuid).first();
+    if (!row) throw notFound('provider', uuid, { provider: uuid });
+    return row;
+  }
+
+  /**
+   * Compare-and-swap of a provider's generation: the transaction's first statement (so on
+   * SQLite it takes the write lock, on PostgreSQL it locks the row). A missing provider is
+   * ERT_STORE_NOT_FOUND, a stale generation ERT_STORE_PROVIDER_GENERATION_CONFLICT.
+   */
+  async bumpProviderGeneration(trx: Trx, uuid: string, generation: number | undefined): Promise<ProviderRow> {
+    const query = trx('providers').where('uuid', uuid).increment('generation', 1);
+    if (generation !== undefined) query.where('generation', generation);
+    const changed = await query;
+    const row = await this.providerRow(trx, uuid);
+    if (changed === 0) {
+      throw new StoreConflictError(
+        'ERT_STORE_PROVIDER_GENERATION_CONFLICT',
+        `provider ${row.name} (${uuid}) changed: generation ${row.generation}, caller read ${String(generation)}`,
+        { provider: uuid, providerName: row.name, expected: generation, actual: row.generation },
+      );
+    }
+    return row;
+  }
+
+  /**
+   * Bumps the generation of every host that sees one of these providers: the host rooted on
+   * the provider's tree and, for a sharing provider, every host with a provider in one of
+   * its aggregates (their snapshots list it among `sharingProviders`).
+   */
+  async bumpHostsOf(trx: Trx, providerIds: number[]): Promise<void> {
+    if (providerIds.length === 0) return;
+    for (const part of chunks(providerIds, 1000)) {
+      await trx('hosts')
+        .whereIn('root_provider_id', (q) => q.select('root_id').from('providers').whereIn('id', part))
+        .orWhereIn('root_provider_id', (q) =>
+          q
+            .select('member.root_id')
+            .from('provider_traits as pt')
+            .join('traits as t', 't.id', 'pt.trait_id')
+            .join('provider_aggregates as shared', 'shared.provider_id', 'pt.provider_id')
+            .join('provider_aggregates as pa', 'pa.aggregate_id', 'shared.aggregate_id')
+            .join('providers as member', 'member.id', 'pa.provider_id')
+            .whereIn('pt.provider_id', part)
+            .where('t.name', TRAIT_SHARING_PROVIDER),
+        )
+        .increment('generation', 1);
+    }
+  }
+
+  /** A select column `sharing`: whether provider `p` has the sharing trait. */
+  sharingFlag(): Knex.Raw {
+    return this.knex.raw(
+      'exists (select 1 from provider_traits pt join traits t on t.id = pt.trait_id where pt.provider_id = p.id and t.name = ?) as sharing',
+      [TRAIT_SHARING_PROVIDER],
+    );
+  }
+
+  async hostRow(db: Db, name: string): Promise<HostRow> {
+    const row: HostRow | undefined = await db('hosts').where('name', name).first();
+    if (!row) throw notFound('host', name, { host: name });
+    return row;
+  }
+
+  hostQuery(db: Db) {
+    return db('hosts as h')
+      .join('providers as p', 'p.id', 'h.root_provider_id')
+      .select('h.id', 'h.name', 'h.root_provider_id', 'h.status', 'h.last_update', 'h.generation', 'h.machine', 'p.uuid as root_uuid');
+  }
+}

@@ -1,0 +1,161 @@
+/** Hosts (the compute hosts' records), their plugin stats, and bulk import of whole hosts. */
+import { type HostStatus, type JsonValue } from '@ert/plugin-api';
+import type { HostImport, HostRecord, StatsRecord } from './api.js';
+import type { StoreContext } from './context.js';
+import { HOST_STATUSES, hostRecordFromRow, inventoryToRow, statsRecords, type HostRow, type StatsRow } from './rows.js';
+import { chunks, insertObjects, insertRows, type Trx } from './sql.js';
+import { checkName, invalid, notFound, validateImport } from './validate.js';
+
+export async function upsertHost(ctx: StoreContext, host: { name: string; rootProviderUuid: string; status?: HostStatus; lastUpdate?: number; machine?: string }): Promise<HostRecord> {
+  checkName('host', host.name);
+  if (host.status !== undefined && !HOST_STATUSES.has(host.status)) throw invalid(`host ${host.name}: unknown status ${JSON.stringify(host.status)}`, { host: host.name });
+  return ctx.write(`upsertHost ${host.name}`, async (trx) => {
+    const root = await ctx.providerRow(trx, host.rootProviderUuid);
+    if (root.parent_id !== null) throw invalid(`host ${host.name}: provider ${root.name} is not a root provider`, { host: host.name, provider: root.uuid });
+    const existing: HostRow | undefined = await trx('hosts').where('name', host.name).first();
+    const fields: Record<string, unknown> = { root_provider_id: root.id };
+    if (host.status !== undefined) fields.status = host.status;
+    if (host.lastUpdate !== undefined) fields.last_update = host.lastUpdate;
+    if (host.machine !== undefined) fields.machine = host.machine;
+    if (existing) {
+      await trx('hosts').where('id', existing.id).update({ ...fields, generation: existing.generation + 1 });
+    } else {
+      await trx('hosts').insert({ name: host.name, status: 'up', last_update: Date.now(), generation: 0, ...fields });
+    }
+    return hostRecordFromRow(await ctx.hostQuery(trx).where('h.name', host.name).first());
+  });
+}
+
+export async function getHost(ctx: StoreContext, name: string): Promise<HostRecord | undefined> {
+  const row = await ctx.hostQuery(ctx.knex).where('h.name', name).first();
+  return row ? hostRecordFromRow(row) : undefined;
+}
+
+export async function listHosts(ctx: StoreContext): Promise<HostRecord[]> {
+  const rows = await ctx.hostQuery(ctx.knex).orderBy('h.name');
+  return rows.map((row) => hostRecordFromRow(row));
+}
+
+export async function setHostStatus(ctx: StoreContext, name: string, status: HostStatus): Promise<void> {
+  if (!HOST_STATUSES.has(status)) throw invalid(`host ${name}: unknown status ${JSON.stringify(status)}`, { host: name, status });
+  await ctx.write(
+    `setHostStatus ${name}`,
+    async (trx) => {
+      const changed = await trx('hosts').where('name', name).update({ status, generation: trx.raw('generation + 1') });
+      if (changed === 0) throw notFound('host', name, { host: name });
+    },
+    { firstStatementWrites: true },
+  );
+}
+
+export async function markStaleHosts(ctx: StoreContext, before: number): Promise<string[]> {
+  return ctx.write('markStaleHosts', async (trx) => {
+    const rows: Array<{ id: number; name: string }> = await trx('hosts').where('status', 'up').where('last_update', '<', before).select('id', 'name');
+    for (const part of chunks(rows.map((r) => r.id))) {
+      await trx('hosts').whereIn('id', part).update({ status: 'stale', generation: trx.raw('generation + 1') });
+    }
+    return rows.map((r) => r.name).sort();
+  });
+}
+
+export async function writeStats(ctx: StoreContext, host: string, plugin: string, schemaVersion: number, data: JsonValue): Promise<void> {
+  checkName('plugin', plugin);
+  if (!Number.isSafeInteger(schemaVersion) || schemaVersion < 0) {
+    throw invalid(`host ${host}: plugin ${plugin} stats schemaVersion must be a non-negative integer, got ${String(schemaVersion)}`, { host, plugin });
+  }
+  const json = JSON.stringify(data);
+  if (json === undefined) throw invalid(`host ${host}: plugin ${plugin} stats are not JSON`, { host, plugin });
+  await ctx.write(
+    `writeStats ${host} ${plugin}`,
+    async (trx) => {
+      const changed = await trx('hosts').where('name', host).increment('generation', 1);
+      if (changed === 0) throw notFound('host', host, { host, plugin });
+      const row = await ctx.hostRow(trx, host);
+      await trx('host_stats')
+        .insert({ host_id: row.id, plugin, schema_version: schemaVersion, data: json, updated_at: Date.now() })
+        .onConflict(['host_id', 'plugin'])
+        .merge(['schema_version', 'data', 'updated_at']);
+    },
+    { firstStatementWrites: true },
+  );
+}
+
+export async function readStats(ctx: StoreContext, host: string): Promise<Record<string, StatsRecord>> {
+  return ctx.read(async (trx) => {
+    const row = await ctx.hostRow(trx, host);
+    const rows: StatsRow[] = await trx('host_stats').where('host_id', row.id);
+    return statsRecords(rows);
+  });
+}
+
+export async function importHosts(ctx: StoreContext, hosts: HostImport[]): Promise<void> {
+  validateImport(hosts);
+  for (const batch of chunks(hosts, IMPORT_BATCH)) {
+    await ctx.write(`importHosts (${batch[0]!.host.name}...)`, (trx) => importBatch(ctx, trx, batch));
+  }
+}
+
+export async function importBatch(ctx: StoreContext, trx: Trx, hosts: HostImport[]): Promise<void> {
+  const providers = hosts.flatMap((h) => h.providers);
+  const classIds = await ctx.classIdsFor(trx, providers.flatMap((p) => Object.keys(p.inventories)));
+  const traitIds = await ctx.ensureNamed(trx, 'traits', 'name', providers.flatMap((p) => p.traits));
+  const aggregateIds = await ctx.ensureNamed(trx, 'aggregates', 'uuid', providers.flatMap((p) => p.aggregates));
+
+  // Providers level by level (roots, then their children, ...) so parent and root ids are known.
+  const ids = new Map<string, number>();
+  const rootOf = new Map<string, string>();
+  for (const host of hosts) for (const p of host.providers) rootOf.set(p.uuid, host.providers[0]!.uuid);
+  let level = providers.filter((p) => p.parentUuid === undefined);
+  const placed = new Set<string>();
+  while (level.length > 0) {
+    const rows = level.map((p) => [p.uuid, p.name, p.parentUuid ? ids.get(p.parentUuid)! : null, p.parentUuid ? ids.get(rootOf.get(p.uuid)!)! : null, 0]);
+    await insertRows(trx, 'providers', ['uuid', 'name', 'parent_id', 'root_id', 'generation'], rows);
+    for (const part of chunks(level.map((p) => p.uuid))) {
+      const got: Array<{ id: number; uuid: string }> = await trx('providers').select('id', 'uuid').whereIn('uuid', part);
+      for (const row of got) ids.set(row.uuid, row.id);
+    }
+    for (const p of level) placed.add(p.uuid);
+    if (level[0]!.parentUuid === undefined) {
+      for (const part of chunks(level.map((p) => ids.get(p.uuid)!))) await trx('providers').whereIn('id', part).update({ root_id: trx.ref('id') });
+    }
+    level = providers.filter((p) => !placed.has(p.uuid) && p.parentUuid !== undefined && placed.has(p.parentUuid));
+  }
+
+  await insertObjects(
+    trx,
+    'inventories',
+    providers.flatMap((p) => Object.entries(p.inventories).map(([rc, inv]) => inventoryToRow(ids.get(p.uuid)!, classIds.get(rc)!, inv))),
+  );
+  await insertRows(trx, 'provider_traits', ['provider_id', 'trait_id'], providers.flatMap((p) => [...new Set(p.traits)].map((t) => [ids.get(p.uuid)!, traitIds.get(t)!])));
+  await insertRows(
+    trx,
+    'provider_aggregates',
+    ['provider_id', 'aggregate_id'],
+    providers.flatMap((p) => [...new Set(p.aggregates)].map((a) => [ids.get(p.uuid)!, aggregateIds.get(a)!])),
+  );
+
+  const now = Date.now();
+  await insertRows(
+    trx,
+    'hosts',
+    ['name', 'root_provider_id', 'status', 'last_update', 'generation', 'machine'],
+    hosts.map((h) => [h.host.name, ids.get(h.providers[0]!.uuid)!, h.host.status ?? 'up', h.host.lastUpdate ?? now, 0, h.host.machine ?? null]),
+  );
+  const withStats = hosts.filter((h) => h.stats && Object.keys(h.stats).length > 0);
+  if (withStats.length > 0) {
+    const hostIds = new Map<string, number>();
+    for (const part of chunks(withStats.map((h) => h.host.name))) {
+      const got: Array<{ id: number; name: string }> = await trx('hosts').select('id', 'name').whereIn('name', part);
+      for (const row of got) hostIds.set(row.name, row.id);
+    }
+    await insertRows(
+      trx,
+      'host_stats',
+      ['host_id', 'plugin', 'schema_version', 'data', 'updated_at'],
+      withStats.flatMap((h) => Object.entries(h.stats!).map(([plugin, s]) => [hostIds.get(h.host.name)!, plugin, s.schemaVersion, JSON.stringify(s.data), now])),
+    );
+  }
+}
+
+/** Hosts per transaction in `importHosts`. */
+const IMPORT_BATCH = 1000;

@@ -1,0 +1,108 @@
+/** Instance records and their exclusive holds (holds.ts). */
+import type { InstanceRecord, InstanceState } from './api.js';
+import type { StoreContext } from './context.js';
+import { HoldLedger, anyHolds, holdsOf, writeHolds } from './holds.js';
+import { instanceFromRow, type InstanceRow } from './rows.js';
+import { chunks, inChunks, insertRows, type Db, type Trx } from './sql.js';
+import { checkInstance } from './validate.js';
+
+/**
+ * The holds of `hostIds` and of the instances `uuids`, for checking records' holds in this
+ * transaction. PostgreSQL: the hosts' rows are locked first (ordered by id), so a concurrent
+ * writer for the same host waits and then sees these holds (pools are checked by sum, which
+ * no index can enforce). SQLite: the transaction already holds the write lock.
+ */
+export async function holdLedger(ctx: StoreContext, trx: Trx, hostIds: number[], uuids: string[]): Promise<HoldLedger> {
+  const ids = [...new Set(hostIds)].sort((a, b) => a - b);
+  if (ctx.client === 'pg') for (const part of chunks(ids)) await trx('hosts').select('id').whereIn('id', part).orderBy('id').forUpdate();
+  return HoldLedger.read(trx, ids, uuids);
+}
+
+export async function upsertInstance(ctx: StoreContext, instance: InstanceRecord): Promise<void> {
+  checkInstance(instance);
+  await ctx.write(`upsertInstance ${instance.uuid}`, async (trx) => {
+    const host = await ctx.hostRow(trx, instance.host);
+    if (anyHolds([instance])) {
+      const ledger = await holdLedger(ctx, trx, [host.id], [instance.uuid]);
+      ledger.set(instance.uuid, host, holdsOf(instance));
+    }
+    await upsertInstancesIn(ctx, trx, [instance], new Map([[host.name, host.id]]));
+  });
+}
+
+/**
+ * Inserts or updates instances (one multi-row upsert; `createdAt` is kept on update) and
+ * bumps the generation of their hosts and of the hosts they moved away from.
+ */
+export async function upsertInstancesIn(
+  ctx: StoreContext,
+  trx: Trx,
+  instances: InstanceRecord[],
+  hostIds: Map<string, number>,
+  options: { bumpHosts?: boolean } = {},
+): Promise<Map<string, number>> {
+  const uuids = instances.map((i) => i.uuid);
+  const previous: Array<{ uuid: string; host_id: number }> = await inChunks(uuids, (part) => trx('instances').select('uuid', 'host_id').whereIn('uuid', part));
+  const now = Date.now();
+  const columns = ['uuid', 'host_id', 'project_id', 'user_id', 'flavor', 'previous_flavor', 'migration_uuid', 'assignments', 'cpus', 'units', 'pools', 'reason', 'state', 'created_at', 'updated_at'];
+  const updated = columns.filter((c) => c !== 'uuid' && c !== 'created_at');
+  // The last record of an instance wins (several calls combined in one transaction).
+  const latest = new Map(instances.map((i) => [i.uuid, i]));
+  await insertRows(
+    trx,
+    'instances',
+    columns,
+    [...latest.values()].map((i) => [
+      i.uuid,
+      hostIds.get(i.host)!,
+      i.projectId,
+      i.userId,
+      JSON.stringify(i.flavor),
+      i.previousFlavor ? JSON.stringify(i.previousFlavor) : null,
+      i.migrationUuid ?? null,
+      JSON.stringify(i.assignments ?? {}),
+      i.cpus ? JSON.stringify(i.cpus) : null,
+      i.units && i.units.length > 0 ? JSON.stringify(i.units) : null,
+      i.pools && Object.keys(i.pools).length > 0 ? JSON.stringify(i.pools) : null,
+      i.reason ?? null,
+      i.state,
+      i.createdAt ?? now,
+      now,
+    ]),
+    { upsert: { key: 'uuid', columns: updated } },
+  );
+  // Holds of records that existed are replaced; a new record has none to remove.
+  await writeHolds(trx, latest, hostIds, new Set(previous.map((p) => p.uuid)));
+  if (options.bumpHosts !== false) {
+    const bumped = new Set([...instances.map((i) => hostIds.get(i.host)!), ...previous.map((p) => p.host_id)]);
+    for (const part of chunks([...bumped])) await trx('hosts').whereIn('id', part).increment('generation', 1);
+  }
+  return new Map(previous.map((p) => [p.uuid, p.host_id]));
+}
+
+export async function getInstance(ctx: StoreContext, uuid: string): Promise<InstanceRecord | undefined> {
+  const row = await instanceQuery(ctx, ctx.knex).where('i.uuid', uuid).first();
+  return row ? instanceFromRow(row) : undefined;
+}
+
+export async function listInstances(ctx: StoreContext, filter: { host?: string; state?: InstanceState | InstanceState[]; updatedBefore?: number } = {}): Promise<InstanceRecord[]> {
+  const query = instanceQuery(ctx, ctx.knex).orderBy('i.uuid');
+  if (filter.host !== undefined) query.where('h.name', filter.host);
+  if (filter.state !== undefined) query.whereIn('i.state', Array.isArray(filter.state) ? filter.state : [filter.state]);
+  if (filter.updatedBefore !== undefined) query.where('i.updated_at', '<', filter.updatedBefore);
+  const rows: InstanceRow[] = await query;
+  return rows.map(instanceFromRow);
+}
+
+export function instanceQuery(ctx: StoreContext, db: Db) {
+  return db('instances as i').join('hosts as h', 'h.id', 'i.host_id').select('i.*', 'h.name as host');
+}
+
+export async function deleteInstance(ctx: StoreContext, uuid: string): Promise<void> {
+  await ctx.write(`deleteInstance ${uuid}`, async (trx) => {
+    const row: { host_id: number } | undefined = await trx('instances').where('uuid', uuid).first('host_id');
+    if (!row) return;
+    await trx('instances').where('uuid', uuid).delete();
+    await trx('hosts').where('id', row.host_id).increment('generation', 1);
+  });
+}

@@ -1,0 +1,216 @@
+/** Resource classes, providers, inventories, usages, traits and aggregates (Placement's provider model). */
+import { capacityOf, isValidResourceClass, type Inventory, type ResourceClass } from '@ert/plugin-api';
+import type { AggregateRecord, NewProvider, ProviderRecord } from './api.js';
+import type { StoreContext } from './context.js';
+import { InventoryInUseError, StoreConflictError, StoreError, isStoreError } from './errors.js';
+import { inventoryFromRow, inventoryToRow, providerRecordFromRow, type InventoryRow, type ProviderRow } from './rows.js';
+import { insertObjects, insertRows, type Db } from './sql.js';
+import { checkInventories, checkName, checkTraits, invalid } from './validate.js';
+
+export async function listResourceClasses(ctx: StoreContext): Promise<string[]> {
+  const rows: Array<{ name: string }> = await ctx.knex('resource_classes').select('name').orderBy('name');
+  return rows.map((r) => r.name);
+}
+
+export async function ensureResourceClasses(ctx: StoreContext, names: string[]): Promise<void> {
+  for (const name of names) {
+    if (typeof name !== 'string' || !isValidResourceClass(name)) {
+      throw invalid(`${JSON.stringify(name)} is not a standard or CUSTOM_ resource class`, { resourceClass: name });
+    }
+  }
+  await ctx.write('ensureResourceClasses', (trx) => ctx.classIdsFor(trx, names));
+}
+
+export async function createProvider(ctx: StoreContext, provider: NewProvider): Promise<ProviderRecord> {
+  checkName('uuid', provider.uuid, 36);
+  checkName('name', provider.name, 200);
+  return ctx.write(`createProvider ${provider.name}`, async (trx) => {
+    let parent: ProviderRow | undefined;
+    if (provider.parentUuid !== undefined) parent = await ctx.providerRow(trx, provider.parentUuid);
+    const existing = await trx('providers').select('uuid', 'name').where('uuid', provider.uuid).orWhere('name', provider.name).first();
+    if (existing) {
+      throw new StoreConflictError('ERT_STORE_CONFLICT', `provider ${existing.uuid === provider.uuid ? provider.uuid : provider.name} already exists`, {
+        provider: provider.uuid,
+        name: provider.name,
+      });
+    }
+    const [inserted] = await trx('providers')
+      .insert({ uuid: provider.uuid, name: provider.name, parent_id: parent?.id ?? null, root_id: parent ? parent.root_id : null, generation: 0 })
+      .returning('id');
+    const id = (inserted as { id: number }).id;
+    if (parent) {
+      await ctx.bumpHostsOf(trx, [parent.id]);
+    } else {
+      await trx('providers').where('id', id).update({ root_id: id });
+    }
+    return ctx.providerRecord(trx, provider.uuid);
+  });
+}
+
+export async function getProvider(ctx: StoreContext, uuid: string): Promise<ProviderRecord | undefined> {
+  const row = await ctx.providerQuery(ctx.knex).where('p.uuid', uuid).first();
+  return row ? providerRecordFromRow(row) : undefined;
+}
+
+export async function getProviderByName(ctx: StoreContext, name: string): Promise<ProviderRecord | undefined> {
+  const row = await ctx.providerQuery(ctx.knex).where('p.name', name).first();
+  return row ? providerRecordFromRow(row) : undefined;
+}
+
+export async function listProviders(ctx: StoreContext, filter: { rootUuid?: string } = {}): Promise<ProviderRecord[]> {
+  const query = ctx.providerQuery(ctx.knex).orderBy('p.id');
+  if (filter.rootUuid !== undefined) query.where('rp.uuid', filter.rootUuid);
+  const rows = await query;
+  return rows.map((row) => providerRecordFromRow(row));
+}
+
+export async function deleteProvider(ctx: StoreContext, uuid: string): Promise<void> {
+  await ctx.write(`deleteProvider ${uuid}`, async (trx) => {
+    const row = await ctx.providerRow(trx, uuid);
+    const inUse = (reason: string) =>
+      new StoreError('ERT_STORE_PROVIDER_IN_USE', `provider ${row.name} (${uuid}) cannot be deleted: ${reason}`, { provider: uuid, providerName: row.name });
+    if (await trx('providers').where('parent_id', row.id).first('id')) throw inUse('it has child providers');
+    if (await trx('allocations').where('provider_id', row.id).first('id')) throw inUse('it has allocations');
+    const host = await trx('hosts').where('root_provider_id', row.id).first('name');
+    if (host) throw inUse(`host ${host.name} is rooted on it`);
+    await ctx.bumpHostsOf(trx, [row.id]);
+    await trx('providers').where('id', row.id).delete();
+  });
+}
+
+export async function getInventories(ctx: StoreContext, uuid: string): Promise<{ generation: number; inventories: Record<ResourceClass, Inventory> }> {
+  return ctx.read(async (trx) => {
+    const row = await ctx.providerRow(trx, uuid);
+    const rows: InventoryRow[] = await trx('inventories').where('provider_id', row.id);
+    await ctx.loadClassNames(trx, rows.map((r) => r.resource_class_id));
+    const inventories: Record<ResourceClass, Inventory> = {};
+    for (const r of rows) inventories[ctx.classNames.get(r.resource_class_id)!] = inventoryFromRow(r);
+    return { generation: row.generation, inventories };
+  });
+}
+
+export async function setInventories(ctx: StoreContext, uuid: string, generation: number | undefined, inventories: Record<ResourceClass, Inventory>): Promise<ProviderRecord> {
+  try {
+    checkInventories(uuid, inventories);
+  } catch (err) {
+    // Name the provider as operators know it, with its uuid.
+    const provider = isStoreError(err) ? await getProvider(ctx, uuid).catch(() => undefined) : undefined;
+    if (!provider || !isStoreError(err)) throw err;
+    throw invalid(err.message.replace(`provider ${uuid}:`, `provider ${provider.name} (${uuid}):`), { ...err.details, provider: provider.name, providerUuid: uuid });
+  }
+  return ctx.write(
+    `setInventories ${uuid}`,
+    async (trx) => {
+      const row = await ctx.bumpProviderGeneration(trx, uuid, generation);
+      const classIds = await ctx.classIdsFor(trx, Object.keys(inventories));
+      const usages = await usagesOf(ctx, trx, row.id);
+      for (const [resourceClass, used] of Object.entries(usages)) {
+        const inv = inventories[resourceClass];
+        const capacity = inv ? capacityOf(inv) : 0;
+        if (used > capacity) throw new InventoryInUseError({ provider: uuid, providerName: row.name, resourceClass, used, capacity });
+      }
+      await trx('inventories').where('provider_id', row.id).delete();
+      const rows = Object.entries(inventories).map(([rc, inv]) => inventoryToRow(row.id, classIds.get(rc)!, inv));
+      await insertObjects(trx, 'inventories', rows);
+      await ctx.bumpHostsOf(trx, [row.id]);
+      return ctx.providerRecord(trx, uuid);
+    },
+    { firstStatementWrites: true },
+  );
+}
+
+export async function getUsages(ctx: StoreContext, uuid: string): Promise<Record<ResourceClass, number>> {
+  return ctx.read(async (trx) => usagesOf(ctx, trx, (await ctx.providerRow(trx, uuid)).id));
+}
+
+export async function usagesOf(ctx: StoreContext, db: Db, providerId: number): Promise<Record<ResourceClass, number>> {
+  const rows: Array<{ resource_class_id: number; used: number | string }> = await db('allocations')
+    .select('resource_class_id')
+    .sum({ used: 'used' })
+    .where('provider_id', providerId)
+    .groupBy('resource_class_id');
+  await ctx.loadClassNames(db, rows.map((r) => r.resource_class_id));
+  const usages: Record<ResourceClass, number> = {};
+  for (const r of rows) usages[ctx.classNames.get(r.resource_class_id)!] = Number(r.used);
+  return usages;
+}
+
+export async function getTraits(ctx: StoreContext, uuid: string): Promise<string[]> {
+  return ctx.read(async (trx) => {
+    const row = await ctx.providerRow(trx, uuid);
+    const rows: Array<{ name: string }> = await trx('provider_traits as pt')
+      .join('traits as t', 't.id', 'pt.trait_id')
+      .where('pt.provider_id', row.id)
+      .select('t.name')
+      .orderBy('t.name');
+    return rows.map((r) => r.name);
+  });
+}
+
+export async function setTraits(ctx: StoreContext, uuid: string, generation: number | undefined, traits: string[]): Promise<ProviderRecord> {
+  checkTraits(uuid, traits);
+  return ctx.write(
+    `setTraits ${uuid}`,
+    async (trx) => {
+      const row = await ctx.bumpProviderGeneration(trx, uuid, generation);
+      // Before and after: adding or removing the sharing trait changes who sees it.
+      await ctx.bumpHostsOf(trx, [row.id]);
+      const ids = await ctx.ensureNamed(trx, 'traits', 'name', traits);
+      await trx('provider_traits').where('provider_id', row.id).delete();
+      await insertRows(trx, 'provider_traits', ['provider_id', 'trait_id'], [...ids.values()].map((id) => [row.id, id]));
+      await ctx.bumpHostsOf(trx, [row.id]);
+      return ctx.providerRecord(trx, uuid);
+    },
+    { firstStatementWrites: true },
+  );
+}
+
+export async function getAggregates(ctx: StoreContext, uuid: string): Promise<string[]> {
+  return ctx.read(async (trx) => {
+    const row = await ctx.providerRow(trx, uuid);
+    const rows: Array<{ uuid: string }> = await trx('provider_aggregates as pa')
+      .join('aggregates as a', 'a.id', 'pa.aggregate_id')
+      .where('pa.provider_id', row.id)
+      .select('a.uuid')
+      .orderBy('a.uuid');
+    return rows.map((r) => r.uuid);
+  });
+}
+
+export async function setAggregates(ctx: StoreContext, uuid: string, generation: number | undefined, aggregates: string[]): Promise<ProviderRecord> {
+  for (const agg of aggregates) checkName('aggregate', agg, 36);
+  return ctx.write(
+    `setAggregates ${uuid}`,
+    async (trx) => {
+      const row = await ctx.bumpProviderGeneration(trx, uuid, generation);
+      // Before and after: a sharing provider leaving or joining aggregates changes who sees it.
+      await ctx.bumpHostsOf(trx, [row.id]);
+      const ids = await ctx.ensureNamed(trx, 'aggregates', 'uuid', aggregates);
+      await trx('provider_aggregates').where('provider_id', row.id).delete();
+      await insertRows(trx, 'provider_aggregates', ['provider_id', 'aggregate_id'], [...ids.values()].map((id) => [row.id, id]));
+      await ctx.bumpHostsOf(trx, [row.id]);
+      return ctx.providerRecord(trx, uuid);
+    },
+    { firstStatementWrites: true },
+  );
+}
+
+export async function upsertAggregate(ctx: StoreContext, aggregate: AggregateRecord): Promise<void> {
+  checkName('aggregate', aggregate.uuid, 36);
+  const metadata = aggregate.metadata ?? {};
+  for (const [key, value] of Object.entries(metadata)) {
+    if (typeof value !== 'string') throw invalid(`aggregate ${aggregate.uuid}: metadata ${key} must be a string`, { aggregate: aggregate.uuid, key });
+  }
+  await ctx.write(`upsertAggregate ${aggregate.uuid}`, async (trx) => {
+    await trx('aggregates')
+      .insert({ uuid: aggregate.uuid, name: aggregate.name ?? null, metadata: JSON.stringify(metadata) })
+      .onConflict('uuid')
+      .merge(['name', 'metadata']);
+    // The metadata of a root's aggregates is part of its host's snapshot.
+    await trx('hosts')
+      .whereIn('root_provider_id', (q) =>
+        q.select('pa.provider_id').from('provider_aggregates as pa').join('aggregates as a', 'a.id', 'pa.aggregate_id').where('a.uuid', aggregate.uuid),
+      )
+      .increment('generation', 1);
+  });
+}

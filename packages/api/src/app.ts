@@ -3,7 +3,7 @@ import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Store } from '@ert/store';
 import { authenticator, type AuthMode, type Credentials } from './auth.js';
-import { ApiError, errorBody, unauthorizedBody } from './errors.js';
+import { ApiError, apiErrorOfStore, errorBody, unauthorizedBody } from './errors.js';
 import { formatVersion, inRange, negotiate, VERSION_HEADER, atLeast, v, type Version } from './microversion.js';
 import { allowed } from './policy.js';
 import { Reads } from './reads.js';
@@ -89,6 +89,20 @@ function schemaMessage(error: ErrorObject | undefined, instance: Record<string, 
   }
 }
 
+/** Ajv's first body error, in the shape of Python jsonschema's (`'x' is a required property`, ...). */
+function bodyMessage(error: ErrorObject | undefined): string {
+  if (!error) return 'invalid';
+  const at = error.instancePath === '' ? '' : ` at ${error.instancePath}`;
+  switch (error.keyword) {
+    case 'required':
+      return `'${(error.params as { missingProperty: string }).missingProperty}' is a required property${at}`;
+    case 'additionalProperties':
+      return `Additional properties are not allowed ('${(error.params as { additionalProperty: string }).additionalProperty}' was unexpected)${at}`;
+    default:
+      return `${error.instancePath || 'body'} ${error.message ?? 'is invalid'}`;
+  }
+}
+
 /**
  * The Placement API as a Fastify instance (not listening yet). Per request: a request id,
  * authentication (401), microversion negotiation (400/406), then the route: `Accept`
@@ -110,6 +124,11 @@ export async function createApi(options: ApiOptions): Promise<FastifyInstance> {
     exposeHeadRoutes: false,
     bodyLimit: 1024 * 1024,
   });
+  // Bodies are kept as text and parsed by `dispatch`, in Placement's order: its content-type
+  // check comes before the policy, the JSON parse after (Fastify's own parsers would answer
+  // 415 and 400 before either, in their own words).
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', { parseAs: 'string' }, (_request, body, done) => done(null, body));
 
   const send = (reply: FastifyReply, status: number, body: unknown, headers: Record<string, string> = {}): FastifyReply => {
     reply.code(status);
@@ -152,6 +171,8 @@ export async function createApi(options: ApiOptions): Promise<FastifyInstance> {
   if (prefix !== '') app.setNotFoundHandler(async (request, reply) => send(reply, 404, errorBody({ status: 404, message: '', requestId: request.id })));
   app.setErrorHandler(async (err, request, reply) => {
     if (err instanceof ApiError) return sendError(request, reply, err);
+    const fromStore = apiErrorOfStore(err);
+    if (fromStore) return sendError(request, reply, fromStore);
     const error = err instanceof Error ? err : new Error(String(err));
     const status = (err as { statusCode?: number }).statusCode;
     if (status !== undefined && status >= 400 && status < 500) return sendError(request, reply, new ApiError(status, error.message));
@@ -209,6 +230,13 @@ export async function createApi(options: ApiOptions): Promise<FastifyInstance> {
     const params = request.params as Record<string, string>;
     // `/resource_providers/` is no route of Placement's (Fastify would match it with an empty uuid).
     if (Object.values(params).some((p) => p === '')) throw new ApiError(404, '', undefined, {}, { vary: false });
+    if (handler.body) {
+      // webob's `content_type`: the media type without parameters.
+      const contentType = (request.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+      if (contentType !== 'application/json') {
+        throw new ApiError(415, `The media type ${contentType || 'None'} is not supported, use application/json`);
+      }
+    }
     if (handler.policy.rule !== 'none') {
       const target = handler.policy.target?.({ query, params }) ?? {};
       // Placement's dispatcher turns the policy exception into the 403: no `vary`.
@@ -228,7 +256,23 @@ export async function createApi(options: ApiOptions): Promise<FastifyInstance> {
       const instance = Object.fromEntries(query);
       if (!validate(instance)) throw new ApiError(400, `Invalid query string parameters: ${schemaMessage(validate.errors?.[0], instance, schema)}`);
     }
-    const apiRequest: ApiRequest = { version, params, query, credentials: request.credentials!, reads, prefix };
+    let body: unknown;
+    if (handler.body) {
+      try {
+        body = JSON.parse(typeof request.body === 'string' ? request.body : '');
+      } catch (err) {
+        throw new ApiError(400, `Malformed JSON: ${(err as Error).message}`);
+      }
+      const schema = handler.body(version);
+      const key = `body ${request.method} ${request.routeOptions.url} ${formatVersion(version)}`;
+      let validate = validators.get(key);
+      if (validate === undefined) {
+        validate = ajv.compile(schema);
+        validators.set(key, validate);
+      }
+      if (!validate(body)) throw new ApiError(400, `JSON does not validate: ${bodyMessage(validate.errors?.[0])}`);
+    }
+    const apiRequest: ApiRequest = { version, params, query, credentials: request.credentials!, reads, store: options.store, body, prefix };
     const result: ApiReply = await handler.handle(apiRequest);
     const headers = versionHeaders(request, true);
     if (atLeast(version, v('1.15'))) {

@@ -1,3 +1,4 @@
+import { isStoreError } from '@ert/store';
 import { atLeast, v, type Version } from './microversion.js';
 
 /**
@@ -27,6 +28,7 @@ const EXPLANATIONS: Readonly<Record<number, string>> = {
   403: 'Access was denied to this resource.',
   404: 'The resource could not be found.',
   409: 'There was a conflict when trying to complete your request.',
+  415: 'The request media type is not supported by this server.',
   500: 'The server has either erred or is incapable of performing the requested operation.',
 };
 
@@ -95,4 +97,41 @@ export function unauthorizedBody(): Record<string, string> {
     code: '401 Unauthorized',
     title: 'Unauthorized',
   };
+}
+
+/** Placement's error codes that clients match on. */
+export const CODES = {
+  concurrentUpdate: 'placement.concurrent_update',
+  duplicateName: 'placement.duplicate_name',
+  inventoryInUse: 'placement.inventory.inuse',
+  providerInUse: 'placement.resource_provider.inuse',
+} as const;
+
+/**
+ * A store error a handler did not turn into its own message, as Placement answers the same
+ * condition: generation conflicts and lost races 409 `placement.concurrent_update`, capacity
+ * 409, an inventory in use 409 `placement.inventory.inuse`, a provider in use 409, not found
+ * 404, invalid input 400. Anything else is not the store's: undefined.
+ */
+export function apiErrorOfStore(err: unknown): ApiError | undefined {
+  if (!isStoreError(err)) return undefined;
+  switch (err.code) {
+    case 'ERT_STORE_PROVIDER_GENERATION_CONFLICT':
+    case 'ERT_STORE_CONSUMER_GENERATION_CONFLICT':
+    case 'ERT_STORE_CONFLICT':
+      return new ApiError(409, err.message, CODES.concurrentUpdate);
+    case 'ERT_STORE_CAPACITY_EXCEEDED':
+    case 'ERT_STORE_ASSIGNMENT_TAKEN':
+      return new ApiError(409, err.message);
+    case 'ERT_STORE_INVENTORY_IN_USE':
+      return new ApiError(409, err.message, CODES.inventoryInUse);
+    case 'ERT_STORE_PROVIDER_IN_USE':
+      return new ApiError(409, err.message, CODES.providerInUse);
+    case 'ERT_STORE_NOT_FOUND':
+      return new ApiError(404, err.message);
+    case 'ERT_STORE_INVALID':
+      return new ApiError(400, err.message);
+    default:
+      return undefined;
+  }
 }

@@ -1,3 +1,4 @@
+import type { Store } from '@ert/store';
 import type { Credentials } from './auth.js';
 import type { Reads } from './reads.js';
 import type { Version, VersionRange } from './microversion.js';
@@ -8,8 +9,11 @@ import type { Version, VersionRange } from './microversion.js';
  * no range of its method is a 404 (Placement's `version_handler`); a method Placement does
  * not have on the path is a 405 with `allow`. Handlers are thin: the framework has already
  * negotiated the version, authenticated, checked `Accept`, checked the policy and validated
- * the query string against the handler's schema for that version; a handler reads the store
- * (through `Reads`) and returns the body shaped for the version.
+ * the query string against the handler's schema for that version, and for a handler with a
+ * `body` schema: the content type (415), then the JSON (400 `Malformed JSON`) and its schema
+ * (400 `JSON does not validate`), in Placement's order (content type before policy, body after).
+ * A handler reads the store (through `Reads`) or writes it (`store`, the store contract) and
+ * returns the body shaped for the version.
  */
 
 export type Method = 'GET' | 'PUT' | 'POST' | 'DELETE' | 'PATCH' | 'HEAD' | 'OPTIONS';
@@ -24,6 +28,10 @@ export interface ApiRequest {
   query: URLSearchParams;
   credentials: Credentials;
   reads: Reads;
+  /** The store, for writes (handlers of PUT/POST/DELETE); reads go through `reads`. */
+  store: Store;
+  /** The request body parsed as JSON and valid against the handler's `body` schema (undefined without one). */
+  body: unknown;
   /** The mount point (`/placement`, or '' at the root), for links in bodies. */
   prefix: string;
 }
@@ -50,6 +58,11 @@ export interface VersionedHandler {
   policy: Policy;
   /** The query-string schema at a version (undefined: no query parameters allowed... except as Placement: not validated). */
   query?: (version: Version) => QuerySchema;
+  /**
+   * The JSON schema of the body at a version (Placement's `schemas/*.py` for that version).
+   * Present on handlers that take a body: the request must be `application/json` (else 415).
+   */
+  body?: (version: Version) => Record<string, unknown>;
   handle(req: ApiRequest): Promise<ApiReply>;
 }
 

@@ -378,6 +378,32 @@ function duplicateFlavorProblems(flavors: Flavor[]): ConfigProblem[] {
 }
 
 /**
+ * Whether a ref's plugin name is known before loading: a builtin or bare name, `{ name, use }`,
+ * or a plugin object. A path (`./ert-plugin-nvme`) or package specifier (`@acme/x`,
+ * `ert-plugin-x`) is known by the name its `definePlugin` gives, once loaded.
+ */
+export function refNameKnown(ref: PluginRef): boolean {
+  return ref.plugin !== undefined || ref.use !== undefined || (/^[a-z0-9][a-z0-9_-]*$/i.test(ref.name) && !ref.name.startsWith('ert-plugin-'));
+}
+
+/**
+ * The `plugins.<name>` check of a config with path or package refs, once one side's plugins
+ * are loaded: `loaded` maps each ref loaded (as written) to its plugin's name. No verdict (no
+ * problem) while a ref of the other side has a name this process cannot know.
+ */
+export function unusedPluginOptionsAfterLoad(config: ErtConfig, loaded: ReadonlyMap<string, string>): ConfigProblem[] {
+  const refs = [...config.tracker.resources, ...config.scheduler.consumers, ...config.scheduler.filters, ...config.scheduler.weighers];
+  if (refs.every(refNameKnown)) return [];
+  const names = new Set<string>();
+  for (const ref of refs) {
+    if (refNameKnown(ref)) names.add(ref.name);
+    else if (loaded.has(ref.name)) names.add(loaded.get(ref.name)!);
+    else return [];
+  }
+  return unusedPluginOptionProblems(config.plugins, names);
+}
+
+/**
  * `plugins.<name>` must name a plugin the config uses (a resource, consumer, filter or
  * weigher): options under a mistyped name would otherwise be ignored silently.
  */
@@ -436,7 +462,9 @@ export function configFromObject(input: unknown, source: ConfigSource): ErtConfi
     multiplier: typeof r === 'string' ? 1 : (r.multiplier ?? 1),
   }));
 
-  problems.push(...unusedPluginOptionProblems(data.plugins, new Set([...resources, ...consumers, ...filters, ...weighers].map((r) => r.name))));
+  // A path or package ref's plugin name is known only once loaded: then the runtime checks (unusedPluginOptionsAfterLoad).
+  const allRefs = [...resources, ...consumers, ...filters, ...weighers];
+  if (allRefs.every(refNameKnown)) problems.push(...unusedPluginOptionProblems(data.plugins, new Set(allRefs.map((r) => r.name))));
   if (problems.length > 0) throw configError(file, problems);
 
   let flavors: Flavor[] = [];

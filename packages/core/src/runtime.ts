@@ -18,7 +18,7 @@ import {
   type ServiceToken,
   type WeigherHooks,
 } from '@ert/plugin-api';
-import type { ErtConfig, Isolation, PluginRef, WeigherRef } from './config.js';
+import { unusedPluginOptionsAfterLoad, type ErtConfig, type Isolation, type PluginRef, type WeigherRef } from './config.js';
 import { ConfigError, CoreErrorCodes, PluginLoadError, describeValue } from './errors.js';
 import { createDispatcher, type Dispatcher } from './dispatcher.js';
 import { createLogger } from './logger.js';
@@ -278,6 +278,8 @@ async function buildPluginRuntime(options: PluginRuntimeOptions, workers: Resour
   };
   const slots = new Map<string, PluginSlot>();
   const usedIn = new Set<string>();
+  /** Each ref as written -> the name of the plugin it loaded (for the `plugins.<name>` check). */
+  const loadedNames = new Map<string, string>();
   const hostName = options.hostName ?? config.tracker.hostName ?? hostname();
   const fsRoot = options.root ?? config.tracker.root;
 
@@ -291,6 +293,7 @@ async function buildPluginRuntime(options: PluginRuntimeOptions, workers: Resour
       ...(options.conditions === undefined ? {} : { conditions: options.conditions }),
     });
     const name = resolved.name;
+    loadedNames.set(use.ref.name, name);
     if (usedIn.has(`${use.list}\u0000${name}`)) {
       throw new PluginLoadError(CoreErrorCodes.PLUGIN_NAME_CONFLICT, `Plugin "${name}" is listed twice in ${use.list}`, { plugin: name, list: use.list });
     }
@@ -374,6 +377,16 @@ async function buildPluginRuntime(options: PluginRuntimeOptions, workers: Resour
         { file, problems: unknown.map((n) => ({ path: 'tracker.enforce', value: n, expected: 'a loaded resource plugin' })) },
       );
     }
+  }
+
+  const misnamed = unusedPluginOptionsAfterLoad(config, loadedNames);
+  if (misnamed.length > 0) {
+    const file = config.configFile ?? '<config object>';
+    throw new ConfigError(
+      CoreErrorCodes.CONFIG_INVALID,
+      `Invalid config ${file}: ${misnamed.map((p) => `${p.path}: expected ${p.expected}`).join('; ')}`,
+      { file, problems: misnamed },
+    );
   }
 
   const owners = new Map<string, string>();

@@ -218,3 +218,20 @@ describe('factories and extra-spec keys', () => {
     expect(err.message).toBe('Extra-spec key "probe:level" is owned by two plugins: "probe" and "rival"');
   });
 });
+
+// A path or package ref is known by the name its definePlugin gives (docs/plugins.md), so
+// `plugins.<name>` of such a plugin is checked once it is loaded. Seen red with the check at
+// config time for every ref (the path's options `plugins.local` refused as a typo).
+describe('plugins.<name> of a path plugin', () => {
+  it('accepts the loaded plugin\u2019s own name and refuses a typo, naming the key', async () => {
+    const rt = await runtime({ tracker: { resources: ['./plugins/local.js'] }, plugins: { local: {} } }, { side: 'compute' });
+    expect(rt.resources.map((r) => r.name)).toEqual(['local']);
+    const err = await rejection(runtime({ tracker: { resources: ['./plugins/local.js'] }, plugins: { locl: {} } }, { side: 'compute' }), ConfigError);
+    expect(err.message).toContain('plugins.locl: expected options of a configured plugin; no plugin named "locl"');
+  });
+
+  it('gives no verdict while a ref of the other side is a path this process does not load', async () => {
+    const rt = await runtime({ tracker: { resources: ['fixture'] }, scheduler: { filters: ['./plugins/local.js'] }, plugins: { local: {} } }, { side: 'compute' });
+    expect(rt.resources.map((r) => r.name)).toEqual(['fixture']);
+  });
+});

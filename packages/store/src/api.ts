@@ -245,16 +245,68 @@ export interface Store {
   listResourceClasses(): Promise<string[]>;
   /** Create missing custom classes; a name that is neither standard nor CUSTOM_ is ERT_STORE_INVALID. */
   ensureResourceClasses(names: string[]): Promise<void>;
+  /**
+   * Create one custom class (Placement's POST /resource_classes, PUT at 1.7+): true when it
+   * was created, false when it already existed. Anything but `CUSTOM_[A-Z0-9_]+` (at most
+   * 255 characters) is ERT_STORE_INVALID.
+   */
+  createResourceClass(name: string): Promise<boolean>;
+  /**
+   * Rename a custom class (Placement's PUT /resource_classes/{name} before 1.7): inventories
+   * and allocations of `from` become `to`'s, in one transaction, and hosts whose providers
+   * have it are bumped. A standard `from` or a malformed `to` is ERT_STORE_INVALID, an unknown
+   * `from` ERT_STORE_NOT_FOUND, an existing `to` ERT_STORE_CONFLICT (details `duplicate: 'name'`).
+   * The class gets a new internal id (ids are never reused nor renamed, so every process's
+   * cache of id -> name stays right).
+   */
+  renameResourceClass(from: string, to: string): Promise<void>;
+  /**
+   * Delete a custom class (Placement's DELETE /resource_classes/{name}): a standard class is
+   * ERT_STORE_INVALID, an unknown one ERT_STORE_NOT_FOUND, one that an inventory still has
+   * ERT_STORE_IN_USE.
+   */
+  deleteResourceClass(name: string): Promise<void>;
+  /**
+   * Every trait the store records (created with `createTrait`, or by `setTraits`), sorted,
+   * each with whether a provider has it. Standard traits no provider ever had are not
+   * recorded: the API adds os-traits' list.
+   */
+  listTraits(): Promise<Array<{ name: string; associated: boolean }>>;
+  /** Record a trait (Placement's PUT /traits/{name}): true when created, false when it existed. Malformed: ERT_STORE_INVALID. */
+  createTrait(name: string): Promise<boolean>;
+  /**
+   * Delete a recorded trait (Placement's DELETE /traits/{name}): one a provider has is
+   * ERT_STORE_IN_USE, an unrecorded one ERT_STORE_NOT_FOUND. Only `CUSTOM_` traits can go
+   * (else ERT_STORE_INVALID).
+   */
+  deleteTrait(name: string): Promise<void>;
 
   /* providers */
+  /**
+   * A new provider at generation 0, its own root or under `parentUuid` (unknown parent:
+   * ERT_STORE_NOT_FOUND). A uuid or name another provider has is ERT_STORE_CONFLICT, details
+   * `duplicate: 'uuid' | 'name'`.
+   */
   createProvider(provider: NewProvider): Promise<ProviderRecord>;
   getProvider(uuid: string): Promise<ProviderRecord | undefined>;
   getProviderByName(name: string): Promise<ProviderRecord | undefined>;
   /** All providers, or the tree of one root. */
   listProviders(filter?: { rootUuid?: string }): Promise<ProviderRecord[]>;
   /**
-   * Refused (ERT_STORE_PROVIDER_IN_USE) while it has allocations, children or a host rooted
-   * on it; its inventories, traits and aggregate memberships go with it. Unknown: NOT_FOUND.
+   * Rename and/or re-parent a provider (Placement's PUT /resource_providers/{u}; which
+   * parent changes a microversion allows is the API's rule). `parentUuid: null` makes it a
+   * root, a uuid moves it (and its subtree, whose root follows) under that provider,
+   * undefined leaves the parent alone. Unknown provider or parent: ERT_STORE_NOT_FOUND; a name
+   * another provider has: ERT_STORE_CONFLICT (details `duplicate: 'name'`); a parent inside
+   * its own subtree, or a parent for the root of a host (the tracker owns hosts' roots):
+   * ERT_STORE_INVALID. The provider's generation is not bumped (as Placement); hosts of the
+   * trees it leaves and joins are.
+   */
+  updateProvider(uuid: string, changes: { name?: string; parentUuid?: string | null }): Promise<ProviderRecord>;
+  /**
+   * Refused (ERT_STORE_PROVIDER_IN_USE, details `reason`: 'children', 'allocations' or 'host',
+   * checked in that order) while it has children, allocations or a host rooted on it; its
+   * inventories, traits and aggregate memberships go with it. Unknown: NOT_FOUND.
    */
   deleteProvider(uuid: string): Promise<void>;
 
@@ -265,8 +317,16 @@ export interface Store {
    * usage, is refused (ERT_STORE_INVENTORY_IN_USE) and nothing is written.
    * Pass the generation read, or undefined to skip the check. Returns the new record.
    * Valid CUSTOM_ classes that do not exist yet are created. Every call bumps the generation.
+   * `options.allowOverCapacity` (Placement's rule, for the API): only removing a class that
+   * has allocations is refused; capacity below usage is written (the provider is then over
+   * capacity and takes no new allocation of that class).
    */
-  setInventories(uuid: string, generation: number | undefined, inventories: Record<ResourceClass, Inventory>): Promise<ProviderRecord>;
+  setInventories(
+    uuid: string,
+    generation: number | undefined,
+    inventories: Record<ResourceClass, Inventory>,
+    options?: { allowOverCapacity?: boolean },
+  ): Promise<ProviderRecord>;
   getUsages(uuid: string): Promise<Record<ResourceClass, number>>;
 
   getTraits(uuid: string): Promise<string[]>;

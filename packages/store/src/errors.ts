@@ -13,7 +13,10 @@ import { ErtError, isErtError } from '@ert/plugin-api';
  *   (details host, instance, unit or pool, holder / held, capacity). Not a lost race: the
  *   writer's view of the host is behind; re-read the host's instances and choose again.
  * - ERT_STORE_INVENTORY_IN_USE: removing or shrinking an inventory below its usage.
- * - ERT_STORE_PROVIDER_IN_USE: deleting a provider that has allocations or children.
+ * - ERT_STORE_PROVIDER_IN_USE: deleting a provider that has allocations or children
+ *   (details reason: 'children', 'allocations' or 'host').
+ * - ERT_STORE_IN_USE: deleting a resource class an inventory has, or a trait a provider has
+ *   (details resourceClass or trait).
  * - ERT_STORE_NOT_FOUND: a provider, host, consumer or instance that does not exist.
  * - ERT_STORE_INVALID: malformed input (bad class or trait name, invalid inventory,
  *   amount breaking min_unit / max_unit / step_size, duplicate entries).
@@ -39,6 +42,7 @@ export const STORE_ERROR_CODES = {
   assignmentTaken: 'ERT_STORE_ASSIGNMENT_TAKEN',
   inventoryInUse: 'ERT_STORE_INVENTORY_IN_USE',
   providerInUse: 'ERT_STORE_PROVIDER_IN_USE',
+  inUse: 'ERT_STORE_IN_USE',
   notFound: 'ERT_STORE_NOT_FOUND',
   invalid: 'ERT_STORE_INVALID',
   locked: 'ERT_STORE_LOCKED',

@@ -1,11 +1,11 @@
 /** Resource classes, providers, inventories, usages, traits and aggregates (Placement's provider model). */
-import { capacityOf, isValidResourceClass, type Inventory, type ResourceClass } from '@ert/plugin-api';
+import { STANDARD_RESOURCE_CLASSES, capacityOf, isCustomName, isValidResourceClass, isValidTraitName, type Inventory, type ResourceClass } from '@ert/plugin-api';
 import type { AggregateRecord, NewProvider, ProviderRecord } from './api.js';
 import type { StoreContext } from './context.js';
 import { InventoryInUseError, StoreConflictError, StoreError, isStoreError } from './errors.js';
 import { inventoryFromRow, inventoryToRow, providerRecordFromRow, type InventoryRow, type ProviderRow } from './rows.js';
-import { insertObjects, insertRows, type Db } from './sql.js';
-import { checkInventories, checkName, checkTraits, invalid } from './validate.js';
+import { chunks, insertObjects, insertRows, type Db } from './sql.js';
+import { checkInventories, checkName, checkTraits, invalid, notFound } from './validate.js';
 
 export async function listResourceClasses(ctx: StoreContext): Promise<string[]> {
   const rows: Array<{ name: string }> = await ctx.knex('resource_classes').select('name').orderBy('name');
@@ -21,6 +21,92 @@ export async function ensureResourceClasses(ctx: StoreContext, names: string[]):
   await ctx.write('ensureResourceClasses', (trx) => ctx.classIdsFor(trx, names));
 }
 
+const STANDARD_CLASS_SET: ReadonlySet<string> = new Set(STANDARD_RESOURCE_CLASSES);
+
+function checkCustomClass(name: unknown): asserts name is string {
+  if (typeof name !== 'string' || name.length > 255 || !isCustomName(name)) {
+    throw invalid(`${JSON.stringify(name)} is not a custom resource class (CUSTOM_[A-Z0-9_]+, at most 255 characters)`, { resourceClass: name });
+  }
+}
+
+async function classRow(trx: Db, name: string): Promise<{ id: number; name: string }> {
+  const row: { id: number; name: string } | undefined = await trx('resource_classes').where('name', name).first('id', 'name');
+  if (!row) throw notFound('resource class', name, { resourceClass: name });
+  return row;
+}
+
+export async function createResourceClass(ctx: StoreContext, name: string): Promise<boolean> {
+  checkCustomClass(name);
+  return ctx.write(`createResourceClass ${name}`, async (trx) => {
+    if (await trx('resource_classes').where('name', name).first('id')) return false;
+    await trx('resource_classes').insert({ name });
+    return true;
+  });
+}
+
+export async function renameResourceClass(ctx: StoreContext, from: string, to: string): Promise<void> {
+  if (STANDARD_CLASS_SET.has(from)) throw invalid(`${from} is a standard resource class: it cannot be renamed`, { resourceClass: from });
+  checkCustomClass(to);
+  await ctx.write(`renameResourceClass ${from}`, async (trx) => {
+    const old = await classRow(trx, from);
+    if (from === to) return;
+    if (await trx('resource_classes').where('name', to).first('id')) {
+      throw new StoreConflictError('ERT_STORE_CONFLICT', `resource class ${to} already exists`, { resourceClass: to, duplicate: 'name' });
+    }
+    // A new id for the new name: a class id's name never changes, so caches of id -> name
+    // (every process has one) stay right; `from` disappears.
+    const [inserted] = await trx('resource_classes').insert({ name: to }).returning('id');
+    const id = (inserted as { id: number }).id;
+    const providerIds = (await trx('inventories').where('resource_class_id', old.id).select('provider_id')).map((r: { provider_id: number }) => r.provider_id);
+    await trx('inventories').where('resource_class_id', old.id).update({ resource_class_id: id });
+    await trx('allocations').where('resource_class_id', old.id).update({ resource_class_id: id });
+    await trx('resource_classes').where('id', old.id).delete();
+    await ctx.bumpHostsOf(trx, providerIds);
+    ctx.classIds.delete(from);
+    ctx.rememberClass(id, to);
+  });
+}
+
+export async function deleteResourceClass(ctx: StoreContext, name: string): Promise<void> {
+  if (STANDARD_CLASS_SET.has(name)) throw invalid(`${name} is a standard resource class: it cannot be deleted`, { resourceClass: name });
+  await ctx.write(`deleteResourceClass ${name}`, async (trx) => {
+    const row = await classRow(trx, name);
+    const used = (await trx('inventories').where('resource_class_id', row.id).first('provider_id')) ?? (await trx('allocations').where('resource_class_id', row.id).first('provider_id'));
+    if (used) throw new StoreError('ERT_STORE_IN_USE', `resource class ${name} is in use by an inventory`, { resourceClass: name });
+    await trx('resource_classes').where('id', row.id).delete();
+    ctx.classIds.delete(name);
+  });
+}
+
+export async function listTraits(ctx: StoreContext): Promise<Array<{ name: string; associated: boolean }>> {
+  const rows: Array<{ name: string; associated: number | string | boolean }> = await ctx
+    .knex('traits as t')
+    .select('t.name', ctx.knex.raw('exists (select 1 from provider_traits pt where pt.trait_id = t.id) as associated'))
+    .orderBy('t.name');
+  return rows.map((r) => ({ name: r.name, associated: r.associated === true || Number(r.associated) === 1 }));
+}
+
+export async function createTrait(ctx: StoreContext, name: string): Promise<boolean> {
+  if (typeof name !== 'string' || !isValidTraitName(name)) throw invalid(`${JSON.stringify(name)} is not a valid trait name`, { trait: name });
+  return ctx.write(`createTrait ${name}`, async (trx) => {
+    if (await trx('traits').where('name', name).first('id')) return false;
+    await trx('traits').insert({ name });
+    return true;
+  });
+}
+
+export async function deleteTrait(ctx: StoreContext, name: string): Promise<void> {
+  await ctx.write(`deleteTrait ${name}`, async (trx) => {
+    const row: { id: number } | undefined = await trx('traits').where('name', name).first('id');
+    if (!row) throw notFound('trait', name, { trait: name });
+    if (!isCustomName(name)) throw invalid(`${name} is a standard trait: it cannot be deleted`, { trait: name });
+    if (await trx('provider_traits').where('trait_id', row.id).first('provider_id')) {
+      throw new StoreError('ERT_STORE_IN_USE', `trait ${name} is in use by a resource provider`, { trait: name });
+    }
+    await trx('traits').where('id', row.id).delete();
+  });
+}
+
 export async function createProvider(ctx: StoreContext, provider: NewProvider): Promise<ProviderRecord> {
   checkName('uuid', provider.uuid, 36);
   checkName('name', provider.name, 200);
@@ -29,9 +115,11 @@ export async function createProvider(ctx: StoreContext, provider: NewProvider): 
     if (provider.parentUuid !== undefined) parent = await ctx.providerRow(trx, provider.parentUuid);
     const existing = await trx('providers').select('uuid', 'name').where('uuid', provider.uuid).orWhere('name', provider.name).first();
     if (existing) {
-      throw new StoreConflictError('ERT_STORE_CONFLICT', `provider ${existing.uuid === provider.uuid ? provider.uuid : provider.name} already exists`, {
+      const duplicate = existing.uuid === provider.uuid ? 'uuid' : 'name';
+      throw new StoreConflictError('ERT_STORE_CONFLICT', `provider ${duplicate === 'uuid' ? provider.uuid : provider.name} already exists`, {
         provider: provider.uuid,
         name: provider.name,
+        duplicate,
       });
     }
     const [inserted] = await trx('providers')
@@ -64,15 +152,57 @@ export async function listProviders(ctx: StoreContext, filter: { rootUuid?: stri
   return rows.map((row) => providerRecordFromRow(row));
 }
 
+export async function updateProvider(ctx: StoreContext, uuid: string, changes: { name?: string; parentUuid?: string | null }): Promise<ProviderRecord> {
+  if (changes.name !== undefined) checkName('name', changes.name, 200);
+  if (changes.parentUuid !== undefined && changes.parentUuid !== null) checkName('parentUuid', changes.parentUuid, 36);
+  return ctx.write(`updateProvider ${uuid}`, async (trx) => {
+    const row = await ctx.providerRow(trx, uuid);
+    if (changes.name !== undefined && changes.name !== row.name) {
+      const clash: { uuid: string } | undefined = await trx('providers').where('name', changes.name).first('uuid');
+      if (clash) {
+        throw new StoreConflictError('ERT_STORE_CONFLICT', `provider name ${changes.name} is taken by ${clash.uuid}`, { provider: uuid, name: changes.name, duplicate: 'name' });
+      }
+      await trx('providers').where('id', row.id).update({ name: changes.name });
+    }
+    if (changes.parentUuid !== undefined) {
+      const parent = changes.parentUuid === null ? undefined : await ctx.providerRow(trx, changes.parentUuid);
+      if ((parent?.id ?? null) !== (row.parent_id ?? null)) {
+        const host: { name: string } | undefined = await trx('hosts').where('root_provider_id', row.id).first('name');
+        if (host && parent) throw invalid(`provider ${row.name} (${uuid}) is the root of host ${host.name}: it cannot get a parent`, { provider: uuid, host: host.name });
+        // The subtree: the tree's providers below this one (and itself).
+        const tree: Array<{ id: number; parent_id: number | null }> = await trx('providers').where('root_id', row.root_id).select('id', 'parent_id');
+        const subtree = new Set([row.id]);
+        for (let grew = true; grew; ) {
+          grew = false;
+          for (const p of tree) {
+            if (p.parent_id !== null && subtree.has(p.parent_id) && !subtree.has(p.id)) {
+              subtree.add(p.id);
+              grew = true;
+            }
+          }
+        }
+        if (parent && subtree.has(parent.id)) {
+          throw invalid(`provider ${row.name} (${uuid}) cannot move under ${parent.name} (${parent.uuid}), which is in its own subtree`, { provider: uuid, parent: parent.uuid });
+        }
+        await ctx.bumpHostsOf(trx, [row.id]);
+        await trx('providers').where('id', row.id).update({ parent_id: parent?.id ?? null });
+        for (const part of chunks([...subtree], 500)) await trx('providers').whereIn('id', part).update({ root_id: parent ? parent.root_id : row.id });
+        await ctx.bumpHostsOf(trx, [row.id]);
+      }
+    }
+    return ctx.providerRecord(trx, uuid);
+  });
+}
+
 export async function deleteProvider(ctx: StoreContext, uuid: string): Promise<void> {
   await ctx.write(`deleteProvider ${uuid}`, async (trx) => {
     const row = await ctx.providerRow(trx, uuid);
-    const inUse = (reason: string) =>
-      new StoreError('ERT_STORE_PROVIDER_IN_USE', `provider ${row.name} (${uuid}) cannot be deleted: ${reason}`, { provider: uuid, providerName: row.name });
-    if (await trx('providers').where('parent_id', row.id).first('id')) throw inUse('it has child providers');
-    if (await trx('allocations').where('provider_id', row.id).first('id')) throw inUse('it has allocations');
+    const inUse = (why: 'children' | 'allocations' | 'host', text: string) =>
+      new StoreError('ERT_STORE_PROVIDER_IN_USE', `provider ${row.name} (${uuid}) cannot be deleted: ${text}`, { provider: uuid, providerName: row.name, reason: why });
+    if (await trx('providers').where('parent_id', row.id).first('id')) throw inUse('children', 'it has child providers');
+    if (await trx('allocations').where('provider_id', row.id).first('id')) throw inUse('allocations', 'it has allocations');
     const host = await trx('hosts').where('root_provider_id', row.id).first('name');
-    if (host) throw inUse(`host ${host.name} is rooted on it`);
+    if (host) throw inUse('host', `host ${host.name} is rooted on it`);
     await ctx.bumpHostsOf(trx, [row.id]);
     await trx('providers').where('id', row.id).delete();
   });
@@ -89,7 +219,13 @@ export async function getInventories(ctx: StoreContext, uuid: string): Promise<{
   });
 }
 
-export async function setInventories(ctx: StoreContext, uuid: string, generation: number | undefined, inventories: Record<ResourceClass, Inventory>): Promise<ProviderRecord> {
+export async function setInventories(
+  ctx: StoreContext,
+  uuid: string,
+  generation: number | undefined,
+  inventories: Record<ResourceClass, Inventory>,
+  options: { allowOverCapacity?: boolean } = {},
+): Promise<ProviderRecord> {
   try {
     checkInventories(uuid, inventories);
   } catch (err) {
@@ -102,12 +238,15 @@ export async function setInventories(ctx: StoreContext, uuid: string, generation
     `setInventories ${uuid}`,
     async (trx) => {
       const row = await ctx.bumpProviderGeneration(trx, uuid, generation);
+      // Looked up afresh: another process may have deleted or renamed a class this one cached.
+      for (const name of Object.keys(inventories)) ctx.classIds.delete(name);
       const classIds = await ctx.classIdsFor(trx, Object.keys(inventories));
       const usages = await usagesOf(ctx, trx, row.id);
       for (const [resourceClass, used] of Object.entries(usages)) {
         const inv = inventories[resourceClass];
         const capacity = inv ? capacityOf(inv) : 0;
-        if (used > capacity) throw new InventoryInUseError({ provider: uuid, providerName: row.name, resourceClass, used, capacity });
+        if (used > 0 && !inv) throw new InventoryInUseError({ provider: uuid, providerName: row.name, resourceClass, used, capacity });
+        if (used > capacity && !options.allowOverCapacity) throw new InventoryInUseError({ provider: uuid, providerName: row.name, resourceClass, used, capacity });
       }
       await trx('inventories').where('provider_id', row.id).delete();
       const rows = Object.entries(inventories).map(([rc, inv]) => inventoryToRow(row.id, classIds.get(rc)!, inv));

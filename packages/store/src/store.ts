@@ -134,13 +134,21 @@ export class KnexStore implements Store {
 
   listResourceClasses = () => providers.listResourceClasses(this.ctx);
   ensureResourceClasses = (names: string[]) => providers.ensureResourceClasses(this.ctx, names);
+  createResourceClass = (name: string) => providers.createResourceClass(this.ctx, name);
+  renameResourceClass = (from: string, to: string) => providers.renameResourceClass(this.ctx, from, to);
+  deleteResourceClass = (name: string) => providers.deleteResourceClass(this.ctx, name);
+  listTraits = () => providers.listTraits(this.ctx);
+  createTrait = (name: string) => providers.createTrait(this.ctx, name);
+  deleteTrait = (name: string) => providers.deleteTrait(this.ctx, name);
+  updateProvider = (uuid: string, changes: { name?: string; parentUuid?: string | null }) => providers.updateProvider(this.ctx, uuid, changes);
   createProvider = (provider: NewProvider) => providers.createProvider(this.ctx, provider);
   getProvider = (uuid: string) => providers.getProvider(this.ctx, uuid);
   getProviderByName = (name: string) => providers.getProviderByName(this.ctx, name);
   listProviders = (filter?: { rootUuid?: string }) => providers.listProviders(this.ctx, filter);
   deleteProvider = (uuid: string) => providers.deleteProvider(this.ctx, uuid);
   getInventories = (uuid: string) => providers.getInventories(this.ctx, uuid);
-  setInventories = (uuid: string, generation: number | undefined, inventories: Record<ResourceClass, Inventory>) => providers.setInventories(this.ctx, uuid, generation, inventories);
+  setInventories = (uuid: string, generation: number | undefined, inventories: Record<ResourceClass, Inventory>, options?: { allowOverCapacity?: boolean }) =>
+    providers.setInventories(this.ctx, uuid, generation, inventories, options);
   getUsages = (uuid: string) => providers.getUsages(this.ctx, uuid);
   getTraits = (uuid: string) => providers.getTraits(this.ctx, uuid);
   setTraits = (uuid: string, generation: number | undefined, traits: string[]) => providers.setTraits(this.ctx, uuid, generation, traits);

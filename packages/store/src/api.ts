@@ -380,6 +380,12 @@ export interface Store {
   writeStats(host: string, plugin: string, schemaVersion: number, data: JsonValue): Promise<void>;
   /** Every plugin's stats of a host, by plugin name. Unknown host: NOT_FOUND. */
   readStats(host: string): Promise<Record<string, StatsRecord>>;
+  /**
+   * Remove one plugin's stats of a host (they expired: the plugin is unavailable, its stats
+   * failed, or it is no longer configured). Bumps the host generation when a record went, so
+   * schedulers consume the host again without them. Returns whether one existed. Unknown host: NOT_FOUND.
+   */
+  deleteStats(host: string, plugin: string): Promise<boolean>;
 
   /* instances */
   /**

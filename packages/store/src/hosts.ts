@@ -88,6 +88,15 @@ export async function readStats(ctx: StoreContext, host: string): Promise<Record
   });
 }
 
+export async function deleteStats(ctx: StoreContext, host: string, plugin: string): Promise<boolean> {
+  return ctx.write(`deleteStats ${host} ${plugin}`, async (trx) => {
+    const row = await ctx.hostRow(trx, host);
+    const deleted = await trx('host_stats').where({ host_id: row.id, plugin }).delete();
+    if (deleted > 0) await trx('hosts').where('id', row.id).increment('generation', 1);
+    return deleted > 0;
+  });
+}
+
 export async function importHosts(ctx: StoreContext, hosts: HostImport[]): Promise<void> {
   validateImport(hosts);
   for (const batch of chunks(hosts, IMPORT_BATCH)) {

@@ -167,6 +167,7 @@ export class KnexStore implements Store {
   markStaleHosts = (before: number) => hosts.markStaleHosts(this.ctx, before);
   writeStats = (host: string, plugin: string, schemaVersion: number, data: JsonValue) => hosts.writeStats(this.ctx, host, plugin, schemaVersion, data);
   readStats = (host: string) => hosts.readStats(this.ctx, host);
+  deleteStats = (host: string, plugin: string) => hosts.deleteStats(this.ctx, host, plugin);
   importHosts = (list: HostImport[]) => hosts.importHosts(this.ctx, list);
 
   upsertInstance = (instance: InstanceRecord) => instances.upsertInstance(this.ctx, instance);

@@ -604,7 +604,7 @@ class HostTracker implements Tracker {
     }
   }
 
-  private async writeStats(store: Store, reports: Map<string, { stats?: { schemaVersion: number; data: JsonValue } }>, changes: string[]): Promise<void> {
+  private async writeStats(store: Store, reports: Map<string, { stats?: { schemaVersion: number; data: JsonValue }; statsProblem?: Problem }>, changes: string[]): Promise<void> {
     const current = await store.readStats(this.hostName);
     for (const [plugin, { stats }] of reports) {
       if (!stats) continue;
@@ -613,6 +613,19 @@ class HostTracker implements Tracker {
       await store.writeStats(this.hostName, plugin, stats.schemaVersion, stats.data);
       changes.push(`stats of ${plugin}`);
     }
+    // Stats this round did not renew (the plugin is unavailable, its stats failed, or it is not
+    // configured any more) expire: a scheduler must not place by what the host no longer says.
+    for (const plugin of Object.keys(current)) {
+      if (reports.get(plugin)?.stats !== undefined) continue;
+      if (await store.deleteStats(this.hostName, plugin)) changes.push(`stats of ${plugin} expired (${this.statsGoneReason(plugin, reports)})`);
+    }
+  }
+
+  private statsGoneReason(plugin: string, reports: Map<string, { statsProblem?: Problem }>): string {
+    const problem = reports.get(plugin)?.statsProblem;
+    if (problem) return `its stats failed: ${problem.message}`;
+    if (!this.resources.some((r) => r.name === plugin)) return 'the plugin is not configured';
+    return this.available.has(plugin) ? 'the plugin reports no stats' : 'the plugin is unavailable';
   }
 
   private async withRetries(fn: () => Promise<void>): Promise<void> {

@@ -138,7 +138,10 @@ describe.each(BACKENDS)('tracker on %s', (backend) => {
       expect(Object.keys(await store.readStats('host1'))).toEqual(['cpu']);
     });
 
-    it('refuses stats that fail their schema, keeps the last valid ones, and writes the other plugins\u2019 stats', async () => {
+    // Issue 11, point 15: stats the tracker cannot renew expire (a scheduler must not place by
+    // what the host no longer says). Seen red with the expiry loop removed from writeStats (the
+    // last valid stats stayed).
+    it('refuses stats that fail their schema, expires the last ones, and writes the other plugins\u2019 stats', async () => {
       const store = await bench.openStore(bench.storeOptions());
       const faults: Record<string, string> = {};
       const cpu = counting({ name: 'cpu', resourceClass: 'VCPU', total: 8, faults });
@@ -150,8 +153,30 @@ describe.each(BACKENDS)('tracker on %s', (backend) => {
       expect(report.problems).toEqual([expect.objectContaining({ code: 'ERT_PLUGIN_STATS_INVALID', plugin: 'cpu' })]);
       expect(report.discovery.plugins[0]!.statsProblem?.code).toBe('ERT_PLUGIN_STATS_INVALID');
       const stats = await store.readStats('host1');
-      expect(stats['cpu']!.data).toEqual({ used: 1, instances: [r.instance.uuid] });
+      expect(stats['cpu']).toBeUndefined();
+      expect(report.changes).toEqual([expect.stringMatching(/^stats of cpu expired \(its stats failed: .*stats/)]);
       expect(stats['mem']!.data).toEqual({ used: 512, instances: [r.instance.uuid] });
+      // Valid again: written again.
+      delete faults['stats'];
+      expect((await tracker.sync()).changes).toEqual(['stats of cpu']);
+      expect((await store.readStats('host1'))['cpu']!.data).toEqual({ used: 1, instances: [r.instance.uuid] });
+    });
+
+    it('expires the stats of a plugin that became unavailable, naming why, and bumps the host for schedulers', async () => {
+      const store = await bench.openStore(bench.storeOptions());
+      const faults: Record<string, string> = {};
+      const mem = counting({ name: 'mem', resourceClass: 'MEMORY_MB', total: 4096, faults });
+      const tracker = await bench.tracker(bench.config({ store: bench.storeOptions(), resources: [counting({ name: 'cpu', resourceClass: 'VCPU', total: 8 }), mem] }), store);
+      await tracker.sync();
+      expect(Object.keys(await store.readStats('host1')).sort()).toEqual(['cpu', 'mem']);
+      const before = (await store.getHost('host1'))!.generation;
+      faults['discover'] = 'unavailable';
+      const report = await tracker.sync();
+      expect(report.changes).toContain('stats of mem expired (the plugin is unavailable)');
+      expect(Object.keys(await store.readStats('host1'))).toEqual(['cpu']);
+      expect((await store.getHost('host1'))!.generation).toBeGreaterThan(before);
+      // Nothing left to expire: the next sync changes nothing.
+      expect((await tracker.sync()).changes).toEqual([]);
     });
 
     it('refuses to start when two plugins report the same class on one provider, naming both', async () => {
@@ -729,7 +754,7 @@ providers:
     it.each([
       ['throws', 'throw', 'ERT_PLUGIN_HOOK_FAILED'],
       ['hangs', 'hang', 'ERT_PLUGIN_HOOK_TIMEOUT'],
-    ])('a plugin whose stats hook %s is reported; its last stats stay and the others are written', async (_label, fault, code) => {
+    ])('a plugin whose stats hook %s is reported; its last stats (now wrong: used 0) expire and the others are written', async (_label, fault, code) => {
       const faults: Record<string, string> = {};
       const { store, tracker } = await started([counting({ name: 'cpu', resourceClass: 'VCPU', total: 8, faults }), counting({ name: 'mem', resourceClass: 'MEMORY_MB', total: 4096 })]);
       faults['stats'] = fault;
@@ -737,7 +762,7 @@ providers:
       const claimed = ok(await tracker.claim(req));
       expect(claimed.problems).toEqual([expect.objectContaining({ code, plugin: 'cpu', hook: 'stats' })]);
       const stats = await store.readStats('host1');
-      expect(stats['cpu']!.data).toEqual({ used: 0, instances: [] });
+      expect(stats['cpu']).toBeUndefined();
       expect(stats['mem']!.data).toEqual({ used: 256, instances: [req.uuid] });
     });
 

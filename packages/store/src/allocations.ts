@@ -2,13 +2,14 @@
  * Allocations and consumers: `writeAllocations` with write-combining (calls in flight committed
  * together, each checked and answered on its own), the claim transaction, and reads.
  */
-import type { Allocation, AllocationWrite, AllocationWriteResult, InstanceRecord } from './api.js';
+import type { Allocation, AllocationWrite, AllocationWriteResult, ConsumerRecord, InstanceRecord, ReshapeInventory } from './api.js';
 import type { StoreContext } from './context.js';
-import { StoreConflictError, StoreError, isStoreError } from './errors.js';
+import { InventoryInUseError, StoreConflictError, StoreError, isStoreError } from './errors.js';
 import { anyHolds, holdsOf } from './holds.js';
-import { inventoryFromRow, type InventoryRow } from './rows.js';
-import { chunks, inChunks, insertRows, type Trx } from './sql.js';
-import { checkFits, checkName, notFound, validateWrites } from './validate.js';
+import { inventoryFromRow, inventoryToRow, type InventoryRow } from './rows.js';
+import { chunks, inChunks, insertObjects, insertRows, type Trx } from './sql.js';
+import { checkFits, checkInventories, checkName, invalid, notFound, validateWrites } from './validate.js';
+import { usagesOf } from './providers.js';
 import { holdLedger, upsertInstancesIn } from './instances.js';
 
 /** Most writeAllocations calls combined in one transaction. */
@@ -174,9 +175,11 @@ export class AllocationWriter {
               ? null
               : {
                   id: current?.id,
-                  generation: current ? current.generation + 1 : 0,
+                  // Placement's count: a consumer is created at 0 and its first write bumps it.
+                  generation: current ? current.generation + 1 : 1,
                   projectId: write.consumer.projectId,
                   userId: write.consumer.userId,
+                  consumerType: write.consumer.consumerType ?? current?.consumerType ?? null,
                   allocations,
                 },
           );
@@ -277,12 +280,12 @@ export class AllocationWriter {
 
   /** Consumers by uuid with their allocations (`provider:class` -> amount); `lock` locks the rows (PostgreSQL). */
   private async readConsumers(trx: Trx, uuids: string[], lock: boolean): Promise<Map<string, ConsumerState>> {
-    const rows: Array<{ id: number; uuid: string; generation: number; project_id: string; user_id: string; provider_id: number | null; resource_class_id: number | null; used: number | null }> =
+    const rows: Array<{ id: number; uuid: string; generation: number; project_id: string; user_id: string; consumer_type: string | null; provider_id: number | null; resource_class_id: number | null; used: number | null }> =
       await inChunks(uuids, (part) => {
         const query = trx('consumers as c')
           .leftJoin('allocations as a', 'a.consumer_id', 'c.id')
           .whereIn('c.uuid', part)
-          .select('c.id', 'c.uuid', 'c.generation', 'c.project_id', 'c.user_id', 'a.provider_id', 'a.resource_class_id', 'a.used')
+          .select('c.id', 'c.uuid', 'c.generation', 'c.project_id', 'c.user_id', 'c.consumer_type', 'a.provider_id', 'a.resource_class_id', 'a.used')
           .orderBy('c.id');
         if (lock) query.forUpdate('c');
         return query;
@@ -291,7 +294,7 @@ export class AllocationWriter {
     for (const row of rows) {
       let state = out.get(row.uuid);
       if (!state) {
-        state = { id: row.id, generation: row.generation, projectId: row.project_id, userId: row.user_id, allocations: new Map() };
+        state = { id: row.id, generation: row.generation, projectId: row.project_id, userId: row.user_id, consumerType: row.consumer_type, allocations: new Map() };
         out.set(row.uuid, state);
       }
       if (row.provider_id !== null && row.resource_class_id !== null) state.allocations.set(allocationKey(row.provider_id, row.resource_class_id), row.used ?? 0);
@@ -310,15 +313,15 @@ export class AllocationWriter {
     for (const [uuid, state] of kept) {
       const id = before.get(uuid)?.id;
       if (id === undefined) continue;
-      await trx('consumers').where('id', id).update({ generation: state.generation, project_id: state.projectId, user_id: state.userId });
+      await trx('consumers').where('id', id).update({ generation: state.generation, project_id: state.projectId, user_id: state.userId, consumer_type: state.consumerType });
       ids.set(uuid, id);
     }
     const created = kept.filter(([uuid]) => !ids.has(uuid));
     const rows = await insertRows(
       trx,
       'consumers',
-      ['uuid', 'project_id', 'user_id', 'generation'],
-      created.map(([uuid, s]) => [uuid, s.projectId, s.userId, s.generation]),
+      ['uuid', 'project_id', 'user_id', 'generation', 'consumer_type'],
+      created.map(([uuid, s]) => [uuid, s.projectId, s.userId, s.generation, s.consumerType]),
       { returning: ['id', 'uuid'] },
     );
     for (const row of rows as Array<{ id: number; uuid: string }>) ids.set(row.uuid, row.id);
@@ -347,6 +350,92 @@ export class AllocationWriter {
     });
   }
 
+  async getConsumer(consumerUuid: string): Promise<ConsumerRecord | undefined> {
+    return (await this.consumersWhere({ uuid: consumerUuid }))[0];
+  }
+
+  listConsumers(filter: { providerUuid?: string; projectId?: string; userId?: string } = {}): Promise<ConsumerRecord[]> {
+    return this.consumersWhere(filter);
+  }
+
+  private async consumersWhere(filter: { uuid?: string; providerUuid?: string; projectId?: string; userId?: string }): Promise<ConsumerRecord[]> {
+    return this.ctx.read(async (trx) => {
+      const query = trx('consumers as c')
+        .join('allocations as a', 'a.consumer_id', 'c.id')
+        .join('providers as p', 'p.id', 'a.provider_id')
+        .select('c.uuid', 'c.generation', 'c.project_id', 'c.user_id', 'c.consumer_type', 'p.uuid as provider_uuid', 'a.resource_class_id', 'a.used')
+        .orderBy(['c.uuid', 'p.uuid', 'a.resource_class_id']);
+      if (filter.uuid !== undefined) query.where('c.uuid', filter.uuid);
+      if (filter.projectId !== undefined) query.where('c.project_id', filter.projectId);
+      if (filter.userId !== undefined) query.where('c.user_id', filter.userId);
+      if (filter.providerUuid !== undefined) {
+        query.whereIn('c.id', trx('allocations as a2').join('providers as p2', 'p2.id', 'a2.provider_id').where('p2.uuid', filter.providerUuid).select('a2.consumer_id'));
+      }
+      const rows: Array<{ uuid: string; generation: number; project_id: string; user_id: string; consumer_type: string | null; provider_uuid: string; resource_class_id: number; used: number }> = await query;
+      await this.ctx.loadClassNames(trx, rows.map((r) => r.resource_class_id));
+      const out: ConsumerRecord[] = [];
+      for (const r of rows) {
+        let last = out.at(-1);
+        if (last?.uuid !== r.uuid) {
+          last = { uuid: r.uuid, generation: r.generation, projectId: r.project_id, userId: r.user_id, consumerType: r.consumer_type, allocations: [] };
+          out.push(last);
+        }
+        last.allocations.push({ providerUuid: r.provider_uuid, resourceClass: this.ctx.classNames.get(r.resource_class_id)!, amount: Number(r.used) });
+      }
+      return out;
+    });
+  }
+
+  /**
+   * Placement's reshaper in one transaction: the providers named locked (PostgreSQL: in id
+   * order, as claims lock them), each provider's generation checked and bumped, its
+   * inventories set to the union of the old and the new (Placement's interim step), the
+   * allocations written as one `writeAllocations` call, then the inventories set to the new
+   * ones, refusing to remove a class still in use.
+   */
+  async reshape(inventories: ReshapeInventory[], writes: AllocationWrite[]): Promise<void> {
+    validateWrites(writes);
+    const seen = new Set<string>();
+    for (const r of inventories) {
+      checkName('provider', r.providerUuid, 36);
+      if (seen.has(r.providerUuid)) throw invalid(`reshape: provider ${r.providerUuid} is listed twice`, { provider: r.providerUuid });
+      seen.add(r.providerUuid);
+      checkInventories(r.providerUuid, r.inventories);
+    }
+    if (this.ctx.closed) throw new StoreError('ERT_STORE_INVALID', 'reshape: the store is closed');
+    await this.ctx.write('reshape', async (trx) => {
+      if (this.ctx.client === 'pg') {
+        const uuids = [...new Set([...inventories.map((r) => r.providerUuid), ...writes.flatMap((w) => w.allocations.map((a) => a.providerUuid))])];
+        await inChunks(uuids, (part) => trx('providers').select('id').whereIn('uuid', part).orderBy('id').forUpdate());
+      }
+      const rows: Array<{ id: number; uuid: string; name: string; inventories: ReshapeInventory['inventories']; classIds: Map<string, number> }> = [];
+      for (const r of inventories) {
+        const row = await this.ctx.bumpProviderGeneration(trx, r.providerUuid, r.generation);
+        const classIds = await this.ctx.classIdsFor(trx, Object.keys(r.inventories));
+        // Interim: the new inventories, and the old ones of the classes the new set drops.
+        const newIds = [...classIds.values()];
+        if (newIds.length > 0) await trx('inventories').where('provider_id', row.id).whereIn('resource_class_id', newIds).delete();
+        await insertObjects(trx, 'inventories', Object.entries(r.inventories).map(([rc, inv]) => inventoryToRow(row.id, classIds.get(rc)!, inv)));
+        rows.push({ id: row.id, uuid: r.providerUuid, name: row.name, inventories: r.inventories, classIds });
+      }
+      if (writes.length > 0) {
+        const [outcome] = await this.applyAllocationCalls(trx, [writes]);
+        if (outcome && 'error' in outcome) throw outcome.error;
+      }
+      for (const row of rows) {
+        const usages = await usagesOf(this.ctx, trx, row.id);
+        for (const [resourceClass, used] of Object.entries(usages)) {
+          if (used > 0 && row.inventories[resourceClass] === undefined) {
+            throw new InventoryInUseError({ provider: row.uuid, providerName: row.name, resourceClass, used, capacity: 0 });
+          }
+        }
+        await trx('inventories').where('provider_id', row.id).delete();
+        await insertObjects(trx, 'inventories', Object.entries(row.inventories).map(([rc, inv]) => inventoryToRow(row.id, row.classIds.get(rc)!, inv)));
+      }
+      await this.ctx.bumpHostsOf(trx, rows.map((r) => r.id));
+    });
+  }
+
   async deleteAllocations(consumerUuid: string): Promise<void> {
     checkName('consumer', consumerUuid, 36);
     await this.writeAllocations([{ consumer: { uuid: consumerUuid, projectId: '', userId: '' }, allocations: [] }]);
@@ -368,6 +457,7 @@ interface ConsumerState {
   generation: number;
   projectId: string;
   userId: string;
+  consumerType: string | null;
   allocations: Map<string, number>;
 }
 

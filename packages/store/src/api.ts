@@ -68,6 +68,33 @@ export interface ConsumerRef {
    * skips the check (trusted internal callers only, e.g. the tracker re-adopting).
    */
   generation?: number | null;
+  /**
+   * Placement's `consumer_type` (1.38, `^[A-Z0-9_]+$`): set when given; undefined keeps the
+   * consumer's current type (none for a new consumer: read back as null).
+   */
+  consumerType?: string;
+}
+
+/** A consumer as stored: Placement's consumer record with its allocations. */
+export interface ConsumerRecord {
+  uuid: string;
+  /** 1 after the consumer's first write, +1 per write (Placement's count). */
+  generation: number;
+  projectId: string;
+  userId: string;
+  /** The type last written (`ConsumerRef.consumerType`), null when none was. */
+  consumerType: string | null;
+  allocations: Allocation[];
+}
+
+/**
+ * One provider's inventories in a `reshape`: the whole new set (Placement's PUT
+ * inventories), checked against the generation the caller read.
+ */
+export interface ReshapeInventory {
+  providerUuid: string;
+  generation: number;
+  inventories: Record<ResourceClass, Inventory>;
 }
 
 /**
@@ -347,8 +374,9 @@ export interface Store {
    * excludes the consumer's own current allocations; a class the provider has no inventory
    * of is ERT_STORE_CAPACITY_EXCEEDED with free 0; an amount breaking min_unit, max_unit or
    * step_size is ERT_STORE_INVALID; an unknown provider, or an instance on an unknown host,
-   * is ERT_STORE_NOT_FOUND. A new consumer starts at generation 0 and each write increments
-   * it; empty `allocations` delete the consumer. Instance records written (`instance`) and
+   * is ERT_STORE_NOT_FOUND. A consumer's first write leaves it at generation 1 and each
+   * write increments it (Placement's count: created at 0, bumped by the write); empty
+   * `allocations` delete the consumer. Instance records written (`instance`) and
    * removed (`removeInstance`) are part of the same transaction: a call's allocations and
    * records are all written or none is, even if the process dies. Calls made while another is in flight
    * may be committed in one transaction, each checked on its own: one call's failure
@@ -358,7 +386,27 @@ export interface Store {
    * counting its own claims) can record the new generation instead of reloading the host.
    */
   writeAllocations(writes: AllocationWrite[]): Promise<AllocationWriteResult>;
+  /** A consumer's allocations and generation (null, with no allocations, when it holds nothing). */
   getAllocations(consumerUuid: string): Promise<{ generation: number | null; allocations: Allocation[] }>;
+  /** A consumer holding allocations, with its project, user and type; undefined when it holds nothing. */
+  getConsumer(consumerUuid: string): Promise<ConsumerRecord | undefined>;
+  /**
+   * Every consumer holding allocations, with them, in one consistent read, sorted by uuid;
+   * only those holding something on `providerUuid`, or of `projectId` (and `userId`), when
+   * given (Placement's `GET /resource_providers/{u}/allocations` and `GET /usages`).
+   */
+  listConsumers(filter?: { providerUuid?: string; projectId?: string; userId?: string }): Promise<ConsumerRecord[]>;
+  /**
+   * Placement's reshaper (`POST /reshaper`): in one transaction, replace the inventories of
+   * several providers and the allocations of several consumers, as one change. Each
+   * provider's generation must be the one given (else ERT_STORE_PROVIDER_GENERATION_CONFLICT;
+   * unknown: ERT_STORE_NOT_FOUND). The allocations are checked, as `writeAllocations`, against
+   * the union of old and new inventories; then the new inventories are set, and a class
+   * removed while allocations remain on it is ERT_STORE_INVENTORY_IN_USE (capacity shrunk
+   * below usage is allowed, as Placement allows it). Provider, consumer and host generations
+   * are bumped. On any error nothing is written.
+   */
+  reshape(inventories: ReshapeInventory[], writes: AllocationWrite[]): Promise<void>;
   /** Remove a consumer's allocations (and the consumer), without a generation check. Unknown consumers are a no-op. */
   deleteAllocations(consumerUuid: string): Promise<void>;
 

@@ -247,6 +247,20 @@ const instanceHolds: Migration = {
   },
 };
 
+/** 0007: a consumer's type (Placement 1.38's `consumer_type`); null for consumers written without one. */
+const consumerType: Migration = {
+  async up(knex) {
+    await knex.schema.alterTable('consumers', (t) => {
+      t.string('consumer_type', 255).nullable();
+    });
+  },
+  async down(knex) {
+    await knex.schema.alterTable('consumers', (t) => {
+      t.dropColumn('consumer_type');
+    });
+  },
+};
+
 const migrations: Record<string, Migration> = {
   '0001_initial': initial,
   '0002_instance_cpus': instanceCpus,
@@ -254,6 +268,7 @@ const migrations: Record<string, Migration> = {
   '0004_instance_reason': instanceReason,
   '0005_host_machine': hostMachine,
   '0006_instance_holds': instanceHolds,
+  '0007_consumer_type': consumerType,
 };
 
 /** This program's migrations, in application order. */

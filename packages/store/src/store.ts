@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import { STANDARD_RESOURCE_CLASSES, type HostStatus, type Inventory, type JsonValue, type ResourceClass } from '@ert/plugin-api';
-import type { AggregateRecord, AllocationWrite, HostImport, InstanceRecord, NewProvider, SchemaStatus, Store, StoreClient, StoreOptions } from './api.js';
+import type { AggregateRecord, AllocationWrite, HostImport, InstanceRecord, NewProvider, ReshapeInventory, SchemaStatus, Store, StoreClient, StoreOptions } from './api.js';
 import { existsSync } from 'node:fs';
 import { mapDriverError } from './connection.js';
 import { StoreError } from './errors.js';
@@ -159,6 +159,9 @@ export class KnexStore implements Store {
   writeAllocations = (writes: AllocationWrite[]) => this.allocations.writeAllocations(writes);
   getAllocations = (consumerUuid: string) => this.allocations.getAllocations(consumerUuid);
   deleteAllocations = (consumerUuid: string) => this.allocations.deleteAllocations(consumerUuid);
+  getConsumer = (consumerUuid: string) => this.allocations.getConsumer(consumerUuid);
+  listConsumers = (filter?: { providerUuid?: string; projectId?: string; userId?: string }) => this.allocations.listConsumers(filter);
+  reshape = (inventories: ReshapeInventory[], writes: AllocationWrite[]) => this.allocations.reshape(inventories, writes);
 
   upsertHost = (host: Parameters<Store['upsertHost']>[0]) => hosts.upsertHost(this.ctx, host);
   getHost = (name: string) => hosts.getHost(this.ctx, name);

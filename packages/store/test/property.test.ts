@@ -111,7 +111,7 @@ function applyModel(model: Model, op: Op, generationArg: (choice: GenChoice, act
       touched.add(a.provider);
     }
     if (write.allocations.length === 0) next.consumers.delete(write.consumer);
-    else next.consumers.set(write.consumer, { generation: current ? current.generation + 1 : 0, allocations: write.allocations });
+    else next.consumers.set(write.consumer, { generation: current ? current.generation + 1 : 1, allocations: write.allocations });
   }
   for (const p of touched) next.providers[p] = { ...next.providers[p]!, generation: next.providers[p]!.generation + 1 };
   return next;

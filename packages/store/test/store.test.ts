@@ -105,7 +105,7 @@ describe.each(backends)('two connections creating the same consumer on %s', (cli
         const lost = results.find((r) => r.status === 'rejected') as PromiseRejectedResult;
         expect(isStoreConflict(lost.reason)).toBe(true);
         const held = await a.getAllocations(consumer.uuid);
-        expect(held.generation).toBe(0);
+        expect(held.generation).toBe(1);
         expect(held.allocations).toHaveLength(1);
       }
       const usage = (await a.getUsages('race-a')).VCPU ?? 0;
@@ -281,7 +281,8 @@ describe.each(backends)('store semantics on %s', (client) => {
         { consumer: consumer('claim-1', null), allocations: [{ providerUuid: h.uuid, resourceClass: 'VCPU', amount: 2 }, { providerUuid: h.uuid, resourceClass: 'MEMORY_MB', amount: 1024 }] },
       ]);
       const read = await store.getAllocations('claim-1');
-      expect(read.generation).toBe(0);
+      // Placement's count: created at 0, bumped by its first write.
+      expect(read.generation).toBe(1);
       expect(read.allocations).toEqual(
         expect.arrayContaining([
           { providerUuid: h.uuid, resourceClass: 'VCPU', amount: 2 },
@@ -294,8 +295,8 @@ describe.each(backends)('store semantics on %s', (client) => {
       expect((await store.getHost(h.name))!.generation).toBeGreaterThan(g0);
 
       // Replacing counts usage without the consumer's own allocations.
-      await store.writeAllocations([{ consumer: consumer('claim-1', 0), allocations: [{ providerUuid: h.uuid, resourceClass: 'VCPU', amount: 8 }] }]);
-      expect(await store.getAllocations('claim-1')).toEqual({ generation: 1, allocations: [{ providerUuid: h.uuid, resourceClass: 'VCPU', amount: 8 }] });
+      await store.writeAllocations([{ consumer: consumer('claim-1', 1), allocations: [{ providerUuid: h.uuid, resourceClass: 'VCPU', amount: 8 }] }]);
+      expect(await store.getAllocations('claim-1')).toEqual({ generation: 2, allocations: [{ providerUuid: h.uuid, resourceClass: 'VCPU', amount: 8 }] });
       expect(await store.getUsages(h.uuid)).toEqual({ VCPU: 8 });
     });
 
@@ -344,14 +345,14 @@ describe.each(backends)('store semantics on %s', (client) => {
       await store.writeAllocations([{ consumer: consumer('cg-1', null), allocations: alloc }]);
       const existingAsNew = await failure(store.writeAllocations([{ consumer: consumer('cg-1', null), allocations: alloc }]));
       expect(existingAsNew.code).toBe('ERT_STORE_CONSUMER_GENERATION_CONFLICT');
-      expect(existingAsNew.details).toMatchObject({ consumer: 'cg-1', expected: null, actual: 0 });
-      await store.writeAllocations([{ consumer: consumer('cg-1', 0), allocations: [{ providerUuid: h.uuid, resourceClass: 'VCPU', amount: 2 }] }]);
-      const stale = await failure(store.writeAllocations([{ consumer: consumer('cg-1', 0), allocations: alloc }]));
+      expect(existingAsNew.details).toMatchObject({ consumer: 'cg-1', expected: null, actual: 1 });
+      await store.writeAllocations([{ consumer: consumer('cg-1', 1), allocations: [{ providerUuid: h.uuid, resourceClass: 'VCPU', amount: 2 }] }]);
+      const stale = await failure(store.writeAllocations([{ consumer: consumer('cg-1', 1), allocations: alloc }]));
       expect(stale.code).toBe('ERT_STORE_CONSUMER_GENERATION_CONFLICT');
       expect(isStoreConflict(stale)).toBe(true);
       // undefined skips the check (trusted callers).
       await store.writeAllocations([{ consumer: consumer('cg-1'), allocations: alloc }]);
-      expect(await store.getAllocations('cg-1')).toEqual({ generation: 2, allocations: alloc });
+      expect(await store.getAllocations('cg-1')).toEqual({ generation: 3, allocations: alloc });
     });
 
     it('is atomic over several consumers: one failure writes nothing', async () => {
@@ -361,13 +362,13 @@ describe.each(backends)('store semantics on %s', (client) => {
       const hostGen = (await store.getHost(h.name))!.generation;
       const err = await failure(
         store.writeAllocations([
-          { consumer: consumer('atom-0', 0), allocations: [] },
+          { consumer: consumer('atom-0', 1), allocations: [] },
           { consumer: consumer('atom-1', null), allocations: [{ providerUuid: h.uuid, resourceClass: 'VCPU', amount: 2 }], instance: instance('atom-1', h.name) },
           { consumer: consumer('atom-2', null), allocations: [{ providerUuid: h.uuid, resourceClass: 'VCPU', amount: 3 }] },
         ]),
       );
       expect(err.code).toBe('ERT_STORE_CAPACITY_EXCEEDED');
-      expect(await store.getAllocations('atom-0')).toEqual({ generation: 0, allocations: [{ providerUuid: h.uuid, resourceClass: 'VCPU', amount: 1 }] });
+      expect(await store.getAllocations('atom-0')).toEqual({ generation: 1, allocations: [{ providerUuid: h.uuid, resourceClass: 'VCPU', amount: 1 }] });
       expect((await store.getAllocations('atom-1')).generation).toBeNull();
       expect(await store.getInstance('atom-1')).toBeUndefined();
       expect(await store.getProvider(h.uuid)).toEqual(provider);
@@ -375,7 +376,7 @@ describe.each(backends)('store semantics on %s', (client) => {
 
       // Later writes in one call see the earlier ones: releasing atom-0 makes room.
       await store.writeAllocations([
-        { consumer: consumer('atom-0', 0), allocations: [] },
+        { consumer: consumer('atom-0', 1), allocations: [] },
         { consumer: consumer('atom-2', null), allocations: [{ providerUuid: h.uuid, resourceClass: 'VCPU', amount: 4 }] },
       ]);
       expect(await store.getUsages(h.uuid)).toEqual({ VCPU: 4 });
@@ -424,7 +425,7 @@ describe.each(backends)('store semantics on %s', (client) => {
       expect((await store.getHost(a.name))!.generation).toBe(ga + 2);
       // A move reports the host it left as well; a failed call rejects and reports nothing.
       const moved = await store.writeAllocations([
-        { consumer: consumer('gen-1', 0), allocations: [{ providerUuid: b.uuid, resourceClass: 'VCPU', amount: 1 }], instance: instance('gen-1', b.name) },
+        { consumer: consumer('gen-1', 1), allocations: [{ providerUuid: b.uuid, resourceClass: 'VCPU', amount: 1 }], instance: instance('gen-1', b.name) },
       ]);
       expect(moved.hosts.map((h) => h.name).sort()).toEqual([a.name, b.name].sort());
       expect(moved.hosts.every((h) => h.generation === h.generationBefore + 1 && !h.shared)).toBe(true);

@@ -21,7 +21,7 @@ describe('ert init', () => {
     expect(result.code, result.stderr).toBe(0);
     expect(json(result)).toEqual({
       dir: join(dir, 'site'),
-      files: ['ert.config.yaml', 'flavors.yaml', 'providers.d/example.yaml'],
+      files: ['ert.config.yaml', 'flavors.yaml', 'providers.d/example.yaml.example'],
     });
     const flavors = await runErt(['--config', join(dir, 'site/ert.config.yaml'), 'flavors', '--json'], { cwd: dir });
     expect(flavors.code, flavors.stderr).toBe(0);

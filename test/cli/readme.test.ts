@@ -78,7 +78,9 @@ describe('the README', () => {
     expect(result.stdout.match(/^\S+\s+xeon-1\s+VCPU=1 MEMORY_MB=2048/gm)).toHaveLength(3);
     // llc.gold (4 vCPUs, 4 ways) and three m1.small (1 vCPU each).
     expect(result.stdout).toMatch(/^xeon-1\s+CUSTOM_LLC_WAYS\s+22\s+4\s+18$/m);
-    expect(result.stdout).toMatch(/^xeon-1\s+VCPU\s+320\s+7\s+313$/m);
+    // xeon-2s-cat: 72 shared CPUs x 4 (8 isolated ones are PCPU: dedicatedCpus: isolated).
+    expect(result.stdout).toMatch(/^xeon-1\s+VCPU\s+288\s+7\s+281$/m);
+    expect(result.stdout).toMatch(/^xeon-1\s+PCPU\s+8\s+0\s+8$/m);
     const simulation = JSON.parse(result.stdout.slice(result.stdout.lastIndexOf('\n{\n  "seed"')));
     expect(simulation).toMatchObject({ seed: 7, hosts: 100, requests: 1000 });
     expect(simulation.placed + simulation.rejected).toBe(1000);

@@ -88,9 +88,9 @@ describe('the first-party plugins on the host profiles', () => {
     try {
       const report = await tracker.discover();
       expect(report.problems).toEqual([]);
-      // The example provider configs of config/providers.d apply to every host.
-      expect(report.providers[0]!.inventories['CUSTOM_LICENSE_SLOTS']!.total).toBe(8);
-      expect(report.providers.find((p) => p.name === `real-${profile}_fpga_pool`)!.inventories['CUSTOM_FPGA_SLOT']!.total).toBe(2);
+      // The examples of config/providers.d (*.yaml.example) change no host (issue 12).
+      expect(report.providers[0]!.inventories['CUSTOM_LICENSE_SLOTS']).toBeUndefined();
+      expect(report.providers.map((p) => p.name)).not.toContain(`real-${profile}_fpga_pool`);
       expect(report.plugins.find((p) => p.plugin === 'vcpu')!.available).toBe(true);
       expect(report.providers[0]!.inventories['VCPU']!.total).toBeGreaterThan(0);
       expect(report.providers[0]!.inventories['MEMORY_MB']!.total).toBeGreaterThan(0);

@@ -17,7 +17,7 @@ import {
 } from '@ert/plugin-api';
 import { HostFs, commonFlags, describeFailure, formatCpuList, parseCpuList, readCpuInfo, readCpuTopology, readNumaNodes } from '@ert/sysfs';
 import { VcpuError, VcpuErrorCodes } from './errors.js';
-import { PLUGIN_NAME, extraSpecs, optionsSchema, statsSchema, type VcpuOptions, type VcpuStats } from './shared.js';
+import { DEDICATED_ISOLATED, PLUGIN_NAME, extraSpecs, optionsSchema, statsSchema, type VcpuOptions, type VcpuStats } from './shared.js';
 import { cpuTraits } from './traits.js';
 
 const CLASSES = ['VCPU', 'PCPU'] as const;
@@ -50,6 +50,9 @@ export function chooseCpus(dedicatedByNode: readonly number[][], free: ReadonlyS
   for (const cpus of [...nodes].sort((a, b) => b.length - a.length)) chosen.push(...cpus.slice(0, count - chosen.length));
   return chosen.sort((a, b) => a - b);
 }
+
+/** The kernel's isolated CPUs (`isolcpus=`), the `dedicatedCpus: isolated` source. */
+const ISOLATED_CPUS = '/sys/devices/system/cpu/isolated';
 
 function optionCpus(ctx: ResourceContext<VcpuOptions>, key: 'reservedCpus' | 'dedicatedCpus'): Set<number> {
   const value = ctx.options[key];
@@ -119,7 +122,9 @@ export default definePlugin<VcpuOptions, VcpuStats>({
   extraSpecs,
   resource(ctx) {
     const reserved = optionCpus(ctx, 'reservedCpus');
-    const dedicated = optionCpus(ctx, 'dedicatedCpus');
+    // `isolated`: the CPUs the kernel isolates (isolcpus=), read at each discovery.
+    const fromKernel = ctx.options.dedicatedCpus.trim() === DEDICATED_ISOLATED;
+    let dedicated = fromKernel ? new Set<number>() : optionCpus(ctx, 'dedicatedCpus');
     let view: View = { available: false, reason: 'the host has not been discovered yet' };
     const instances = new Map<string, Held>();
     /** Dedicated CPUs no instance in the view is pinned to. */
@@ -131,6 +136,17 @@ export default definePlugin<VcpuOptions, VcpuStats>({
 
     return {
       async discover(): Promise<Discovery> {
+        if (fromKernel) {
+          // A kernel without isolated CPUs has an empty file; a host profile may have none: no dedicated CPUs.
+          const text = await new HostFs(ctx.root).text(ISOLATED_CPUS);
+          try {
+            dedicated = new Set(parseCpuList(text ?? ''));
+          } catch (err) {
+            view = { available: false, reason: `${ISOLATED_CPUS} (dedicatedCpus: isolated) is not a CPU list: ${(err as Error).message}` };
+            ctx.logger.warn({ reason: view.reason }, 'vcpu unavailable');
+            return { available: false, reason: view.reason };
+          }
+        }
         const found = await discoverView(ctx, reserved, dedicated);
         view = found.view;
         if (!view.available) {

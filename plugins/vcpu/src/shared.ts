@@ -15,6 +15,9 @@ export interface VcpuOptions {
   dedicatedCpus: string;
 }
 
+/** `dedicatedCpus: isolated`: the dedicated CPUs are the kernel's isolated CPUs. */
+export const DEDICATED_ISOLATED = 'isolated';
+
 const CPU_LIST_PATTERN = '^\\s*(\\d+(-\\d+)?(\\s*,\\s*\\d+(-\\d+)?)*)?\\s*$';
 
 export const optionsSchema: JsonSchema = {
@@ -23,7 +26,8 @@ export const optionsSchema: JsonSchema = {
   properties: {
     allocationRatio: { type: 'number', exclusiveMinimum: 0, default: 4.0 },
     reservedCpus: { type: 'string', pattern: CPU_LIST_PATTERN, default: '' },
-    dedicatedCpus: { type: 'string', pattern: CPU_LIST_PATTERN, default: '' },
+    /** A CPU list, or `isolated`: the CPUs the kernel isolates (`/sys/devices/system/cpu/isolated`, from `isolcpus=`), as Nova's `cpu_dedicated_set` is usually set. */
+    dedicatedCpus: { type: 'string', pattern: `^\\s*${DEDICATED_ISOLATED}\\s*$|${CPU_LIST_PATTERN}`, default: '' },
   },
 };
 

@@ -288,3 +288,34 @@ describe('vcpu claims', () => {
     });
   });
 });
+
+// Issue 12: `dedicatedCpus: isolated` takes the dedicated (PCPU) CPUs from the kernel's
+// isolated list, as Nova's cpu_dedicated_set is usually set, so that a fleet of hosts with
+// different isolcpus= needs no per-host config. Seen red with the list read only while no
+// CPU was dedicated yet (a later malformed list went unnoticed).
+describe('dedicatedCpus: isolated', () => {
+  it('makes the kernel\u2019s isolated CPUs PCPU and the rest VCPU (xeon-2s-cat: 36-39,76-79)', async () => {
+    const hooks = await hooksFor(profileRoot('xeon-2s-cat'), { dedicatedCpus: 'isolated' });
+    const found = (await hooks.discover()) as Extract<Discovery, { available: true }>;
+    expect(found.host?.inventories).toMatchObject({ VCPU: { total: 72 }, PCPU: { total: 8 } });
+    expect((await hooks.stats!()).dedicatedCpus).toBe('36-39,76-79');
+  });
+
+  it('reads the list at each discovery; an empty or absent list is no PCPU; a malformed one makes the plugin unavailable', async () => {
+    const copy = await profileCopy('xeon-2s-cat');
+    const file = path.join(copy.root, 'sys/devices/system/cpu/isolated');
+    try {
+      const hooks = await hooksFor(copy.root, { dedicatedCpus: 'isolated' });
+      await writeFile(file, '\n');
+      expect(((await hooks.discover()) as Extract<Discovery, { available: true }>).host?.inventories).toEqual({ VCPU: expect.objectContaining({ total: 80 }) });
+      await rm(file);
+      expect(((await hooks.discover()) as Extract<Discovery, { available: true }>).host?.inventories).toEqual({ VCPU: expect.objectContaining({ total: 80 }) });
+      await writeFile(file, '40-41\n');
+      expect(((await hooks.discover()) as Extract<Discovery, { available: true }>).host?.inventories).toMatchObject({ VCPU: { total: 78 }, PCPU: { total: 2 } });
+      await writeFile(file, '7-3\n');
+      expect(await hooks.discover()).toEqual({ available: false, reason: expect.stringContaining('/sys/devices/system/cpu/isolated (dedicatedCpus: isolated) is not a CPU list') });
+    } finally {
+      await copy.cleanup();
+    }
+  });
+});

@@ -191,6 +191,123 @@ const REQUESTS = [
   [`${AC}?resources=DISK_GB:10`, '1.39'],
 ];
 
+/** Fixed uuids of the providers and aggregate the write sequence creates. */
+const W = {
+  p1: 'dddd0001-0000-4000-8000-000000000001',
+  p2: 'dddd0002-0000-4000-8000-000000000002',
+  c1: 'dddd0003-0000-4000-8000-000000000003',
+  agg: 'dddd00aa-0000-4000-8000-0000000000aa',
+  none: 'dddd9999-0000-4000-8000-000000009999',
+};
+const RP = '/resource_providers';
+const put = (body) => ({ method: 'PUT', body });
+const post = (body) => ({ method: 'POST', body });
+const DEL = { method: 'DELETE' };
+
+/**
+ * Provider writes (providers, inventories, aggregates, traits, resource classes), sent in
+ * order after REQUESTS: each answer depends on the ones before. Generation-checked writes go
+ * to the providers this sequence creates (their generations count the same writes on both
+ * servers); the world's providers get only writes without a generation.
+ */
+const PROVIDER_WRITES = [
+  [RP, '1.0', post({ name: 'w1', uuid: W.p1 })],
+  [RP, '1.23', post({ name: 'w1', uuid: W.p2 })],
+  [RP, '1.23', post({ name: 'w1-other', uuid: W.p1 })],
+  [RP, '1.20', post({ name: 'w2', uuid: W.p2 })],
+  [RP, '1.14', post({ name: 'w-child', uuid: W.c1, parent_provider_uuid: W.p1 })],
+  [RP, '1.13', post({ name: 'w-x', uuid: W.none, parent_provider_uuid: W.p1 })],
+  [RP, '1.23', post({ name: 'w-x', uuid: W.none, parent_provider_uuid: 'dddd8888-0000-4000-8000-000000008888' })],
+  [RP, '1.23', post({ name: 'w-x', uuid: W.none, parent_provider_uuid: W.none })],
+  [RP, '1.23', post({ uuid: W.none })],
+  [RP, '1.23', post({ name: 'w-x', uuid: 'not-a-uuid' })],
+  [RP, '1.23', { method: 'POST', body: { name: 'w-x' }, headers: { 'content-type': 'text/plain' } }],
+  [RP, '1.23', { method: 'POST', body: { name: 'w-x' }, token: 'bob' }],
+  [`${RP}/${W.p1}`, '1.0', put({ name: 'w1-renamed' })],
+  [`${RP}/${W.p1}`, '1.23', put({ name: 'w2' })],
+  [`${RP}/${W.c1}`, '1.14', put({ name: 'w-child', parent_provider_uuid: W.p2 })],
+  [`${RP}/${W.c1}`, '1.36', put({ name: 'w-child', parent_provider_uuid: null })],
+  [`${RP}/${W.c1}`, '1.37', put({ name: 'w-child', parent_provider_uuid: W.p2 })],
+  [`${RP}/${W.p2}`, '1.37', put({ name: 'w2', parent_provider_uuid: W.c1 })],
+  [`${RP}/${W.c1}`, '1.37', put({ name: 'w-child', parent_provider_uuid: null })],
+  [`${RP}/${W.c1}`, '1.14', put({ name: 'w-child', parent_provider_uuid: W.p1 })],
+  [`${RP}/${W.c1}`, '1.14', put({ name: 'w-child' })],
+  [`${RP}/${W.none}`, '1.23', put({ name: 'w-x' })],
+  [`${RP}/${W.c1}`, '1.14'],
+  [`${RP}/${W.p1}/inventories`, '1.25', put({ resource_provider_generation: 0, inventories: { VCPU: { total: 8 }, MEMORY_MB: { total: 1024, reserved: 1024 } } })],
+  [`${RP}/${W.p1}/inventories`, '1.26', put({ resource_provider_generation: 0, inventories: { VCPU: { total: 8 }, MEMORY_MB: { total: 1024, reserved: 1024 } } })],
+  [`${RP}/${W.p1}/inventories`, '1.26', put({ resource_provider_generation: 0, inventories: { VCPU: { total: 8 } } })],
+  [`${RP}/${W.p1}/inventories`, '1.26', put({ resource_provider_generation: 1, inventories: { CUSTOM_NOPE: { total: 8 } } })],
+  [`${RP}/${W.p1}/inventories`, '1.26', put({ resource_provider_generation: 1, inventories: { VCPU: { total: 0 } } })],
+  [`${RP}/${W.p1}/inventories`, '1.26', put({ resource_provider_generation: 1, inventories: { VCPU: { total: 8, bogus: 1 } } })],
+  [`${RP}/${W.p1}/inventories`, '1.26', put({ inventories: {} })],
+  [`${RP}/${W.p1}/inventories`, '1.0', post({ resource_class: 'DISK_GB', total: 100, max_unit: 50 })],
+  [`${RP}/${W.p1}/inventories`, '1.23', post({ resource_class: 'CUSTOM_NOPE', total: 100 })],
+  [`${RP}/${W.p1}/inventories`, '1.23', post({ resource_class: 'VCPU', total: 4, reserved: 4 })],
+  [`${RP}/${W.p1}/inventories`, '1.15'],
+  [`${RP}/${W.p1}/inventories/VCPU`, '1.15', put({ resource_provider_generation: 2, total: 16, allocation_ratio: 2.0 })],
+  [`${RP}/${W.p1}/inventories/VCPU`, '1.23', put({ resource_provider_generation: 2, total: 16 })],
+  [`${RP}/${W.p1}/inventories/VCPU`, '1.23', put({ total: 16 })],
+  [`${RP}/${W.p1}/inventories/CUSTOM_LLC_WAYS`, '1.23', put({ resource_provider_generation: 3, total: 4 })],
+  [`${RP}/${W.p1}/inventories/CUSTOM_NOPE`, '1.23', put({ resource_provider_generation: 3, total: 4 })],
+  [`${RP}/${W.p1}/inventories/DISK_GB`, '1.23', DEL],
+  [`${RP}/${W.p1}/inventories/DISK_GB`, '1.23', DEL],
+  [`${RP}/${W.p1}/inventories/CUSTOM_NOPE`, '1.23', DEL],
+  [`${RP}/${W.p1}/inventories`, '1.4', DEL],
+  [`${RP}/${W.none}/inventories`, '1.23', put({ resource_provider_generation: 0, inventories: {} })],
+  [`${RP}/${W.none}/inventories/VCPU`, '1.23', DEL],
+  [`${RP}/${U.cn2}/inventories/VCPU`, '1.23', DEL],
+  [`${RP}/${U.cn2}/inventories`, '1.23', DEL],
+  [`${RP}/${U.cn2}/inventories`, '1.23'],
+  [`${RP}/${W.p1}/aggregates`, '1.1', put([W.agg])],
+  [`${RP}/${W.p1}/aggregates`, '1.1', put([W.agg, W.agg])],
+  [`${RP}/${W.p2}/aggregates`, '1.19', put({ aggregates: [W.agg, U.aggB], resource_provider_generation: 0 })],
+  [`${RP}/${W.p2}/aggregates`, '1.19', put({ aggregates: [W.agg], resource_provider_generation: 0 })],
+  [`${RP}/${W.p2}/aggregates`, '1.19', put([W.agg])],
+  [`${RP}/${W.p2}/aggregates`, '1.19'],
+  [`${RP}?member_of=${W.agg}`, '1.3'],
+  ['/traits/CUSTOM_W', '1.6', { method: 'PUT' }],
+  ['/traits/CUSTOM_W', '1.15', { method: 'PUT' }],
+  ['/traits/HW_CPU_X86_AVX2', '1.6', { method: 'PUT' }],
+  ['/traits/CUSTOM_X', '1.23', { method: 'PUT', token: 'bob' }],
+  [`${RP}/${W.p2}/traits`, '1.6', put({ traits: ['CUSTOM_W', 'HW_CPU_X86_AVX2'], resource_provider_generation: 1 })],
+  [`${RP}/${W.p2}/traits`, '1.23', put({ traits: ['CUSTOM_W'], resource_provider_generation: 1 })],
+  [`${RP}/${W.p2}/traits`, '1.23', put({ traits: ['CUSTOM_UNKNOWN'], resource_provider_generation: 2 })],
+  [`${RP}/${W.p2}/traits`, '1.23', put({ traits: ['CUSTOM_W'] })],
+  ['/traits/CUSTOM_W', '1.23', DEL],
+  ['/traits/HW_CPU_X86_AVX2', '1.23', DEL],
+  ['/traits/CUSTOM_NEVER', '1.23', DEL],
+  ['/traits?name=startswith:CUSTOM_&associated=true', '1.6'],
+  [`${RP}/${W.p2}/traits`, '1.6', DEL],
+  [`${RP}/${W.p2}/traits`, '1.6'],
+  ['/traits/CUSTOM_W', '1.23', DEL],
+  ['/traits?name=startswith:CUSTOM_', '1.6'],
+  ['/resource_classes', '1.1', post({ name: 'CUSTOM_RW' })],
+  ['/resource_classes', '1.2', post({ name: 'CUSTOM_RW' })],
+  ['/resource_classes', '1.23', post({ name: 'CUSTOM_RW' })],
+  ['/resource_classes', '1.23', post({ name: 'VCPU' })],
+  ['/resource_classes/CUSTOM_RW', '1.2', put({ name: 'CUSTOM_RW2' })],
+  ['/resource_classes/VCPU', '1.6', put({ name: 'CUSTOM_X' })],
+  ['/resource_classes/CUSTOM_NONE', '1.6', put({ name: 'CUSTOM_X' })],
+  ['/resource_classes/CUSTOM_RW2', '1.6', put({ name: 'CUSTOM_LLC_WAYS' })],
+  ['/resource_classes/CUSTOM_RW3', '1.7', { method: 'PUT' }],
+  ['/resource_classes/CUSTOM_RW3', '1.15', { method: 'PUT' }],
+  ['/resource_classes/VCPU', '1.23', { method: 'PUT' }],
+  ['/resource_classes/CUSTOM_RW2', '1.2', DEL],
+  ['/resource_classes/CUSTOM_RW2', '1.23', DEL],
+  ['/resource_classes/VCPU', '1.23', DEL],
+  ['/resource_classes/CUSTOM_LLC_WAYS', '1.23', DEL],
+  ['/resource_classes', '1.2'],
+  [`${RP}/${W.p1}`, '1.23', DEL],
+  [`${RP}/${U.cn2}`, '1.23', DEL],
+  [`${RP}/${W.p2}`, '1.23', { method: 'DELETE', token: 'bob', headers: { 'x-roles': 'reader', 'openstack-system-scope': 'all' } }],
+  [`${RP}/${W.c1}`, '1.0', DEL],
+  [`${RP}/${W.c1}`, '1.23', DEL],
+  [`${RP}/${W.p1}`, '1.23', DEL],
+  [`${RP}/${U.lonely}`, '1.23', DEL],
+  [RP, '1.14'],
+];
+
 function freePort() {
   return new Promise((resolve, reject) => {
     const srv = createServer();
@@ -260,17 +377,38 @@ async function loadWorld(base) {
   }
 }
 
-const KEPT_HEADERS = ['openstack-api-version', 'vary', 'allow', 'content-type', 'cache-control', 'last-modified', 'x-openstack-request-id'];
+const KEPT_HEADERS = ['openstack-api-version', 'vary', 'allow', 'content-type', 'cache-control', 'last-modified', 'x-openstack-request-id', 'location'];
+
+/** `value` with object keys sorted and arrays (except `links`) sorted by their JSON. */
+function canonical(value, key = '') {
+  if (Array.isArray(value)) {
+    const items = value.map((v) => canonical(v));
+    return key === 'links' ? items : items.sort((a, b) => (JSON.stringify(a) < JSON.stringify(b) ? -1 : JSON.stringify(a) > JSON.stringify(b) ? 1 : 0));
+  }
+  if (value !== null && typeof value === 'object') {
+    return Object.fromEntries(Object.keys(value).sort().map((k) => [k, canonical(value[k], k)]));
+  }
+  return value;
+}
 
 async function send(base, [url, mv, opts = {}]) {
   const headers = { ...(opts.headers ?? {}) };
   if (opts.token !== null) headers['x-auth-token'] = opts.token ?? 'admin';
   if (mv !== null) headers['openstack-api-version'] = `placement ${mv}`;
-  const res = await fetch(base + url, { method: opts.method ?? 'GET', headers, signal: AbortSignal.timeout(60_000) });
+  if (opts.body !== undefined && !Object.keys(headers).some((h) => h.toLowerCase() === 'content-type')) headers['content-type'] = 'application/json';
+  const requestBody = opts.body === undefined ? undefined : JSON.stringify(opts.body);
+  const res = await fetch(base + url, { method: opts.method ?? 'GET', headers, body: requestBody, signal: AbortSignal.timeout(60_000) });
   const text = await res.text();
   let body;
   try {
     body = text === '' ? undefined : JSON.parse(text);
+    // Request ids change per request: recorded by their form, so that a re-recording is the same file.
+    for (const error of body?.errors ?? []) if (/^req-[0-9a-f-]{36}$/.test(error.request_id ?? '')) error.request_id = '<req-uuid>';
+    // Placement's lists and objects come in set and dict order, which changes per process:
+    // canonical order (keys sorted; lists sorted except `links`), as the test compares them.
+    // A re-recording is then the same file except for `limit` answers, whose candidates
+    // Placement picks from an undefined order (the test compares their number).
+    body = canonical(body);
   } catch {
     body = { text };
   }
@@ -279,9 +417,10 @@ async function send(base, [url, mv, opts = {}]) {
     const value = res.headers.get(h);
     if (value === null) continue;
     // Values that change per request are recorded by their form only.
-    kept[h] = h === 'last-modified' ? '<date>' : h === 'x-openstack-request-id' ? (/^req-[0-9a-f-]{36}$/.test(value) ? '<req-uuid>' : value) : value;
+    // `location` by its path: the host differs.
+    kept[h] = h === 'location' ? new URL(value).pathname : h === 'last-modified' ? '<date>' : h === 'x-openstack-request-id' ? (/^req-[0-9a-f-]{36}$/.test(value) ? '<req-uuid>' : value) : value;
   }
-  return { method: opts.method ?? 'GET', path: url, mv, ...(opts.token === undefined ? {} : { token: opts.token }), ...(opts.headers ? { requestHeaders: opts.headers } : {}), status: res.status, headers: kept, body };
+  return { method: opts.method ?? 'GET', path: url, mv, ...(opts.token === undefined ? {} : { token: opts.token }), ...(opts.headers ? { requestHeaders: opts.headers } : {}), ...(requestBody === undefined ? {} : { requestBody }), status: res.status, headers: kept, body };
 }
 
 async function main() {
@@ -292,7 +431,7 @@ async function main() {
   try {
     await loadWorld(base);
     const answers = [];
-    for (const request of REQUESTS) answers.push(await send(base, request));
+    for (const request of [...REQUESTS, ...PROVIDER_WRITES]) answers.push(await send(base, request));
     const doc = {
       comment: 'Recorded by scripts/placement-api-compare.mjs from the real Placement (Debian placement-api) on 127.0.0.1, noauth2, sqlite. Do not edit: re-run the script.',
       placementApi: version,

@@ -89,15 +89,56 @@ function schemaMessage(error: ErrorObject | undefined, instance: Record<string, 
   }
 }
 
-/** Ajv's first body error, in the shape of Python jsonschema's (`'x' is a required property`, ...). */
-function bodyMessage(error: ErrorObject | undefined): string {
+/** A JSON value as Python's `repr` writes it (jsonschema's messages quote instances so). */
+function pyRepr(value: unknown): string {
+  if (value === null || value === undefined) return 'None';
+  if (value === true) return 'True';
+  if (value === false) return 'False';
+  if (typeof value === 'string') return value.includes("'") && !value.includes('"') ? `"${value}"` : `'${value.replaceAll('\\', '\\\\').replaceAll("'", "\\'")}'`;
+  if (Array.isArray(value)) return `[${value.map(pyRepr).join(', ')}]`;
+  if (typeof value === 'object') return `{${Object.entries(value).map(([k, v]) => `${pyRepr(k)}: ${pyRepr(v)}`).join(', ')}}`;
+  return String(value);
+}
+
+/** The value at a JSON pointer of the body. */
+function at(body: unknown, pointer: string): unknown {
+  let value = body;
+  for (const part of pointer.split('/').slice(1)) {
+    const key = part.replaceAll('~1', '/').replaceAll('~0', '~');
+    value = value !== null && typeof value === 'object' ? (value as Record<string, unknown>)[key] : undefined;
+  }
+  return value;
+}
+
+/** Ajv's body error in the words of Python's jsonschema (`'x' is a required property`, ...): clients and the comparison read its start. */
+function bodyMessage(errors: ErrorObject[] | null | undefined, body: unknown): string {
+  const error = errors?.find((e) => e.keyword === 'anyOf') ?? errors?.[0];
   if (!error) return 'invalid';
-  const at = error.instancePath === '' ? '' : ` at ${error.instancePath}`;
+  const value = pyRepr(at(body, error.instancePath));
+  const params = error.params as Record<string, unknown>;
   switch (error.keyword) {
     case 'required':
-      return `'${(error.params as { missingProperty: string }).missingProperty}' is a required property${at}`;
+      return `${pyRepr(params.missingProperty)} is a required property`;
     case 'additionalProperties':
-      return `Additional properties are not allowed ('${(error.params as { additionalProperty: string }).additionalProperty}' was unexpected)${at}`;
+      return `Additional properties are not allowed (${pyRepr(params.additionalProperty)} was unexpected)`;
+    case 'type':
+      return `${value} is not of type ${String(params.type).split(',').map(pyRepr).join(', ')}`;
+    case 'pattern':
+      return `${value} does not match ${pyRepr(params.pattern)}`;
+    case 'maxLength':
+      return `${value} is too long`;
+    case 'minLength':
+      return `${value} is too short`;
+    case 'minimum':
+      return `${value} is less than the minimum of ${String(params.limit)}`;
+    case 'maximum':
+      return `${value} is greater than the maximum of ${String(params.limit)}`;
+    case 'format':
+      return `${value} is not a ${pyRepr(params.format)}`;
+    case 'uniqueItems':
+      return `${value} has non-unique elements`;
+    case 'anyOf':
+      return `${value} is not valid under any of the given schemas`;
     default:
       return `${error.instancePath || 'body'} ${error.message ?? 'is invalid'}`;
   }
@@ -270,12 +311,13 @@ export async function createApi(options: ApiOptions): Promise<FastifyInstance> {
         validate = ajv.compile(schema);
         validators.set(key, validate);
       }
-      if (!validate(body)) throw new ApiError(400, `JSON does not validate: ${bodyMessage(validate.errors?.[0])}`);
+      if (!validate(body)) throw new ApiError(400, `JSON does not validate: ${bodyMessage(validate.errors, body)}`);
     }
     const apiRequest: ApiRequest = { version, params, query, credentials: request.credentials!, reads, store: options.store, body, prefix };
     const result: ApiReply = await handler.handle(apiRequest);
     const headers = versionHeaders(request, true);
-    if (atLeast(version, v('1.15'))) {
+    if (result.location !== undefined) headers.location = `${request.protocol}://${request.headers.host ?? 'localhost'}${prefix}${result.location}`;
+    if (atLeast(version, v('1.15')) && result.cacheHeaders !== false) {
       headers['last-modified'] = (result.lastModified ?? new Date()).toUTCString();
       headers['cache-control'] = 'no-cache';
     }

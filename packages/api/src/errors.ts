@@ -59,7 +59,12 @@ export const notFound = (message = ''): ApiError => new ApiError(404, message);
 
 /** webob's `detail`: explanation, blank line, message, as Placement's formatter joins them. */
 export function detailOf(status: number, message: string, method?: string, accept?: string): string {
-  if (status === 405) return `The method ${method ?? ''} is not allowed for this resource. \n\n The method specified is not allowed for this resource.`;
+  // A bare 405 (message ' ': a version_handler's `status_code=405`) has no explanation after the blank line.
+  if (status === 405) return `The method ${method ?? ''} is not allowed for this resource. \n\n ${message === ' ' ? '' : 'The method specified is not allowed for this resource.'}`;
+  if (status === 415) {
+    const type = /^The media type (.*) is not supported/.exec(message)?.[1] ?? '';
+    return `The request media type ${type} is not supported by this server. \n\n ${message}`;
+  }
   if (status === 406) return `The resource could not be generated that was acceptable to your browser (content of type ${accept ?? 'application/json'}. \n\n ${message}`;
   const explanation = EXPLANATIONS[status] ?? TITLES[status] ?? 'Error';
   return `${explanation}\n\n ${message}  `;
@@ -105,6 +110,7 @@ export const CODES = {
   duplicateName: 'placement.duplicate_name',
   inventoryInUse: 'placement.inventory.inuse',
   providerInUse: 'placement.resource_provider.inuse',
+  cannotDeleteParent: 'placement.resource_provider.cannot_delete_parent',
 } as const;
 
 /**

@@ -22,6 +22,9 @@ const legacy =
 
 const SYSTEM_READER = legacy(systemReader);
 const SYSTEM_OR_PROJECT_READER = legacy((c, t) => systemReader(c, t) || projectReader(c, t));
+/** `system_admin_api`: role:admin and system_scope:all (legacy: or role:admin). */
+const SYSTEM_ADMIN = legacy((c) => hasRole(c, 'admin') && c.systemScope === 'all');
+
 
 /** Rule name -> check. */
 export const POLICIES: Readonly<Record<string, Rule>> = {
@@ -40,6 +43,21 @@ export const POLICIES: Readonly<Record<string, Rule>> = {
   'placement:allocations:list': SYSTEM_READER,
   'placement:allocation_candidates:list': SYSTEM_READER,
   'placement:usages': SYSTEM_OR_PROJECT_READER,
+  // Provider writes (placement/policies/{resource_provider,inventory,aggregate,trait,resource_class}.py).
+  'placement:resource_providers:create': SYSTEM_ADMIN,
+  'placement:resource_providers:update': SYSTEM_ADMIN,
+  'placement:resource_providers:delete': SYSTEM_ADMIN,
+  'placement:resource_providers:inventories:create': SYSTEM_ADMIN,
+  'placement:resource_providers:inventories:update': SYSTEM_ADMIN,
+  'placement:resource_providers:inventories:delete': SYSTEM_ADMIN,
+  'placement:resource_providers:aggregates:update': SYSTEM_ADMIN,
+  'placement:resource_providers:traits:update': SYSTEM_ADMIN,
+  'placement:resource_providers:traits:delete': SYSTEM_ADMIN,
+  'placement:traits:update': SYSTEM_ADMIN,
+  'placement:traits:delete': SYSTEM_ADMIN,
+  'placement:resource_classes:create': SYSTEM_ADMIN,
+  'placement:resource_classes:update': SYSTEM_ADMIN,
+  'placement:resource_classes:delete': SYSTEM_ADMIN,
 };
 
 export type PolicyName = keyof typeof POLICIES;

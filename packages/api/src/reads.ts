@@ -78,14 +78,14 @@ export class Reads {
   }
 
   /**
-   * Every trait: the 345 standard ones and the traits providers carry (the store contract
-   * lists traits per provider only), with the set of those associated with a provider.
+   * Every trait: the 345 standard ones and those the store records (custom traits created
+   * through the API, and traits providers were given), with the set of those a provider has.
    */
-  async traits(providers?: readonly ProviderView[]): Promise<{ all: string[]; associated: Set<string> }> {
-    const list = providers ?? (await this.providers());
-    const associated = new Set(list.flatMap((p) => p.traits));
-    const custom = [...associated].filter((t) => !STANDARD_TRAIT_SET.has(t)).sort();
-    return { all: [...STANDARD_TRAITS, ...custom], associated };
+  async traits(): Promise<{ all: string[]; associated: Set<string> }> {
+    const recorded = await this.store.listTraits();
+    const associated = new Set(recorded.filter((t) => t.associated).map((t) => t.name));
+    const others = recorded.map((t) => t.name).filter((t) => !STANDARD_TRAIT_SET.has(t)).sort();
+    return { all: [...STANDARD_TRAITS, ...others], associated };
   }
 
   /** Instance records, each consumer uuid (instance and migration) to its instance and type. */

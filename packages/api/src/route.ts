@@ -45,6 +45,13 @@ export interface ApiReply {
    * where it has none (usages, aggregates, candidates, empty lists).
    */
   lastModified?: Date;
+  /**
+   * Whether `last-modified` and `cache-control` go out (from 1.15): true unless false.
+   * Placement sends them with GETs and with the writes that answer a body (and `PUT /traits/{n}`).
+   */
+  cacheHeaders?: boolean;
+  /** A path below the mount point for `location`, sent as an absolute URL as Placement's (webob's). */
+  location?: string;
 }
 
 export interface Policy {

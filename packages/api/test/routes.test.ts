@@ -124,7 +124,7 @@ describe.each(backends)('the read API on %s', (client) => {
       expect((await get(`/traits/HW_CPU_X86_AVX2`, '1.15')).headers.get('last-modified')).not.toBeNull();
     });
 
-    it('405 with allow for methods Placement does not have on a path; its write methods are not served yet', async () => {
+    it('405 with allow for methods Placement does not have on a path', async () => {
       const patch = await get('/resource_providers', '1.23', { method: 'PATCH' });
       expect(patch.status).toBe(405);
       expect(patch.headers.get('allow')).toBe('GET, POST');
@@ -139,8 +139,8 @@ describe.each(backends)('the read API on %s', (client) => {
       expect((await get(`/resource_providers/${U.cn1}/usages`, '1.0', { method: 'PUT' })).headers.get('allow')).toBe('GET');
       expect((await get('/allocations', '1.13')).headers.get('allow')).toBe('POST');
       expect((await get('/usages', '1.9', { method: 'DELETE' })).status).toBe(405);
-      // POST /resource_providers exists in Placement: not implemented yet, so not served.
-      expect((await get('/resource_providers', '1.39', { method: 'POST' })).status).toBe(404);
+      // POST /resource_providers is served: without a JSON body, 415.
+      expect((await get('/resource_providers', '1.39', { method: 'POST' })).status).toBe(415);
     });
 
     it('406 when Accept excludes application/json', async () => {

@@ -27,9 +27,9 @@ function fitProvider(p: ProviderView): FitProvider {
 }
 
 /** Placement's 400s for names its database does not hold: per group, classes then traits. */
-async function checkNames(req: ApiRequest, request: PlacementRequest, providers: readonly ProviderView[]): Promise<void> {
+async function checkNames(req: ApiRequest, request: PlacementRequest): Promise<void> {
   const classes = new Set(await req.reads.resourceClasses());
-  const traits = new Set((await req.reads.traits(providers)).all);
+  const traits = new Set((await req.reads.traits()).all);
   const rootTraits = [...(request.rootRequiredTraits ?? []), ...(request.rootForbiddenTraits ?? [])];
   for (const group of request.groups) {
     const missingClass = Object.keys(group.resources).find((rc) => !classes.has(rc));
@@ -92,7 +92,7 @@ export const allocationCandidateRoutes: RouteDef[] = [
               throw err;
             }
             const providers = await req.reads.providers();
-            await checkNames(req, parsed.request, providers);
+            await checkNames(req, parsed.request);
             const world = indexWorld(providers.map(fitProvider));
             let result: CandidatesResult;
             try {

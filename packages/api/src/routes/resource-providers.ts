@@ -5,6 +5,7 @@ import { atLeast, v, type Version } from '../microversion.js';
 import type { ApiRequest, QuerySchema, RouteDef } from '../route.js';
 import type { ProviderView } from '../reads.js';
 import { inventoryRecord, providerBody, providerOr404, sortedObject } from './common.js';
+import * as writes from './provider-writes.js';
 
 const uuidString = { type: 'string', format: 'uuid' };
 
@@ -40,7 +41,7 @@ interface ListFilters {
   forbiddenTraits: Set<string>;
 }
 
-async function parseListFilters(req: ApiRequest, providers: readonly ProviderView[]): Promise<ListFilters> {
+async function parseListFilters(req: ApiRequest): Promise<ListFilters> {
   const q = req.query;
   const last = (key: string): string | undefined => q.getAll(key).at(-1);
   const filters: ListFilters = { memberOf: [], forbiddenAggregates: new Set(), resources: [], required: [], forbiddenTraits: new Set() };
@@ -53,7 +54,7 @@ async function parseListFilters(req: ApiRequest, providers: readonly ProviderVie
     const parsed = asApiError(() => placementQueryValues.required(q, req.version));
     filters.required = parsed.required;
     filters.forbiddenTraits = parsed.forbidden;
-    const known = (await req.reads.traits(providers)).all;
+    const known = (await req.reads.traits()).all;
     const knownSet = new Set(known);
     const named = [...parsed.required.flatMap((s) => [...s]), ...parsed.forbidden];
     const missing = named.find((t) => !knownSet.has(t));
@@ -93,12 +94,13 @@ function matches(p: ProviderView, f: ListFilters, rootOfTree: string | null | un
   return true;
 }
 
-/** `/resource_providers` and what hangs below one provider (GETs). */
+/** `/resource_providers` and what hangs below one provider (GETs here; writes in provider-writes.ts). */
 export const resourceProviderRoutes: RouteDef[] = [
   {
     path: '/resource_providers',
     placementMethods: ['GET', 'POST'],
     handlers: {
+      POST: [writes.createProvider],
       GET: [
         {
           range: { min: v('1.0') },
@@ -106,7 +108,7 @@ export const resourceProviderRoutes: RouteDef[] = [
           query: listSchema,
           async handle(req) {
             const providers = await req.reads.providers();
-            const filters = await parseListFilters(req, providers);
+            const filters = await parseListFilters(req);
             // in_tree: the root of the named provider's tree; an unknown uuid matches nothing.
             const rootOfTree = filters.inTree === undefined ? undefined : (providers.find((p) => p.uuid === filters.inTree)?.rootUuid ?? null);
             const out = providers.filter((p) => matches(p, filters, rootOfTree)).map((p) => providerBody(p, req.version, req.prefix));
@@ -120,6 +122,8 @@ export const resourceProviderRoutes: RouteDef[] = [
     path: '/resource_providers/:uuid',
     placementMethods: ['GET', 'PUT', 'DELETE'],
     handlers: {
+      PUT: [writes.updateProvider],
+      DELETE: [writes.deleteProvider],
       GET: [
         {
           range: { min: v('1.0') },
@@ -136,6 +140,9 @@ export const resourceProviderRoutes: RouteDef[] = [
     path: '/resource_providers/:uuid/inventories',
     placementMethods: ['GET', 'PUT', 'POST', 'DELETE'],
     handlers: {
+      PUT: [writes.setInventoriesHandler],
+      POST: [writes.addInventory],
+      DELETE: writes.deleteInventories,
       GET: [
         {
           range: { min: v('1.0') },
@@ -154,6 +161,8 @@ export const resourceProviderRoutes: RouteDef[] = [
     path: '/resource_providers/:uuid/inventories/:resourceClass',
     placementMethods: ['GET', 'PUT', 'DELETE'],
     handlers: {
+      PUT: [writes.updateInventory],
+      DELETE: [writes.deleteInventory],
       GET: [
         {
           range: { min: v('1.0') },
@@ -194,6 +203,7 @@ export const resourceProviderRoutes: RouteDef[] = [
     path: '/resource_providers/:uuid/aggregates',
     placementMethods: ['GET', 'PUT'],
     handlers: {
+      PUT: [writes.setAggregatesHandler],
       GET: [
         {
           range: { min: v('1.1') },
@@ -213,6 +223,8 @@ export const resourceProviderRoutes: RouteDef[] = [
     path: '/resource_providers/:uuid/traits',
     placementMethods: ['GET', 'PUT', 'DELETE'],
     handlers: {
+      PUT: [writes.setTraitsHandler],
+      DELETE: [writes.deleteTraitsHandler],
       GET: [
         {
           range: { min: v('1.6') },

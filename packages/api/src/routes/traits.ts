@@ -1,6 +1,10 @@
-import { badRequest, notFound } from '../errors.js';
+import { isStoreError } from '@ert/store';
+import { ApiError, badRequest, notFound } from '../errors.js';
 import { v } from '../microversion.js';
 import type { RouteDef } from '../route.js';
+
+/** placement/schemas/trait.py CUSTOM_TRAIT. */
+const CUSTOM_TRAIT = /^CUSTOM_[A-Z0-9_]+$/;
 
 /** SQL `LIKE 'prefix%'` as Placement's `startswith:` runs it: `_` and `%` are wildcards, ASCII case-insensitive (SQLite, MySQL). */
 function likePrefix(prefix: string): RegExp {
@@ -8,7 +12,7 @@ function likePrefix(prefix: string): RegExp {
   return new RegExp(`^${body}`, 'is');
 }
 
-/** `/traits` and `/traits/{name}` (1.6): the 345 standard traits and the custom traits providers carry. */
+/** `/traits` and `/traits/{name}` (1.6): the 345 standard traits and those the store records; custom ones created and deleted. */
 export const traitRoutes: RouteDef[] = [
   {
     path: '/traits',
@@ -63,6 +67,42 @@ export const traitRoutes: RouteDef[] = [
     path: '/traits/:name',
     placementMethods: ['GET', 'PUT', 'DELETE'],
     handlers: {
+      PUT: [
+        {
+          range: { min: v('1.6') },
+          policy: { rule: 'placement:traits:update' },
+          async handle(req) {
+            const name = req.params.name!;
+            if (!CUSTOM_TRAIT.test(name) || name.length > 255) {
+              throw badRequest(
+                'The trait is invalid. A valid trait must be no longer than 255 characters, start with the prefix "CUSTOM_" and use following characters: "A"-"Z", "0"-"9" and "_"',
+              );
+            }
+            const created = await req.store.createTrait(name);
+            return { status: created ? 201 : 204, location: `/traits/${name}` };
+          },
+        },
+      ],
+      DELETE: [
+        {
+          range: { min: v('1.6') },
+          policy: { rule: 'placement:traits:delete' },
+          async handle(req) {
+            const name = req.params.name!;
+            if (!(await req.reads.traits()).all.includes(name)) throw notFound(`No such trait(s): ${name}.`);
+            if (!name.startsWith('CUSTOM_')) throw badRequest(`Cannot delete standard trait ${name}.`);
+            try {
+              await req.store.deleteTrait(name);
+            } catch (err) {
+              const code = isStoreError(err) ? err.code : undefined;
+              if (code === 'ERT_STORE_IN_USE') throw new ApiError(409, `The trait ${name} is in use by a resource provider.`);
+              if (code === 'ERT_STORE_NOT_FOUND') throw notFound(`No such trait(s): ${name}.`);
+              throw err;
+            }
+            return { status: 204, cacheHeaders: false };
+          },
+        },
+      ],
       GET: [
         {
           range: { min: v('1.6') },

@@ -191,6 +191,122 @@ const REQUESTS = [
   [`${AC}?resources=DISK_GB:10`, '1.39'],
 ];
 
+/** Consumers of the allocation writes (none of the world's). */
+const X = Object.fromEntries([1, 2, 3, 4, 5, 6, 7].map((n) => [`x${n}`, `a110c000-0000-4000-8000-00000000000${n}`]));
+const NO_RP = 'a110c0ff-0000-4000-8000-0000000000ff';
+const LLC11 = { total: 11, reserved: 0, min_unit: 1, max_unit: 11, step_size: 1, allocation_ratio: 1.0 };
+const alloc = (rp, resources, extra = {}) => ({ allocations: { [rp]: { resources } }, project_id: 'p3', user_id: 'u3', ...extra });
+const listBody = (rp, resources, extra = {}) => ({ allocations: [{ resource_provider: { uuid: rp }, resources }], ...extra });
+const withBody = (method, body, extra = {}) => ({ method, body, ...extra });
+
+/**
+ * Allocation writes (PUT/DELETE /allocations/{c}, POST /allocations, POST /reshaper), sent in
+ * order right after the world is loaded, before REQUESTS: the sequence leaves the world as it
+ * found it (every consumer it creates is removed, the reshaped inventories get their values
+ * back), so the reads answer the same. The reshaper bodies carry the generations numa0 (3) and
+ * numa1 (1, then 2) have on both servers: no earlier write touches them. Recorded into
+ * fixtures/placement-8.0.0-allocation-writes.json.
+ */
+const ALLOCATION_WRITES = [
+  [`/allocations/${X.x1}`, '1.0', withBody('PUT', listBody(U.lonely, { VCPU: 1 }))],
+  [`/allocations/${X.x1}`, '1.12'],
+  [`/allocations/${X.x1}`, '1.28'],
+  [`/allocations/${X.x1}`, '1.8', withBody('PUT', listBody(U.lonely, { VCPU: 1 }))],
+  [`/allocations/${X.x1}`, '1.11', withBody('PUT', listBody(U.lonely, { VCPU: 2 }, { project_id: 'p3', user_id: 'u3' }))],
+  [`/allocations/${X.x1}`, '1.12', withBody('PUT', listBody(U.lonely, { VCPU: 1 }, { project_id: 'p3', user_id: 'u3' }))],
+  [`/allocations/${X.x1}`, '1.12'],
+  [`/allocations/${X.x1}`, '1.12', withBody('PUT', alloc(U.lonely, { VCPU: 3 }))],
+  // Refusals before 1.28 on x7: Placement leaves x7 behind as an empty consumer at generation 0
+  // after the unknown-provider 400 (docs/api.md, differences), so x2 stays new for the 1.28 cases.
+  [`/allocations/${X.x7}`, '1.12', withBody('PUT', alloc(U.cn2, { VCPU: 2 }))],
+  [`/allocations/${X.x7}`, '1.12', withBody('PUT', alloc(U.lonely, { DISK_GB: 1 }))],
+  [`/allocations/${X.x7}`, '1.12', withBody('PUT', alloc(NO_RP, { VCPU: 1 }))],
+  [`/allocations/${X.x7}`, '1.12', withBody('PUT', alloc(U.lonely, { CUSTOM_NOPE: 1 }))],
+  [`/allocations/${X.x7}`, '1.23', withBody('PUT', alloc(U.lonely, { CUSTOM_NOPE: 1 }))],
+  [`/allocations/${X.x7}`, '1.23', withBody('PUT', alloc(U.cn2, { VCPU: 2 }))],
+  [`/allocations/${X.x7}`, '1.23', withBody('PUT', alloc(U.ss, { DISK_GB: 501 }))],
+  [`/allocations/${X.x7}`, '1.23', withBody('PUT', alloc(U.lonely, { VCPU: 0 }))],
+  [`/allocations/${X.x7}`, '1.23', withBody('PUT', { allocations: {}, project_id: 'p3', user_id: 'u3' })],
+  ['/allocations/not-a-uuid', '1.23', withBody('PUT', alloc(U.cn1, { VCPU: 1 }))],
+  [`/allocations/${X.x7}`, '1.23', withBody('PUT', alloc(U.cn1, { VCPU: 1 }), { headers: { 'content-type': 'text/plain' } })],
+  [`/allocations/${X.x7}`, '1.23', withBody('PUT', alloc(U.cn1, { VCPU: 1 }), { token: 'bob' })],
+  [`/allocations/${X.x2}`, '1.28', withBody('PUT', alloc(U.cn1, { VCPU: 1 }))],
+  [`/allocations/${X.x2}`, '1.28', withBody('PUT', alloc(U.cn1, { VCPU: 1 }, { consumer_generation: 3 }))],
+  [`/allocations/${X.x2}`, '1.28', withBody('PUT', alloc(U.cn1, { VCPU: 4, MEMORY_MB: 128 }, { consumer_generation: null }))],
+  [`/allocations/${X.x2}`, '1.28', withBody('PUT', alloc(U.cn1, { VCPU: 4 }, { consumer_generation: null }))],
+  [`/allocations/${X.x2}`, '1.28', withBody('PUT', alloc(U.cn1, { VCPU: 4 }, { consumer_generation: 0 }))],
+  [`/allocations/${X.x2}`, '1.28'],
+  [`/allocations/${X.x2}`, '1.28', withBody('PUT', alloc(U.cn1, { VCPU: 2 }, { consumer_generation: 1 }))],
+  [`/allocations/${X.x2}`, '1.28'],
+  [`/resource_providers/${U.cn1}/allocations`, '1.28'],
+  [`/resource_providers/${U.cn1}/usages`, '1.0'],
+  ['/usages?project_id=p3', '1.9'],
+  [`/allocations/${X.x2}`, '1.33', withBody('PUT', alloc(U.cn1, { VCPU: 2 }, { consumer_generation: 2, mappings: { '': [U.cn1] } }))],
+  [`/allocations/${X.x2}`, '1.34', withBody('PUT', alloc(U.cn1, { VCPU: 2 }, { consumer_generation: 2, mappings: { '': [U.cn1] } }))],
+  [`/allocations/${X.x2}`, '1.38', withBody('PUT', alloc(U.cn1, { VCPU: 2 }, { consumer_generation: 3 }))],
+  [`/allocations/${X.x2}`, '1.38', withBody('PUT', alloc(U.cn1, { VCPU: 2 }, { consumer_generation: 3, consumer_type: 'bad-type' }))],
+  [`/allocations/${X.x2}`, '1.38', withBody('PUT', alloc(U.cn1, { VCPU: 3 }, { consumer_generation: 3, consumer_type: 'BATCH' }))],
+  [`/allocations/${X.x2}`, '1.38'],
+  ['/usages?project_id=p3', '1.38'],
+  [`/allocations/${X.x2}`, '1.38', withBody('PUT', { allocations: {}, project_id: 'p3', user_id: 'u3', consumer_generation: 4, consumer_type: 'BATCH' })],
+  [`/allocations/${X.x2}`, '1.38'],
+  [`/allocations/${X.x2}`, '1.28', withBody('PUT', alloc(U.cn1, { VCPU: 1 }, { consumer_generation: null }))],
+  [`/allocations/${X.x2}`, '1.28'],
+  [`/allocations/${X.x2}`, '1.23', { method: 'DELETE', token: 'bob' }],
+  [`/allocations/${X.x2}`, '1.0', { method: 'DELETE' }],
+  [`/allocations/${X.x2}`, '1.0', { method: 'DELETE' }],
+  [`/allocations/${X.x2}`, '1.23', { method: 'DELETE' }],
+  [`/allocations/${X.x1}`, '1.23', { method: 'DELETE' }],
+  [`/resource_providers/${U.lonely}/usages`, '1.0'],
+  ['/allocations', '1.12', withBody('POST', { [X.x3]: alloc(U.lonely, { VCPU: 1 }) })],
+  ['/allocations', '1.13', withBody('POST', { [X.x3]: alloc(U.lonely, { VCPU: 1 }), [X.x4]: alloc(U.lonely, { VCPU: 2 }) })],
+  [`/allocations/${X.x3}`, '1.28'],
+  ['/allocations', '1.13', withBody('POST', { [X.x3]: alloc(U.lonely, { VCPU: 1 }), [X.x4]: alloc(U.cn1, { VCPU: 1 }) })],
+  [`/allocations/${X.x3}`, '1.28'],
+  ['/allocations', '1.28', withBody('POST', { [X.x3]: alloc(U.lonely, { VCPU: 1 }) })],
+  ['/allocations', '1.28', withBody('POST', { [X.x3]: { allocations: {}, project_id: 'p3', user_id: 'u3', consumer_generation: 1 }, [X.x4]: alloc(U.cn1, { VCPU: 2 }, { consumer_generation: 1 }) })],
+  [`/allocations/${X.x3}`, '1.28'],
+  [`/allocations/${X.x4}`, '1.28'],
+  ['/allocations', '1.33', withBody('POST', { [X.x4]: alloc(U.cn1, { VCPU: 2 }, { consumer_generation: 2, mappings: { '': [U.cn1] } }) })],
+  ['/allocations', '1.38', withBody('POST', { [X.x4]: alloc(U.cn1, { VCPU: 2 }, { consumer_generation: 2, mappings: { '': [U.cn1] } }) })],
+  ['/allocations', '1.38', withBody('POST', { [X.x4]: alloc(U.cn1, { VCPU: 2 }, { consumer_generation: 2, mappings: { '': [U.cn1] }, consumer_type: 'INSTANCE' }) })],
+  ['/allocations', '1.38', withBody('POST', { [X.x4]: alloc(U.cn1, { VCPU: 2 }, { consumer_generation: 2, consumer_type: 'INSTANCE' }) })],
+  [`/allocations/${X.x4}`, '1.38'],
+  ['/allocations', '1.23', withBody('POST', { [X.x5]: alloc(U.lonely, { CUSTOM_NOPE: 1 }) })],
+  ['/allocations', '1.23', withBody('POST', { [X.x5]: alloc(NO_RP, { VCPU: 1 }) })],
+  ['/allocations', '1.23', withBody('POST', {})],
+  ['/allocations', '1.23', withBody('POST', { 'not-a-uuid': alloc(U.cn1, { VCPU: 1 }) })],
+  ['/allocations', '1.23', withBody('POST', { [X.x5]: alloc(U.cn1, { VCPU: 1 }) }, { token: 'bob' })],
+  ['/allocations', '1.38', withBody('POST', { [X.x4]: { allocations: {}, project_id: 'p3', user_id: 'u3', consumer_generation: 3, consumer_type: 'INSTANCE' } })],
+  [`/allocations/${X.x4}`, '1.38'],
+  [`/allocations/${X.x6}`, '1.38', withBody('PUT', alloc(U.numa1, { CUSTOM_LLC_WAYS: 2 }, { consumer_generation: null, consumer_type: 'INSTANCE' }))],
+  ['/reshaper', '1.29', withBody('POST', { inventories: { [U.numa1]: { resource_provider_generation: 2, inventories: { CUSTOM_LLC_WAYS: LLC11 } } }, allocations: {} })],
+  ['/reshaper', '1.30', withBody('POST', { inventories: { [U.numa1]: { resource_provider_generation: 9, inventories: { CUSTOM_LLC_WAYS: LLC11 } } }, allocations: {} })],
+  ['/reshaper', '1.30', withBody('POST', { inventories: { [NO_RP]: { resource_provider_generation: 0, inventories: {} } }, allocations: {} })],
+  ['/reshaper', '1.30', withBody('POST', { inventories: { [U.numa1]: { resource_provider_generation: 2, inventories: {} } }, allocations: {} })],
+  ['/reshaper', '1.30', withBody('POST', { inventories: {}, allocations: {} })],
+  ['/reshaper', '1.30', withBody('POST', { inventories: { [U.numa1]: { resource_provider_generation: 2, inventories: { CUSTOM_LLC_WAYS: { ...LLC11, total: 1 } } } }, allocations: { [X.x6]: alloc(U.numa1, { CUSTOM_LLC_WAYS: 2 }, { consumer_generation: 1 }) } })],
+  ['/reshaper', '1.30', withBody('POST', { inventories: { [U.numa1]: { resource_provider_generation: 2, inventories: { CUSTOM_LLC_WAYS: LLC11 } } }, allocations: { [X.x6]: alloc(U.numa1, { CUSTOM_NOPE: 2 }, { consumer_generation: 1 }) } })],
+  ['/reshaper', '1.30', withBody('POST', { inventories: { [U.numa1]: { resource_provider_generation: 2, inventories: { CUSTOM_LLC_WAYS: LLC11 } } }, allocations: { [X.x6]: alloc(U.numa1, { CUSTOM_LLC_WAYS: 2 }, { consumer_generation: 0 }) } })],
+  ['/reshaper', '1.37', withBody('POST', { inventories: { [U.numa1]: { resource_provider_generation: 2, inventories: { CUSTOM_LLC_WAYS: LLC11 } } }, allocations: { [X.x6]: alloc(U.numa1, { CUSTOM_LLC_WAYS: 2 }, { consumer_generation: 1, consumer_type: 'INSTANCE' }) } })],
+  ['/reshaper', '1.38', withBody('POST', { inventories: { [U.numa1]: { resource_provider_generation: 2, inventories: { CUSTOM_LLC_WAYS: LLC11 } } }, allocations: { [X.x6]: alloc(U.numa1, { CUSTOM_LLC_WAYS: 2 }, { consumer_generation: 1 }) } })],
+  ['/reshaper', '1.38', withBody('POST', { inventories: { [U.numa1]: { resource_provider_generation: 2, inventories: { CUSTOM_LLC_WAYS: LLC11 } } }, allocations: {} }, { token: 'bob' })],
+  [
+    '/reshaper',
+    '1.38',
+    withBody('POST', {
+      inventories: { [U.numa1]: { resource_provider_generation: 2, inventories: { CUSTOM_LLC_WAYS: LLC11 } }, [U.numa0]: { resource_provider_generation: 3, inventories: { CUSTOM_LLC_WAYS: LLC11 } } },
+      allocations: { [X.x6]: alloc(U.numa0, { CUSTOM_LLC_WAYS: 2 }, { consumer_generation: 1, consumer_type: 'INSTANCE', mappings: { '': [U.numa0] } }) },
+    }),
+  ],
+  [`/allocations/${X.x6}`, '1.38'],
+  [`/resource_providers/${U.numa0}/usages`, '1.0'],
+  [`/resource_providers/${U.numa1}/usages`, '1.0'],
+  [`/resource_providers/${U.numa0}/inventories`, '1.0'],
+  [`/resource_providers/${U.numa0}/allocations`, '1.28'],
+  [`/allocations/${X.x6}`, '1.38', { method: 'DELETE' }],
+];
+
 /** Fixed uuids of the providers and aggregate the write sequence creates. */
 const W = {
   p1: 'dddd0001-0000-4000-8000-000000000001',
@@ -430,6 +546,13 @@ async function main() {
   const base = await startPlacement();
   try {
     await loadWorld(base);
+    // The allocation writes first: they leave the world as they found it (see ALLOCATION_WRITES).
+    const allocationAnswers = [];
+    for (const request of ALLOCATION_WRITES) allocationAnswers.push(await send(base, request));
+    const allocationsOut = path.join(path.dirname(out), 'placement-8.0.0-allocation-writes.json');
+    const allocationsDoc = { comment: 'Recorded by scripts/placement-api-compare.mjs (ALLOCATION_WRITES, on the world of placement-8.0.0-reads.json). Do not edit: re-run the script.', placementApi: version, answers: allocationAnswers };
+    writeFileSync(allocationsOut, JSON.stringify(allocationsDoc, null, 1) + '\n');
+    console.log(`recorded ${allocationAnswers.length} answers of placement-api ${version} into ${path.relative(root, allocationsOut)}`);
     const answers = [];
     for (const request of [...REQUESTS, ...PROVIDER_WRITES]) answers.push(await send(base, request));
     const doc = {

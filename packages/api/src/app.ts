@@ -12,6 +12,7 @@ import { allocationCandidateRoutes } from './routes/allocation-candidates.js';
 import { allocationRoutes } from './routes/allocations.js';
 import { resourceClassRoutes } from './routes/resource-classes.js';
 import { resourceProviderRoutes } from './routes/resource-providers.js';
+import { reshaperRoutes } from './routes/reshaper.js';
 import { rootRoutes } from './routes/root.js';
 import { traitRoutes } from './routes/traits.js';
 import { usageRoutes } from './routes/usages.js';
@@ -23,6 +24,7 @@ export const PLACEMENT_ROUTES: readonly RouteDef[] = [
   ...resourceClassRoutes,
   ...traitRoutes,
   ...allocationRoutes,
+  ...reshaperRoutes,
   ...usageRoutes,
   ...allocationCandidateRoutes,
 ];
@@ -119,8 +121,12 @@ function bodyMessage(errors: ErrorObject[] | null | undefined, body: unknown): s
   switch (error.keyword) {
     case 'required':
       return `${pyRepr(params.missingProperty)} is a required property`;
-    case 'additionalProperties':
+    case 'additionalProperties': {
+      // jsonschema names the patterns when the object has patternProperties (Ajv's `verbose` gives the schema).
+      const patterns = Object.keys((error.parentSchema as { patternProperties?: object } | undefined)?.patternProperties ?? {}).sort();
+      if (patterns.length > 0) return `${pyRepr(params.additionalProperty)} does not match any of the regexes: ${patterns.map(pyRepr).join(', ')}`;
       return `Additional properties are not allowed (${pyRepr(params.additionalProperty)} was unexpected)`;
+    }
     case 'type':
       return `${value} is not of type ${String(params.type).split(',').map(pyRepr).join(', ')}`;
     case 'pattern':
@@ -133,6 +139,10 @@ function bodyMessage(errors: ErrorObject[] | null | undefined, body: unknown): s
       return `${value} is less than the minimum of ${String(params.limit)}`;
     case 'maximum':
       return `${value} is greater than the maximum of ${String(params.limit)}`;
+    case 'minProperties':
+      return `${value} does not have enough properties`;
+    case 'minItems':
+      return `${value} is too short`;
     case 'format':
       return `${value} is not a ${pyRepr(params.format)}`;
     case 'uniqueItems':
@@ -154,7 +164,7 @@ export async function createApi(options: ApiOptions): Promise<FastifyInstance> {
   const prefix = normalizePrefix(options.prefix);
   const reads = new Reads(options.store);
   const authenticate = authenticator(options.auth);
-  const ajv = new Ajv({ allErrors: false, strict: false });
+  const ajv = new Ajv({ allErrors: false, strict: false, verbose: true });
   // oslo's is_uuid_like, as Placement's "uuid" format checker.
   ajv.addFormat('uuid', (s: string) => /^[0-9a-fA-F]{32}$/.test(s.replaceAll('urn:', '').replaceAll('uuid:', '').replace(/^[{}]+|[{}]+$/g, '').replaceAll('-', '')));
   const validators = new Map<string, ValidateFunction>();

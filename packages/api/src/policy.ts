@@ -25,6 +25,8 @@ const SYSTEM_OR_PROJECT_READER = legacy((c, t) => systemReader(c, t) || projectR
 /** `system_admin_api`: role:admin and system_scope:all (legacy: or role:admin). */
 const SYSTEM_ADMIN = legacy((c) => hasRole(c, 'admin') && c.systemScope === 'all');
 
+/** `system_admin_api` for the allocation writes and the reshaper (legacy: or role:admin). */
+const ALLOCATION_WRITER = legacy((c) => hasRole(c, 'admin') && c.systemScope === 'all');
 
 /** Rule name -> check. */
 export const POLICIES: Readonly<Record<string, Rule>> = {
@@ -43,6 +45,11 @@ export const POLICIES: Readonly<Record<string, Rule>> = {
   'placement:allocations:list': SYSTEM_READER,
   'placement:allocation_candidates:list': SYSTEM_READER,
   'placement:usages': SYSTEM_OR_PROJECT_READER,
+  // Allocation writes (placement/policies/allocation.py, reshaper.py): manage = POST /allocations.
+  'placement:allocations:manage': ALLOCATION_WRITER,
+  'placement:allocations:update': ALLOCATION_WRITER,
+  'placement:allocations:delete': ALLOCATION_WRITER,
+  'placement:reshaper:reshape': ALLOCATION_WRITER,
   // Provider writes (placement/policies/{resource_provider,inventory,aggregate,trait,resource_class}.py).
   'placement:resource_providers:create': SYSTEM_ADMIN,
   'placement:resource_providers:update': SYSTEM_ADMIN,

@@ -1,5 +1,5 @@
 import type { Inventory, ResourceClass } from '@ert/plugin-api';
-import type { Allocation, InstanceRecord, ProviderRecord, Store } from '@ert/store';
+import type { Allocation, ConsumerRecord, ProviderRecord, Store } from '@ert/store';
 import { STANDARD_CLASSES, STANDARD_CLASS_SET, STANDARD_TRAITS, STANDARD_TRAIT_SET } from './standards.js';
 
 /**
@@ -21,7 +21,7 @@ export interface ProviderView extends ProviderRecord {
 /** Placement's `[placement] incomplete_consumer_project_id` / `_user_id` default. */
 export const INCOMPLETE_CONSUMER_ID = '00000000-0000-0000-0000-000000000000';
 
-/** A consumer: its allocations, generation and what the store knows of it. */
+/** A consumer: its allocations, generation, project, user and type. */
 export interface ConsumerView {
   uuid: string;
   generation: number;
@@ -88,53 +88,44 @@ export class Reads {
     return { all: [...STANDARD_TRAITS, ...others], associated };
   }
 
-  /** Instance records, each consumer uuid (instance and migration) to its instance and type. */
-  private async consumerIndex(): Promise<Map<string, { instance: InstanceRecord; type: string }>> {
-    const index = new Map<string, { instance: InstanceRecord; type: string }>();
+  /** Instance records, each consumer uuid (instance and migration) to its type: INSTANCE, or MIGRATION. */
+  private async typeIndex(): Promise<Map<string, string>> {
+    const index = new Map<string, string>();
     for (const instance of await this.store.listInstances()) {
-      index.set(instance.uuid, { instance, type: 'INSTANCE' });
-      if (instance.migrationUuid !== undefined) index.set(instance.migrationUuid, { instance, type: 'MIGRATION' });
+      index.set(instance.uuid, 'INSTANCE');
+      if (instance.migrationUuid !== undefined) index.set(instance.migrationUuid, 'MIGRATION');
     }
     return index;
   }
 
-  private async consumerOf(uuid: string, known: { instance: InstanceRecord; type: string } | undefined): Promise<ConsumerView | undefined> {
-    const { generation, allocations } = await this.store.getAllocations(uuid);
-    if (generation === null || allocations.length === 0) return undefined;
+  private view(record: ConsumerRecord, derivedType: string | undefined): ConsumerView {
     return {
-      uuid,
-      generation,
-      projectId: known?.instance.projectId ?? INCOMPLETE_CONSUMER_ID,
-      userId: known?.instance.userId ?? INCOMPLETE_CONSUMER_ID,
-      consumerType: known?.type ?? 'unknown',
-      allocations,
+      uuid: record.uuid,
+      generation: record.generation,
+      projectId: record.projectId,
+      userId: record.userId,
+      consumerType: record.consumerType ?? derivedType ?? 'unknown',
+      allocations: record.allocations,
     };
   }
 
   /**
-   * One consumer, or undefined when it holds nothing. Project, user and type come from the
-   * instance record that names it (as instance or migration); a consumer no instance names
-   * is shown as Placement shows an incomplete consumer (all-zero project and user, type
-   * `unknown`).
+   * One consumer, or undefined when it holds nothing: the store's consumer record (project
+   * and user as written). Its type is the one written (1.38's `consumer_type`); for a consumer
+   * written without one (the tracker's and scheduler's), INSTANCE or MIGRATION from the
+   * instance record that names it, else `unknown`.
    */
   async consumer(uuid: string): Promise<ConsumerView | undefined> {
+    const record = await this.store.getConsumer(uuid);
+    if (!record) return undefined;
+    if (record.consumerType !== null) return this.view(record, undefined);
     const direct = await this.store.getInstance(uuid);
-    const known = direct ? { instance: direct, type: 'INSTANCE' } : (await this.consumerIndex()).get(uuid);
-    return this.consumerOf(uuid, known);
+    return this.view(record, direct ? 'INSTANCE' : (await this.typeIndex()).get(uuid));
   }
 
-  /**
-   * Every consumer the store's instance records name (instances and their migrations), with
-   * their allocations. The contract has no list of consumers: allocations written for a
-   * consumer that no instance names are not found here (`providerAllocations` detects it).
-   */
-  async consumers(): Promise<ConsumerView[]> {
-    const index = await this.consumerIndex();
-    const out: ConsumerView[] = [];
-    for (const [uuid, known] of index) {
-      const consumer = await this.consumerOf(uuid, known);
-      if (consumer) out.push(consumer);
-    }
-    return out;
+  /** Every consumer holding allocations (only those on `providerUuid`, or of a project and user, when given). */
+  async consumers(filter?: { providerUuid?: string; projectId?: string; userId?: string }): Promise<ConsumerView[]> {
+    const [records, index] = await Promise.all([this.store.listConsumers(filter), this.typeIndex()]);
+    return records.map((r) => this.view(r, index.get(r.uuid)));
   }
 }

@@ -141,12 +141,15 @@ export interface Answer {
 export async function call(
   base: string,
   path: string,
-  opts: { mv?: string | null; token?: string | null; method?: string; headers?: Record<string, string> } = {},
+  opts: { mv?: string | null; token?: string | null; method?: string; headers?: Record<string, string>; body?: unknown } = {},
 ): Promise<Answer> {
   const headers: Record<string, string> = { ...(opts.headers ?? {}) };
   if (opts.token !== null) headers['x-auth-token'] = opts.token ?? 'admin';
   if (opts.mv !== null && opts.mv !== undefined) headers['openstack-api-version'] = `placement ${opts.mv}`;
-  const res = await fetch(base + path, { method: opts.method ?? 'GET', headers });
+  // A body (JSON unless a string) goes as application/json unless the headers name a type.
+  if (opts.body !== undefined && !Object.keys(headers).some((h) => h.toLowerCase() === 'content-type')) headers['content-type'] = 'application/json';
+  const sent = opts.body === undefined ? undefined : typeof opts.body === 'string' ? opts.body : JSON.stringify(opts.body);
+  const res = await fetch(base + path, { method: opts.method ?? 'GET', headers, ...(sent === undefined ? {} : { body: sent }) });
   const text = await res.text();
   let body: any;
   try {

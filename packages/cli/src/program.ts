@@ -15,6 +15,7 @@ import { flavorsCommand, hostsCommand, usageCommand } from './commands/inventory
 import { simulateCommand } from './commands/simulate.js';
 import { demoCommand } from './commands/demo.js';
 import { serveCommand } from './commands/serve.js';
+import { aggregateCreateCommand, aggregateListCommand, aggregateMembershipCommand, aggregateSetMetadataCommand, dbStatusCommand, hostDisableCommand, hostEnableCommand } from './commands/fleet.js';
 
 const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
 
@@ -107,6 +108,7 @@ export function createProgram(io: CliIo = processIo()): Command {
 
   const db = program.command('db').description('database commands');
   db.command('migrate').description('apply pending store migrations (idempotent)').action(action(migrateCommand));
+  db.command('status').description('the store: kind, schema version, pending migrations, how many hosts, providers, instances').action(action(dbStatusCommand));
 
   program
     .command('plugins')
@@ -126,6 +128,13 @@ export function createProgram(io: CliIo = processIo()): Command {
     .option('--root <dir>', 'directory standing for / (default: tracker.root)')
     .option('--name <host>', 'host name (default: tracker.hostName, else the machine\'s)')
     .action(action(hostSyncCommand));
+  host
+    .command('disable')
+    .description('the scheduler skips HOST (its instances stay; its tracker keeps reporting)')
+    .argument('<host>', 'host name')
+    .option('--reason <text>', 'why (shown by ert hosts)')
+    .action(action(hostDisableCommand));
+  host.command('enable').description('HOST is up again for the scheduler').argument('<host>', 'host name').action(action(hostEnableCommand));
   host
     .command('run')
     .description('run the tracker: sync now, then every tracker.interval, until SIGINT/SIGTERM')
@@ -168,6 +177,35 @@ export function createProgram(io: CliIo = processIo()): Command {
     .action(action(instancesCommand));
 
   program.command('hosts').description('list the hosts in the store').action(action(hostsCommand));
+
+  const aggregate = program.command('aggregate').description('aggregates of hosts and their metadata (aggregate_instance_extra_specs)');
+  aggregate
+    .command('create')
+    .description('create an aggregate')
+    .argument('<name>', 'aggregate name')
+    .option('--uuid <uuid>', 'its uuid (default: a new one)')
+    .option('--metadata <key=value...>', 'metadata, e.g. ssd=true')
+    .action(action(aggregateCreateCommand));
+  aggregate.command('list').description('aggregates with their metadata and hosts').action(action(aggregateListCommand));
+  aggregate
+    .command('add-host')
+    .description('put HOST (its root provider) in the aggregate')
+    .argument('<aggregate>', 'aggregate name or uuid')
+    .argument('<host>', 'host name')
+    .action(action((ctx: CommandContext, agg: string, h: string) => aggregateMembershipCommand(ctx, 'add', agg, h)));
+  aggregate
+    .command('remove-host')
+    .description('take HOST out of the aggregate')
+    .argument('<aggregate>', 'aggregate name or uuid')
+    .argument('<host>', 'host name')
+    .action(action((ctx: CommandContext, agg: string, h: string) => aggregateMembershipCommand(ctx, 'remove', agg, h)));
+  aggregate
+    .command('set-metadata')
+    .description('set metadata keys of the aggregate (key=value ...), --unset to remove keys')
+    .argument('<aggregate>', 'aggregate name or uuid')
+    .argument('[pairs...]', 'key=value pairs')
+    .option('--unset <key...>', 'keys to remove')
+    .action(action(aggregateSetMetadataCommand));
   program
     .command('usage')
     .description('capacity, used and free per host and resource class')

@@ -173,6 +173,8 @@ export interface HostRecord {
    * or registered before schema 0005. A tracker reading another machine refuses to sync it.
    */
   machine?: string;
+  /** Why an operator disabled the host (`setHostStatus(..., 'disabled', reason)`); absent otherwise. */
+  statusReason?: string;
 }
 
 export interface StatsRecord {
@@ -362,6 +364,11 @@ export interface Store {
   getAggregates(uuid: string): Promise<string[]>;
   setAggregates(uuid: string, generation: number | undefined, aggregates: string[]): Promise<ProviderRecord>;
   upsertAggregate(aggregate: AggregateRecord): Promise<void>;
+  /**
+   * Every aggregate the store knows (made by `upsertAggregate`, or named by `setAggregates`:
+   * then without name, metadata {}), with the uuids of its member providers, by uuid.
+   */
+  listAggregates(): Promise<Array<AggregateRecord & { providers: string[] }>>;
 
   /* allocations */
   /**
@@ -419,7 +426,11 @@ export interface Store {
   upsertHost(host: { name: string; rootProviderUuid: string; status?: HostStatus; lastUpdate?: number; machine?: string }): Promise<HostRecord>;
   getHost(name: string): Promise<HostRecord | undefined>;
   listHosts(): Promise<HostRecord[]>;
-  setHostStatus(name: string, status: HostStatus): Promise<void>;
+  /**
+   * Set a host's status (bumps its generation). `reason` is recorded with `disabled` (an
+   * operator's why) and cleared by any other status. Unknown host: NOT_FOUND.
+   */
+  setHostStatus(name: string, status: HostStatus, reason?: string): Promise<void>;
   /** Mark `up` hosts whose lastUpdate is older than `before` (epoch ms) as stale; returns their names. */
   markStaleHosts(before: number): Promise<string[]>;
 

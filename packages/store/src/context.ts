@@ -208,6 +208,6 @@ export class StoreContext {
   hostQuery(db: Db) {
     return db('hosts as h')
       .join('providers as p', 'p.id', 'h.root_provider_id')
-      .select('h.id', 'h.name', 'h.root_provider_id', 'h.status', 'h.last_update', 'h.generation', 'h.machine', 'p.uuid as root_uuid');
+      .select('h.id', 'h.name', 'h.root_provider_id', 'h.status', 'h.last_update', 'h.generation', 'h.machine', 'h.status_reason', 'p.uuid as root_uuid');
   }
 }

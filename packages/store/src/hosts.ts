@@ -36,12 +36,14 @@ export async function listHosts(ctx: StoreContext): Promise<HostRecord[]> {
   return rows.map((row) => hostRecordFromRow(row));
 }
 
-export async function setHostStatus(ctx: StoreContext, name: string, status: HostStatus): Promise<void> {
+export async function setHostStatus(ctx: StoreContext, name: string, status: HostStatus, reason?: string): Promise<void> {
   if (!HOST_STATUSES.has(status)) throw invalid(`host ${name}: unknown status ${JSON.stringify(status)}`, { host: name, status });
+  if (reason !== undefined && (typeof reason !== 'string' || reason.length > 1024)) throw invalid(`host ${name}: the status reason must be a string of at most 1024 characters`, { host: name });
   await ctx.write(
     `setHostStatus ${name}`,
     async (trx) => {
-      const changed = await trx('hosts').where('name', name).update({ status, generation: trx.raw('generation + 1') });
+      const statusReason = status === 'disabled' && reason !== undefined && reason !== '' ? reason : null;
+      const changed = await trx('hosts').where('name', name).update({ status, status_reason: statusReason, generation: trx.raw('generation + 1') });
       if (changed === 0) throw notFound('host', name, { host: name });
     },
     { firstStatementWrites: true },

@@ -261,6 +261,20 @@ const consumerType: Migration = {
   },
 };
 
+/** Why an operator disabled a host (`ert host disable --reason`); null otherwise. */
+const hostStatusReason: Migration = {
+  async up(knex) {
+    await knex.schema.alterTable('hosts', (t) => {
+      t.string('status_reason', 1024).nullable();
+    });
+  },
+  async down(knex) {
+    await knex.schema.alterTable('hosts', (t) => {
+      t.dropColumn('status_reason');
+    });
+  },
+};
+
 const migrations: Record<string, Migration> = {
   '0001_initial': initial,
   '0002_instance_cpus': instanceCpus,
@@ -269,6 +283,7 @@ const migrations: Record<string, Migration> = {
   '0005_host_machine': hostMachine,
   '0006_instance_holds': instanceHolds,
   '0007_consumer_type': consumerType,
+  '0008_host_status_reason': hostStatusReason,
 };
 
 /** This program's migrations, in application order. */

@@ -334,6 +334,23 @@ export async function setAggregates(ctx: StoreContext, uuid: string, generation:
   );
 }
 
+export async function listAggregates(ctx: StoreContext): Promise<Array<AggregateRecord & { providers: string[] }>> {
+  return ctx.read(async (trx) => {
+    const rows: Array<{ uuid: string; name: string | null; metadata: string }> = await trx('aggregates').select('uuid', 'name', 'metadata').orderBy('uuid');
+    const members: Array<{ aggregate: string; provider: string }> = await trx('provider_aggregates as pa')
+      .join('aggregates as a', 'a.id', 'pa.aggregate_id')
+      .join('providers as p', 'p.id', 'pa.provider_id')
+      .select('a.uuid as aggregate', 'p.uuid as provider')
+      .orderBy('p.uuid');
+    return rows.map((r) => ({
+      uuid: r.uuid,
+      ...(r.name !== null ? { name: r.name } : {}),
+      metadata: JSON.parse(r.metadata) as Record<string, string>,
+      providers: members.filter((m) => m.aggregate === r.uuid).map((m) => m.provider),
+    }));
+  });
+}
+
 export async function upsertAggregate(ctx: StoreContext, aggregate: AggregateRecord): Promise<void> {
   checkName('aggregate', aggregate.uuid, 36);
   const metadata = aggregate.metadata ?? {};

@@ -47,6 +47,7 @@ export interface HostRow {
   last_update: number | string;
   generation: number;
   machine?: string | null;
+  status_reason?: string | null;
 }
 
 export interface InstanceRow {
@@ -107,6 +108,7 @@ export function hostFromRow(row: HostRow, rootProviderUuid: string): HostRecord 
     lastUpdate: Number(row.last_update),
     generation: row.generation,
     ...(row.machine ? { machine: row.machine } : {}),
+    ...(row.status_reason ? { statusReason: row.status_reason } : {}),
   };
 }
 

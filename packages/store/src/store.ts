@@ -155,6 +155,7 @@ export class KnexStore implements Store {
   getAggregates = (uuid: string) => providers.getAggregates(this.ctx, uuid);
   setAggregates = (uuid: string, generation: number | undefined, aggregates: string[]) => providers.setAggregates(this.ctx, uuid, generation, aggregates);
   upsertAggregate = (aggregate: AggregateRecord) => providers.upsertAggregate(this.ctx, aggregate);
+  listAggregates = () => providers.listAggregates(this.ctx);
 
   writeAllocations = (writes: AllocationWrite[]) => this.allocations.writeAllocations(writes);
   getAllocations = (consumerUuid: string) => this.allocations.getAllocations(consumerUuid);
@@ -166,7 +167,7 @@ export class KnexStore implements Store {
   upsertHost = (host: Parameters<Store['upsertHost']>[0]) => hosts.upsertHost(this.ctx, host);
   getHost = (name: string) => hosts.getHost(this.ctx, name);
   listHosts = () => hosts.listHosts(this.ctx);
-  setHostStatus = (name: string, status: HostStatus) => hosts.setHostStatus(this.ctx, name, status);
+  setHostStatus = (name: string, status: HostStatus, reason?: string) => hosts.setHostStatus(this.ctx, name, status, reason);
   markStaleHosts = (before: number) => hosts.markStaleHosts(this.ctx, before);
   writeStats = (host: string, plugin: string, schemaVersion: number, data: JsonValue) => hosts.writeStats(this.ctx, host, plugin, schemaVersion, data);
   readStats = (host: string) => hosts.readStats(this.ctx, host);

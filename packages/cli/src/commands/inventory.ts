@@ -19,7 +19,7 @@ function age(ms: number): string {
  * change; they are `stale` when nothing has confirmed them within tracker.staleAfter, i.e.
  * when the host's own update is older than that (the tracker re-reads every plugin on each
  * update and rewrites what changed).
- * JSON: `{ hosts: [{ name, status, lastUpdate, generation, providers, instances,
+ * JSON: `{ hosts: [{ name, status, statusReason (a disabled host's, when given), lastUpdate, generation, providers, instances,
  * stats: [{ plugin, schemaVersion, updatedAt, ageMs, stale }] }] }` (times as ISO 8601).
  */
 export async function hostsCommand(ctx: CommandContext): Promise<void> {
@@ -32,6 +32,7 @@ export async function hostsCommand(ctx: CommandContext): Promise<void> {
     .map((s) => ({
       name: s.host.name,
       status: effectiveStatus(s.host.status, s.host.lastUpdate, now, staleAfter),
+      ...(s.host.statusReason !== undefined ? { statusReason: s.host.statusReason } : {}),
       lastUpdate: new Date(s.host.lastUpdate).toISOString(),
       generation: s.host.generation,
       providers: s.providers.length,
@@ -50,7 +51,7 @@ export async function hostsCommand(ctx: CommandContext): Promise<void> {
   ctx.out.result({ hosts }, () =>
     ctx.out.table(hosts, [
       { header: 'HOST', value: (h) => h.name },
-      { header: 'STATUS', value: (h) => h.status },
+      { header: 'STATUS', value: (h) => (h.statusReason !== undefined ? `${h.status} (${h.statusReason})` : h.status) },
       { header: 'LAST UPDATE', value: (h) => h.lastUpdate },
       { header: 'PROVIDERS', value: (h) => h.providers },
       { header: 'INSTANCES', value: (h) => h.instances },

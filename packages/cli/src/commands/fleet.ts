@@ -1,0 +1,183 @@
+import { randomUUID } from 'node:crypto';
+import { createStore, isStoreConflict, type AggregateRecord, type SchemaStatus, type Store } from '@ert/store';
+import { describeConnection, unknownHost, type CommandContext } from '../context.js';
+import { CliError, CliErrorCode } from '../errors.js';
+
+/*
+ * The operator's hands on the fleet (issue 14, "host and fleet lifecycle"): disable and enable
+ * a host, aggregates and their metadata (what `aggregate_instance_extra_specs` flavors such as
+ * the starter's ssd.medium match), and the store's schema and size. Aggregates are Placement's:
+ * a set of providers; a host is in an aggregate when its root provider is.
+ */
+
+/**
+ * `ert host disable HOST [--reason R]`: the scheduler skips the host (the `status` filter);
+ * its instances stay, its tracker keeps reporting (a disabled host stays disabled across its
+ * syncs). JSON: `{ host, status: "disabled", reason }`.
+ */
+export async function hostDisableCommand(ctx: CommandContext, name: string, opts: { reason?: string }): Promise<void> {
+  const store = await ctx.store();
+  await knownHost(store, name);
+  await store.setHostStatus(name, 'disabled', opts.reason);
+  ctx.out.result({ host: name, status: 'disabled', reason: opts.reason ?? null }, () => `disabled host ${name}${opts.reason ? ` (${opts.reason})` : ''}: the scheduler skips it; its instances stay\n`);
+}
+
+/**
+ * `ert host enable HOST`: the host is `up` again (stale again at once if its tracker does not
+ * report within tracker.staleAfter). JSON: `{ host, status: "up" }`.
+ */
+export async function hostEnableCommand(ctx: CommandContext, name: string): Promise<void> {
+  const store = await ctx.store();
+  await knownHost(store, name);
+  await store.setHostStatus(name, 'up');
+  ctx.out.result({ host: name, status: 'up' }, () => `enabled host ${name}\n`);
+}
+
+async function knownHost(store: Store, name: string): Promise<void> {
+  if (!(await store.getHost(name))) throw unknownHost(name, (await store.listHosts()).map((h) => h.name));
+}
+
+/** An aggregate by name or uuid; a usage error naming it (and the known names) when there is none. */
+async function aggregateOf(store: Store, ref: string): Promise<AggregateRecord & { providers: string[] }> {
+  const all = await store.listAggregates();
+  const found = all.find((a) => a.uuid === ref) ?? all.find((a) => a.name === ref);
+  if (found) return found;
+  const names = all.map((a) => a.name ?? a.uuid);
+  throw new CliError(CliErrorCode.USAGE, `no aggregate ${JSON.stringify(ref)} in the store${names.length > 0 ? `; known: ${names.slice(0, 10).join(', ')}` : ''}`, { aggregate: ref });
+}
+
+/** `k=v` pairs into metadata; a pair without `=` is a usage error naming it. */
+function parseMetadata(pairs: readonly string[]): Record<string, string> {
+  const metadata: Record<string, string> = {};
+  for (const pair of pairs) {
+    const at = pair.indexOf('=');
+    if (at < 1) throw new CliError(CliErrorCode.USAGE, `metadata must be key=value, got ${JSON.stringify(pair)}`, { value: pair });
+    metadata[pair.slice(0, at)] = pair.slice(at + 1);
+  }
+  return metadata;
+}
+
+/**
+ * `ert aggregate create NAME [--uuid U] [--metadata k=v ...]`: a new aggregate (a name no
+ * other aggregate has). JSON: the aggregate `{ uuid, name, metadata, hosts: [] }`.
+ */
+export async function aggregateCreateCommand(ctx: CommandContext, name: string, opts: { uuid?: string; metadata?: string[] }): Promise<void> {
+  const store = await ctx.store();
+  const existing = await store.listAggregates();
+  if (existing.some((a) => a.name === name)) throw new CliError(CliErrorCode.USAGE, `an aggregate named ${JSON.stringify(name)} exists already`, { aggregate: name });
+  const uuid = opts.uuid ?? randomUUID();
+  if (existing.some((a) => a.uuid === uuid)) throw new CliError(CliErrorCode.USAGE, `an aggregate with uuid ${uuid} exists already`, { aggregate: uuid });
+  const metadata = parseMetadata(opts.metadata ?? []);
+  await store.upsertAggregate({ uuid, name, metadata });
+  ctx.out.result({ uuid, name, metadata, hosts: [] }, () => `created aggregate ${name} (${uuid})${Object.keys(metadata).length > 0 ? ` with ${formatMetadata(metadata)}` : ''}\n`);
+}
+
+function formatMetadata(metadata: Record<string, string>): string {
+  return Object.entries(metadata)
+    .map(([k, v]) => `${k}=${v}`)
+    .join(' ');
+}
+
+/**
+ * `ert aggregate list`: every aggregate with its metadata and the hosts whose root provider is
+ * in it. JSON: `{ aggregates: [{ uuid, name, metadata, hosts }] }`.
+ */
+export async function aggregateListCommand(ctx: CommandContext): Promise<void> {
+  const store = await ctx.store();
+  const [aggregates, hosts] = await Promise.all([store.listAggregates(), store.listHosts()]);
+  const hostOfRoot = new Map(hosts.map((h) => [h.rootProviderUuid, h.name]));
+  const list = aggregates.map((a) => ({
+    uuid: a.uuid,
+    name: a.name ?? null,
+    metadata: a.metadata,
+    hosts: a.providers.flatMap((p) => hostOfRoot.get(p) ?? []).sort(),
+  }));
+  ctx.out.result({ aggregates: list }, () =>
+    ctx.out.table(list, [
+      { header: 'NAME', value: (a) => a.name ?? '-' },
+      { header: 'UUID', value: (a) => a.uuid },
+      { header: 'METADATA', value: (a) => formatMetadata(a.metadata) || '-' },
+      { header: 'HOSTS', value: (a) => a.hosts.join(', ') || '-' },
+    ]),
+  );
+}
+
+/**
+ * `ert aggregate add-host AGG HOST` / `remove-host AGG HOST`: the host's root provider joins
+ * or leaves the aggregate (a provider generation check; a concurrent change is retried).
+ * JSON: `{ aggregate, host, aggregates }` (the root provider's aggregates after).
+ */
+export async function aggregateMembershipCommand(ctx: CommandContext, change: 'add' | 'remove', ref: string, hostName: string): Promise<void> {
+  const store = await ctx.store();
+  const aggregate = await aggregateOf(store, ref);
+  const host = await store.getHost(hostName);
+  if (!host) throw unknownHost(hostName, (await store.listHosts()).map((h) => h.name));
+  let after: string[] = [];
+  for (let attempt = 1; ; attempt++) {
+    const provider = await store.getProvider(host.rootProviderUuid);
+    const current = await store.getAggregates(host.rootProviderUuid);
+    after = change === 'add' ? [...new Set([...current, aggregate.uuid])] : current.filter((a) => a !== aggregate.uuid);
+    try {
+      await store.setAggregates(host.rootProviderUuid, provider!.generation, after);
+      break;
+    } catch (err) {
+      if (attempt >= 5 || !isStoreConflict(err)) throw err;
+    }
+  }
+  const label = aggregate.name ?? aggregate.uuid;
+  ctx.out.result({ aggregate: aggregate.uuid, host: hostName, aggregates: after }, () => `${change === 'add' ? 'added' : 'removed'} host ${hostName} ${change === 'add' ? 'to' : 'from'} aggregate ${label}\n`);
+}
+
+/**
+ * `ert aggregate set-metadata AGG k=v ... [--unset k ...]`: merge metadata into the aggregate
+ * (and remove `--unset` keys). JSON: the aggregate `{ uuid, name, metadata }`.
+ */
+export async function aggregateSetMetadataCommand(ctx: CommandContext, ref: string, pairs: string[], opts: { unset?: string[] }): Promise<void> {
+  const store = await ctx.store();
+  const aggregate = await aggregateOf(store, ref);
+  const metadata = { ...aggregate.metadata, ...parseMetadata(pairs) };
+  for (const key of opts.unset ?? []) delete metadata[key];
+  await store.upsertAggregate({ uuid: aggregate.uuid, ...(aggregate.name !== undefined ? { name: aggregate.name } : {}), metadata });
+  ctx.out.result({ uuid: aggregate.uuid, name: aggregate.name ?? null, metadata }, () => `aggregate ${aggregate.name ?? aggregate.uuid}: ${formatMetadata(metadata) || 'no metadata'}\n`);
+}
+
+/**
+ * `ert db status`: the store's kind and place, its schema version against this ert's, and how
+ * many hosts, providers and instances it holds. Reads only (a missing store says so, exit 1).
+ * JSON: `{ client, connection, applied, latest, pending, unknown, hosts, providers, instances,
+ * aggregates }` (the counts null when the schema is not this ert's).
+ */
+export async function dbStatusCommand(ctx: CommandContext): Promise<void> {
+  const config = await ctx.config();
+  // Opened without the schema check: a store with pending migrations is what this reports.
+  const store = await createStore(config.store);
+  let schema: SchemaStatus;
+  let counts: { hosts: number; providers: number; instances: number; aggregates: number } | null = null;
+  try {
+    schema = await store.schemaStatus();
+    if (!schema.exists || schema.applied.length === 0) await store.checkSchema(); // ERT_STORE_MISSING, naming the store
+    if (schema.pending.length === 0 && schema.unknown.length === 0) {
+      const [hosts, providers, instances, aggregates] = await Promise.all([store.listHosts(), store.listProviders(), store.listInstances(), store.listAggregates()]);
+      counts = { hosts: hosts.length, providers: providers.length, instances: instances.length, aggregates: aggregates.length };
+    }
+  } finally {
+    await store.close();
+  }
+  const status = {
+    client: config.store.client,
+    connection: describeConnection(config.store),
+    applied: schema.applied.length,
+    latest: schema.applied[schema.applied.length - 1] ?? null,
+    pending: schema.pending,
+    unknown: schema.unknown,
+    ...(counts ?? { hosts: null, providers: null, instances: null, aggregates: null }),
+  };
+  ctx.out.result(status, () =>
+    [
+      `store: ${status.client} ${status.connection}`,
+      `schema: ${status.latest ?? 'none'} (${status.applied} migrations applied${status.pending.length > 0 ? `; pending: ${status.pending.join(', ')} (run ert db migrate)` : ', none pending'}${status.unknown.length > 0 ? `; unknown to this ert: ${status.unknown.join(', ')}` : ''})`,
+      counts ? `hosts ${counts.hosts}, providers ${counts.providers}, instances ${counts.instances}, aggregates ${counts.aggregates}` : 'contents: not read (the schema is not this ert\'s)',
+      '',
+    ].join('\n'),
+  );
+}

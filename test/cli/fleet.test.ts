@@ -1,0 +1,87 @@
+// Issue 14 (host and fleet lifecycle from the CLI) and issue 12 (every starter flavor placeable):
+// aggregates with metadata make an aggregate_instance_extra_specs flavor placeable, a disabled
+// host receives nothing and stays disabled (with its reason) across its tracker's syncs, and
+// `ert db status` reports the store. Real `ert` processes on a real SQLite file.
+//
+// Mutations seen caught: `aggregate add-host` writing the aggregates without the new one (the
+// ssd flavor stayed unplaceable); setHostStatus not recording the reason (ert hosts showed
+// plain "disabled").
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Project, json } from './helpers.js';
+
+const SSD = { name: 'ssd', vcpus: 2, memory_mb: 2048, disk_gb: 0, extra_specs: { 'aggregate_instance_extra_specs:ssd': 'true' } };
+const SMALL = { name: 'small', vcpus: 2, memory_mb: 2048, disk_gb: 0, extra_specs: {} };
+
+describe('ert aggregate, host disable/enable, db status', () => {
+  let project: Project;
+  beforeAll(async () => {
+    project = await Project.create();
+    await project.writeConfig({
+      tracker: { hostName: 'node1', root: './root', resources: ['vcpu', 'memory'], staleAfter: '168h' },
+      scheduler: { consumers: ['vcpu', 'memory'], filters: ['status', 'aggregate-extra-specs', 'resources'] },
+      flavors: [SSD, SMALL],
+    });
+    expect((await project.run(['db', 'migrate'])).code).toBe(0);
+    expect((await project.run(['host', 'sync'])).code).toBe(0);
+  });
+  afterAll(async () => {
+    await project.remove();
+  });
+
+  it('an aggregate with metadata makes a flavor that asks for it placeable on its hosts', async () => {
+    const before = await project.run(['schedule', '--flavor', 'ssd']);
+    expect(before.code).toBe(3);
+    expect(before.stdout).toContain('node1: aggregate metadata has no "ssd" (wanted "true")');
+
+    const created = json(await project.run(['--json', 'aggregate', 'create', 'fast-ssd', '--metadata', 'ssd=true', 'rack=a1']));
+    expect(created).toMatchObject({ name: 'fast-ssd', metadata: { ssd: 'true', rack: 'a1' }, hosts: [] });
+    expect((await project.run(['aggregate', 'add-host', 'fast-ssd', 'node1'])).stdout).toBe('added host node1 to aggregate fast-ssd\n');
+    expect(json(await project.run(['--json', 'aggregate', 'list'])).aggregates).toEqual([{ uuid: created.uuid, name: 'fast-ssd', metadata: { ssd: 'true', rack: 'a1' }, hosts: ['node1'] }]);
+    const placed = await project.run(['--json', 'schedule', '--flavor', 'ssd']);
+    expect(placed.code, placed.stderr).toBe(0);
+    expect(json(placed).selections).toEqual([expect.objectContaining({ host: 'node1' })]);
+
+    // Metadata changed: the flavor no longer matches; the host left: neither.
+    expect(json(await project.run(['--json', 'aggregate', 'set-metadata', created.uuid, 'ssd=false', '--unset', 'rack'])).metadata).toEqual({ ssd: 'false' });
+    expect((await project.run(['schedule', '--flavor', 'ssd'])).code).toBe(3);
+    expect((await project.run(['aggregate', 'remove-host', 'fast-ssd', 'node1'])).code).toBe(0);
+    expect(json(await project.run(['--json', 'aggregate', 'list'])).aggregates[0].hosts).toEqual([]);
+  });
+
+  it('refuses what it cannot do, exit 2, naming the value', async () => {
+    const dup = await project.run(['aggregate', 'create', 'fast-ssd']);
+    expect([dup.code, dup.stderr]).toEqual([2, 'ert: an aggregate named "fast-ssd" exists already\n']);
+    const missing = await project.run(['aggregate', 'add-host', 'slow', 'node1']);
+    expect([missing.code, missing.stderr]).toEqual([2, 'ert: no aggregate "slow" in the store; known: fast-ssd\n']);
+    const host = await project.run(['aggregate', 'add-host', 'fast-ssd', 'nod1']);
+    expect(host.code).toBe(2);
+    expect(host.stderr).toContain('no host "nod1" in the store; did you mean node1?');
+    const pair = await project.run(['aggregate', 'set-metadata', 'fast-ssd', 'ssd']);
+    expect([pair.code, pair.stderr]).toEqual([2, 'ert: metadata must be key=value, got "ssd"\n']);
+  });
+
+  it('a disabled host receives nothing, keeps its reason across its tracker\u2019s sync, and is up again when enabled', async () => {
+    expect((await project.run(['host', 'disable', 'node1', '--reason', 'disk swap'])).stdout).toBe('disabled host node1 (disk swap): the scheduler skips it; its instances stay\n');
+    const refused = await project.run(['schedule', '--flavor', 'small']);
+    expect(refused.code).toBe(3);
+    expect(refused.stdout).toContain('node1: host is disabled');
+    expect((await project.run(['host', 'sync'])).code).toBe(0);
+    expect(json(await project.run(['--json', 'hosts'])).hosts[0]).toMatchObject({ name: 'node1', status: 'disabled', statusReason: 'disk swap' });
+    expect((await project.run(['hosts'])).stdout).toMatch(/^node1\s+disabled \(disk swap\)\s/m);
+    expect((await project.run(['host', 'enable', 'node1'])).code).toBe(0);
+    const hosts = json(await project.run(['--json', 'hosts'])).hosts;
+    expect(hosts[0].status).toBe('up');
+    expect(hosts[0].statusReason).toBeUndefined();
+    expect((await project.run(['schedule', '--flavor', 'small'])).code).toBe(0);
+    expect((await project.run(['host', 'disable', 'nope'])).code).toBe(2);
+  });
+
+  it('db status: the schema against this ert, and what the store holds', async () => {
+    const status = json(await project.run(['--json', 'db', 'status']));
+    expect(status).toMatchObject({ client: 'sqlite3', pending: [], unknown: [], hosts: 1, aggregates: 1 });
+    expect(status.applied).toBeGreaterThanOrEqual(8);
+    expect(status.instances).toBeGreaterThanOrEqual(2);
+    const human = await project.run(['db', 'status']);
+    expect(human.stdout).toMatch(/^schema: \S+ \(\d+ migrations applied, none pending\)$/m);
+  });
+});

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Flavor } from '@ert/plugin-api';
 import type { InstanceRecord, Store } from '@ert/store';
 import type { KnexStore } from '../src/store.js';
-import { backends, inv, openStore } from './backends.js';
+import { backends, inv, openStore, rejection } from './backends.js';
 
 const flavor: Flavor = { name: 'small', vcpus: 2, memoryMb: 0, diskGb: 0, extraSpecs: {} };
 
@@ -19,14 +19,6 @@ function record(uuid: string, host: string, extra: Partial<InstanceRecord> = {})
 
 const consumer = (uuid: string, generation?: number | null) => ({ uuid, projectId: 'proj', userId: 'user', ...(generation !== undefined ? { generation } : {}) });
 
-async function rejection(promise: Promise<unknown>): Promise<{ code?: string; message: string }> {
-  try {
-    await promise;
-  } catch (err) {
-    return err as { code?: string; message: string };
-  }
-  throw new Error('expected a rejection');
-}
 
 describe.each(backends)('removeInstance on %s', (client) => {
   let store: Store;

@@ -49,3 +49,13 @@ export async function openStore(client: 'sqlite3' | 'pg', label: string): Promis
 export function inv(total: number, extra: Partial<Inventory> = {}): Inventory {
   return normalizeInventory({ total, ...extra });
 }
+
+/** The error `promise` rejects with (a test failure when it resolves). */
+export async function rejection(promise: Promise<unknown>): Promise<{ code?: string; message: string; details?: Record<string, unknown> }> {
+  try {
+    await promise;
+  } catch (err) {
+    return err as { code?: string; message: string; details?: Record<string, unknown> };
+  }
+  throw new Error('expected a rejection');
+}

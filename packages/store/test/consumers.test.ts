@@ -6,16 +6,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Store } from '@ert/store';
-import { backends, inv, openStore } from './backends.js';
+import { backends, inv, openStore, rejection } from './backends.js';
 
-async function rejection(promise: Promise<unknown>): Promise<{ code?: string; message: string; details?: Record<string, unknown> }> {
-  try {
-    await promise;
-  } catch (err) {
-    return err as { code?: string; message: string };
-  }
-  throw new Error('expected a rejection');
-}
 
 describe.each(backends)('consumers and reshape on %s', (client) => {
   let store: Store;

@@ -15,7 +15,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Flavor } from '@ert/plugin-api';
 import type { InstanceRecord, Store } from '@ert/store';
-import { backends, inv, openStore } from './backends.js';
+import { backends, inv, openStore, rejection } from './backends.js';
 
 const flavor: Flavor = { name: 'pinned', vcpus: 2, memoryMb: 0, diskGb: 0, extraSpecs: {} };
 const consumer = (uuid: string, generation?: number | null) => ({ uuid, projectId: 'proj', userId: 'user', ...(generation !== undefined ? { generation } : {}) });
@@ -24,14 +24,6 @@ function record(uuid: string, host: string, extra: Partial<InstanceRecord> = {})
   return { uuid, host, projectId: 'proj', userId: 'user', flavor, state: 'active', assignments: {}, ...extra };
 }
 
-async function rejection(promise: Promise<unknown>): Promise<{ code?: string; message: string; details?: Record<string, unknown> }> {
-  try {
-    await promise;
-  } catch (err) {
-    return err as { code?: string; message: string };
-  }
-  throw new Error('expected a rejection');
-}
 
 describe.each(backends)('exclusive holds on %s', (client) => {
   let store: Store;

@@ -12,11 +12,13 @@ export { messageOf } from '@ert/plugin-api';
  * Plugin loading (PluginLoadError), details always include {plugin}:
  * - ERT_PLUGIN_NOT_FOUND          no candidate resolved; details {candidates: [{specifier, reason}]}
  * - ERT_PLUGIN_MANIFEST_MISSING   the package has no `ert` block in package.json
- * - ERT_PLUGIN_MANIFEST_INVALID   the `ert` block is malformed
- * - ERT_PLUGIN_API_MISMATCH       the plugin's API range excludes this host's PLUGIN_API_VERSION
+ * - ERT_PLUGIN_MANIFEST_INVALID   the `ert` block is malformed, or peerDependencies["@ert/plugin-api"] is missing or not a range
+ * - ERT_PLUGIN_API_MISMATCH       the package's peerDependencies["@ert/plugin-api"] range, or the version a plugin
+ *                                 object was made with, excludes the @ert/plugin-api this host runs;
+ *                                 details {apiRange | apiVersion, hostApiVersion}
  * - ERT_PLUGIN_KIND_NOT_PROVIDED  the config uses the plugin as a kind it does not provide
  * - ERT_PLUGIN_ENTRY_MISSING      the side's entry point is not declared or does not resolve
- * - ERT_PLUGIN_IMPORT_FAILED      importing the entry threw
+ * - ERT_PLUGIN_IMPORT_FAILED      importing the entry threw; details {file, format?} (format: an ES module / CommonJS mix-up, explained)
  * - ERT_PLUGIN_NOT_A_PLUGIN       the entry's default export was not made by `definePlugin`
  * - ERT_PLUGIN_NAME_CONFLICT      two different plugins configured under one name
  * - ERT_PLUGIN_OPTIONS_INVALID    `plugins.<name>` fails the plugin's optionsSchema; details {problems}

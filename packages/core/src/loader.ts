@@ -75,6 +75,18 @@ export function packageCandidates(specifier: string): string[] {
   return specifier.startsWith('@') ? [specifier] : [`@ert/plugin-${specifier}`, `ert-plugin-${specifier}`, specifier];
 }
 
+/** The package whose version is the plugin API version. */
+const PLUGIN_API_PACKAGE = '@ert/plugin-api';
+
+/** Where the @ert/plugin-api this host runs is installed (named in version errors). */
+const PLUGIN_API_DIR = (() => {
+  try {
+    return dirname(createRequire(import.meta.url).resolve(`${PLUGIN_API_PACKAGE}/package.json`));
+  } catch {
+    return 'location unknown';
+  }
+})();
+
 function loadError(code: string, message: string, details: Record<string, unknown>, cause?: unknown): PluginLoadError {
   return new PluginLoadError(code, message, details, cause === undefined ? undefined : { cause });
 }
@@ -85,11 +97,19 @@ function activeName(ref: PluginRef, plugin: Plugin): string {
   return isPathSpecifier(ref.name) || ref.name.startsWith('@') ? plugin.name : ref.name;
 }
 
-function checkApiMajor(name: string, plugin: Plugin, where: string): void {
-  if (semver.major(plugin.apiVersion) !== semver.major(PLUGIN_API_VERSION)) {
+/**
+ * The plugin API a plugin object was made with (`plugin.apiVersion`, stamped by the
+ * `definePlugin` of the @ert/plugin-api copy it imported) must be one this host's API
+ * serves: a plugin made with X.Y.* needs a host whose version satisfies ^X.Y.0 (the same
+ * major, or the same minor below 1.0.0, and not older than the plugin's minor).
+ */
+function checkMadeWith(name: string, plugin: Plugin, where: string): void {
+  const made = semver.valid(plugin.apiVersion);
+  const needs = made === null ? undefined : `^${semver.major(made)}.${semver.minor(made)}.0`;
+  if (needs === undefined || !semver.satisfies(PLUGIN_API_VERSION, needs, { includePrerelease: true })) {
     throw loadError(
       CoreErrorCodes.PLUGIN_API_MISMATCH,
-      `Plugin "${name}" (${where}) was built against plugin API ${plugin.apiVersion}, but this host implements ${PLUGIN_API_VERSION}`,
+      `Plugin "${name}" (${where}) was made with @ert/plugin-api ${describeValue(plugin.apiVersion)}${needs === undefined ? ' (not a version)' : `, so it needs ${needs}`}, but the @ert/plugin-api found is ${PLUGIN_API_VERSION}`,
       { plugin: name, apiVersion: plugin.apiVersion, hostApiVersion: PLUGIN_API_VERSION },
     );
   }
@@ -107,21 +127,59 @@ function checkKinds(name: string, plugin: Plugin, kinds: readonly PluginKind[], 
   }
 }
 
+/**
+ * What a failed import says about the module format, when that is why it failed: a file
+ * Node loads as an ES module (`.mjs`, or `.js` under a package.json with `"type": "module"`)
+ * written as CommonJS, the reverse, or a CommonJS plugin whose `require()` of an ES module
+ * (such as @ert/plugin-api) this Node refuses.
+ */
+function formatHint(file: string, err: unknown): string | undefined {
+  const code = (err as { code?: unknown }).code;
+  const message = messageOf(err);
+  if (code === 'ERR_REQUIRE_ESM' || code === 'ERR_REQUIRE_ASYNC_MODULE') {
+    return `${file} is CommonJS and require()s an ES module (@ert/plugin-api is one), which this Node (${process.version}) does not allow: use Node >= 20.19 (require of ES modules), or write the plugin as an ES module (.mjs, or .js under "type": "module", with import and export default)`;
+  }
+  if (/\b(require|module|exports|__dirname|__filename) is not defined in ES module scope/.test(message)) {
+    return `${file} is loaded as an ES module (.mjs, or .js under a package.json with "type": "module") but is written as CommonJS: use import and export default, or name it .cjs to keep module.exports = definePlugin(...)`;
+  }
+  if (/Cannot use import statement outside a module|Unexpected token 'export'/.test(message)) {
+    return `${file} is loaded as CommonJS (.cjs, or .js without "type": "module") but is written as an ES module: name it .mjs (or set "type": "module"), or use require and module.exports = definePlugin(...)`;
+  }
+  return undefined;
+}
+
+/**
+ * Import a plugin entry, ES module or CommonJS: its default export (`export default
+ * definePlugin(...)`), which for CommonJS is `module.exports` (`module.exports =
+ * definePlugin(...)`), or the `default` of a CommonJS module compiled from an ES module
+ * (`exports.__esModule = true; exports.default = ...`, what TypeScript emits).
+ */
 async function importDefault(name: string, file: string): Promise<Plugin> {
   let module: { default?: unknown };
   try {
     module = (await import(pathToFileURL(file).href)) as { default?: unknown };
   } catch (err) {
-    throw loadError(CoreErrorCodes.PLUGIN_IMPORT_FAILED, `Plugin "${name}": importing ${file} failed: ${messageOf(err)}`, { plugin: name, file }, err);
+    const hint = formatHint(file, err);
+    throw loadError(
+      CoreErrorCodes.PLUGIN_IMPORT_FAILED,
+      `Plugin "${name}": importing ${file} failed: ${hint ?? messageOf(err)}`,
+      { plugin: name, file, ...(hint === undefined ? {} : { format: hint }) },
+      err,
+    );
   }
-  if (!isPlugin(module.default)) {
+  let exported = module.default;
+  if (!isPlugin(exported) && typeof exported === 'object' && exported !== null) {
+    const compiled = exported as { __esModule?: unknown; default?: unknown };
+    if (compiled.__esModule === true && isPlugin(compiled.default)) exported = compiled.default;
+  }
+  if (!isPlugin(exported)) {
     throw loadError(
       CoreErrorCodes.PLUGIN_NOT_A_PLUGIN,
-      `Plugin "${name}": the default export of ${file} is ${module.default === undefined ? 'missing' : describeValue(module.default)}, not a plugin made by definePlugin`,
+      `Plugin "${name}": the default export of ${file} is ${exported === undefined ? 'missing' : describeValue(exported)}, not a plugin made by definePlugin (an ES module has export default definePlugin(...), a CommonJS one module.exports = definePlugin(...))`,
       { plugin: name, file },
     );
   }
-  return module.default;
+  return exported;
 }
 
 /** The target of an `exports` entry under the given conditions (Node's algorithm, without errors). */
@@ -164,8 +222,9 @@ export function resolveExportSubpath(exportsField: unknown, subpath: string, con
   return undefined;
 }
 
-function readManifest(name: string, packageName: string, packageDir: string): PluginManifest {
-  const pkg = JSON.parse(readFileSync(join(packageDir, 'package.json'), 'utf8')) as { ert?: unknown };
+/** The package's `ert` manifest and its plugin API range (`peerDependencies["@ert/plugin-api"]`), checked. */
+function readManifest(name: string, packageName: string, packageDir: string): { manifest: PluginManifest; apiRange: string } {
+  const pkg = JSON.parse(readFileSync(join(packageDir, 'package.json'), 'utf8')) as { ert?: unknown; peerDependencies?: Record<string, unknown> };
   const where = `package ${packageName} at ${packageDir}`;
   if (pkg.ert === undefined) {
     throw loadError(
@@ -178,8 +237,8 @@ function readManifest(name: string, packageName: string, packageDir: string): Pl
   const problems: string[] = [];
   if (typeof m !== 'object' || m === null) problems.push(`"ert" is ${describeValue(m)}, expected an object`);
   else {
-    if (typeof m.apiVersion !== 'string' || semver.validRange(m.apiVersion) === null) {
-      problems.push(`ert.apiVersion is ${describeValue(m.apiVersion)}, expected a semver range such as "^1.0.0"`);
+    if ('apiVersion' in m) {
+      problems.push(`ert.apiVersion is not read any more: the plugin API range is peerDependencies["${PLUGIN_API_PACKAGE}"] (e.g. "^${PLUGIN_API_VERSION}")`);
     }
     if (!Array.isArray(m.provides) || m.provides.some((k) => !PLUGIN_KINDS.includes(k as PluginKind))) {
       problems.push(`ert.provides is ${describeValue(m.provides)}, expected a list of ${PLUGIN_KINDS.join(', ')}`);
@@ -188,6 +247,14 @@ function readManifest(name: string, packageName: string, packageDir: string): Pl
       if (m[side] !== undefined && typeof m[side] !== 'string') problems.push(`ert.${side} is ${describeValue(m[side])}, expected an export subpath such as "./${side}"`);
     }
   }
+  const range = pkg.peerDependencies?.[PLUGIN_API_PACKAGE];
+  if (typeof range !== 'string' || semver.validRange(range) === null) {
+    problems.push(
+      range === undefined
+        ? `peerDependencies["${PLUGIN_API_PACKAGE}"] is missing: declare the range of plugin API versions the package works with, e.g. "^${PLUGIN_API_VERSION}"`
+        : `peerDependencies["${PLUGIN_API_PACKAGE}"] is ${describeValue(range)}, expected a semver range such as "^${PLUGIN_API_VERSION}"`,
+    );
+  }
   if (problems.length > 0) {
     throw loadError(CoreErrorCodes.PLUGIN_MANIFEST_INVALID, `Plugin "${name}": ${where} has an invalid manifest: ${problems.join('; ')}`, {
       plugin: name,
@@ -195,7 +262,7 @@ function readManifest(name: string, packageName: string, packageDir: string): Pl
       problems,
     });
   }
-  return m as PluginManifest;
+  return { manifest: m as PluginManifest, apiRange: range as string };
 }
 
 /** Load a plugin package found at `packageDir`: manifest, API range, kinds, the side's entry. */
@@ -206,13 +273,13 @@ async function loadPackage(
   packageDir: string,
 ): Promise<ResolvedPlugin> {
   const label = ref.use !== undefined || isPathSpecifier(ref.name) || ref.name.startsWith('@') ? packageName : ref.name;
-  const manifest = readManifest(label, packageName, packageDir);
+  const { manifest, apiRange } = readManifest(label, packageName, packageDir);
   const where = `package ${packageName}`;
-  if (!semver.satisfies(PLUGIN_API_VERSION, manifest.apiVersion, { includePrerelease: true })) {
+  if (!semver.satisfies(PLUGIN_API_VERSION, apiRange, { includePrerelease: true })) {
     throw loadError(
       CoreErrorCodes.PLUGIN_API_MISMATCH,
-      `Plugin "${label}" (${where}) targets plugin API ${manifest.apiVersion}, but this host implements ${PLUGIN_API_VERSION}`,
-      { plugin: label, package: packageName, apiVersion: manifest.apiVersion, hostApiVersion: PLUGIN_API_VERSION },
+      `Plugin "${label}" (${where} at ${packageDir}) declares peerDependencies["${PLUGIN_API_PACKAGE}"] ${JSON.stringify(apiRange)}, but the ${PLUGIN_API_PACKAGE} found is ${PLUGIN_API_VERSION} (${PLUGIN_API_DIR}): install a version of the plugin made for ${PLUGIN_API_VERSION}, or an ert whose ${PLUGIN_API_PACKAGE} is in ${JSON.stringify(apiRange)}`,
+      { plugin: label, package: packageName, apiRange, hostApiVersion: PLUGIN_API_VERSION, hostApiDir: PLUGIN_API_DIR },
     );
   }
   const missing = options.kinds.filter((k) => !manifest.provides.includes(k));
@@ -245,6 +312,7 @@ async function loadPackage(
   }
   const plugin = await importDefault(label, file);
   const name = activeName(ref, plugin);
+  checkMadeWith(name, plugin, where);
   checkKinds(name, plugin, options.kinds, where);
   return { name, plugin, source: 'package', specifier: ref.use ?? ref.name, file, packageName, packageDir, manifest };
 }
@@ -277,15 +345,17 @@ function locatePackage(packageName: string, from: string): { dir: string } | { r
  * builtin by name; a path (`.` or `/` first; a directory holding a package.json is loaded
  * as a package); else the package candidates of `packageCandidates`, resolved from
  * `fromDir`, the first one installed being used. A package must carry an `ert` manifest
- * whose apiVersion range includes PLUGIN_API_VERSION and whose `provides` lists every kind
- * asked; only the entry of `side` is imported, and its default export must be a plugin.
+ * whose `provides` lists every kind asked, and a `peerDependencies["@ert/plugin-api"]` range
+ * that includes PLUGIN_API_VERSION (the version of the @ert/plugin-api this host runs); only
+ * the entry of `side` is imported (ES module or CommonJS), its default export must be a
+ * plugin, and the API version it was made with must be one this host serves (`checkMadeWith`).
  * Throws PluginLoadError (codes in errors.ts); ERT_PLUGIN_NOT_FOUND lists every candidate
  * and why it failed. Idempotent (Node caches the imported modules).
  */
 export async function resolvePlugin(options: ResolvePluginOptions): Promise<ResolvedPlugin> {
   const { ref, kinds } = options;
   if (ref.plugin !== undefined) {
-    checkApiMajor(ref.name, ref.plugin, 'plugin object from the config');
+    checkMadeWith(ref.name, ref.plugin, 'plugin object from the config');
     checkKinds(ref.name, ref.plugin, kinds, 'plugin object from the config');
     return { name: ref.name, plugin: ref.plugin, source: 'object', specifier: ref.name };
   }
@@ -293,7 +363,7 @@ export async function resolvePlugin(options: ResolvePluginOptions): Promise<Reso
   const builtin = options.builtins?.[specifier];
   if (builtin !== undefined) {
     const name = ref.use !== undefined ? ref.name : specifier;
-    checkApiMajor(name, builtin, 'builtin');
+    checkMadeWith(name, builtin, 'builtin');
     checkKinds(name, builtin, kinds, 'builtin');
     return { name, plugin: builtin, source: 'builtin', specifier };
   }
@@ -317,7 +387,7 @@ export async function resolvePlugin(options: ResolvePluginOptions): Promise<Reso
     }
     const plugin = await importDefault(ref.name, path);
     const name = activeName(ref, plugin);
-    checkApiMajor(name, plugin, path);
+    checkMadeWith(name, plugin, path);
     checkKinds(name, plugin, kinds, path);
     return { name, plugin, source: 'path', specifier, file: path };
   }

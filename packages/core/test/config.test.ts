@@ -208,7 +208,7 @@ describe('defaults and resolution', () => {
     const dir = tempDir({
       'ert.config.mjs': [
         "// Brands like definePlugin; test workers cannot import @ert/plugin-api's TypeScript sources natively.",
-        "const plugin = Object.freeze({ name: 'inline', resource: () => ({ discover: () => ({ available: true }) }), [Symbol.for('ert.plugin')]: true, apiVersion: '1.0.0' });",
+        "const plugin = Object.freeze({ name: 'inline', resource: () => ({ discover: () => ({ available: true }) }), [Symbol.for('ert.plugin')]: true, apiVersion: '0.1.0' });",
         'export default { tracker: { resources: [plugin] } };',
         '',
       ].join('\n'),

@@ -9,8 +9,9 @@ import { PLUGIN_API_VERSION } from './version.js';
  * Plugin definitions
  *
  * A plugin package has two entry points named in its package.json manifest:
- *   "ert": { "apiVersion": "^1.0.0", "compute": "./compute", "scheduler": "./scheduler",
+ *   "ert": { "compute": "./compute", "scheduler": "./scheduler",
  *            "provides": ["resource", "consumer", "filter", "weigher"] }
+ * and the plugin API range it works with as `"peerDependencies": { "@ert/plugin-api": "^0.1.0" }`.
  * Each entry's default export is made by `definePlugin`. The compute entry supplies
  * `resource`; the scheduler entry any of `consumer`, `filter`, `weigher`. A compute host
  * never imports the scheduler entry and the reverse, so each side loads only its code.
@@ -318,7 +319,7 @@ const PLUGIN_BRAND = Symbol.for('ert.plugin');
 /** A branded plugin definition, as `definePlugin` returns it. */
 export type Plugin<Options = unknown, Stats = unknown, HostData = unknown> = PluginDefinition<Options, Stats, HostData> & {
   readonly [PLUGIN_BRAND]: true;
-  /** The PLUGIN_API_VERSION the plugin was built against. */
+  /** The PLUGIN_API_VERSION (the @ert/plugin-api package version) the plugin was made with. */
   readonly apiVersion: string;
 };
 
@@ -339,10 +340,11 @@ export function kindsOf(plugin: PluginDefinition): PluginKind[] {
   return PLUGIN_KINDS.filter((k) => typeof plugin[k] === 'function');
 }
 
-/** The `ert` block of a plugin package's package.json. */
+/**
+ * The `ert` block of a plugin package's package.json. The plugin API range is not part of
+ * it: it is the package's `peerDependencies["@ert/plugin-api"]`.
+ */
 export interface PluginManifest {
-  /** Semver range of the plugin API the package targets, e.g. `^1.0.0`. */
-  apiVersion: string;
   /** Export subpath (`./compute`) of the compute entry. */
   compute?: string;
   /** Export subpath of the scheduler entry. */

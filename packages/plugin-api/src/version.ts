@@ -1,7 +1,14 @@
+import { readFileSync } from 'node:fs';
+
 /**
- * The plugin API version this contract defines. A plugin records the version it was
- * built against (see `definePlugin`) and its package manifest states the range it
- * targets; the host refuses a plugin whose range does not include this version.
- * Semver: a major bump breaks plugins; a minor bump only adds optional hooks or fields.
+ * The plugin API version: the version of this @ert/plugin-api package, read from its own
+ * package.json (one version story: there is no separate number to keep in step). A plugin
+ * package states the range it works with as `peerDependencies["@ert/plugin-api"]`, and a
+ * plugin object records the version it was made with (see `definePlugin`); the host refuses
+ * a plugin whose range excludes this version, naming both. Semver, with the compatibility
+ * policy of docs/plugins.md ("Versions and compatibility"): below 1.0.0 a minor bump may
+ * break plugins; from 1.0.0 only a major bump does.
  */
-export const PLUGIN_API_VERSION = '1.0.0';
+export const PLUGIN_API_VERSION: string = (
+  JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }
+).version;

@@ -5,49 +5,17 @@
  * named by its short name `gpu` (resolved to the `ert-plugin-gpu` package).
  */
 import { execFile } from 'node:child_process';
-import { cp, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { existsSync } from 'node:fs';
+import { cp, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { existsSync, realpathSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve, dirname } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
+import { REPO, cleanEnv, installProject, packAll } from './installed.js';
 
 const run = promisify(execFile);
-const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const GPU_PLUGIN = join(REPO, 'test/fixtures/ert-plugin-gpu');
-/** The workspaces an installed `ert` with the vcpu and memory plugins needs. */
-const WORKSPACES = [
-  '@ert/plugin-api',
-  '@ert/placement',
-  '@ert/store',
-  '@ert/core',
-  '@ert/sysfs',
-  '@ert/tracker',
-  '@ert/scheduler',
-  '@ert/api',
-  '@ert/cli',
-  '@ert/plugin-vcpu',
-  '@ert/plugin-memory',
-];
-/** Build-time dependencies of sqlite3 that its (skipped) install script would use. */
-const SQLITE_BUILD_ONLY = new Set(['prebuild-install', 'tar', 'node-addon-api']);
-
-/** Copy the repository's compiled sqlite3 and its runtime dependencies, so npm does not rebuild it. */
-async function copySqlite(target: string): Promise<void> {
-  const pending = ['sqlite3'];
-  const copied = new Set<string>();
-  while (pending.length > 0) {
-    const name = pending.pop()!;
-    if (copied.has(name) || SQLITE_BUILD_ONLY.has(name)) continue;
-    copied.add(name);
-    const from = join(REPO, 'node_modules', name);
-    await cp(from, join(target, 'node_modules', name), { recursive: true, dereference: true });
-    const pkg = JSON.parse(await readFile(join(from, 'package.json'), 'utf8')) as { dependencies?: Record<string, string> };
-    pending.push(...Object.keys(pkg.dependencies ?? {}));
-  }
-}
 
 /** The site's config: the third-party plugin by its short name on both sides. */
 function siteConfig(filters: string[]) {
@@ -72,7 +40,7 @@ interface Result {
 describe('a third-party plugin installed from packed tarballs', () => {
   let project: string;
   const ert = async (...args: string[]): Promise<Result> => {
-    const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('ERT_') && !k.startsWith('npm_')));
+    const env = cleanEnv();
     try {
       const { stdout, stderr } = await run(process.execPath, [join(project, 'node_modules/@ert/cli/dist/bin.js'), ...args], { cwd: project, env });
       return { code: 0, stdout, stderr };
@@ -87,16 +55,12 @@ describe('a third-party plugin installed from packed tarballs', () => {
   };
 
   beforeAll(async () => {
-    project = await mkdtemp(join(tmpdir(), 'ert-e2e-'));
-    const packs = join(project, 'packs');
-    await mkdir(packs, { recursive: true });
-    const packArgs = ['pack', '--json', '--pack-destination', packs, ...WORKSPACES.flatMap((w) => ['-w', w])];
-    const packed = JSON.parse((await run('npm', packArgs, { cwd: REPO })).stdout) as Array<{ name: string; filename: string }>;
-    const gpu = JSON.parse((await run('npm', ['pack', '--json', '--pack-destination', packs], { cwd: GPU_PLUGIN })).stdout) as Array<{ name: string; filename: string }>;
-    const dependencies = Object.fromEntries([...packed, ...gpu].map((p) => [p.name, `file:packs/${p.filename}`]));
-    await writeFile(join(project, 'package.json'), JSON.stringify({ name: 'ert-e2e-site', private: true, type: 'module', dependencies }, null, 2));
-    await copySqlite(project);
-    await run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund'], { cwd: project });
+    const work = realpathSync(await mkdtemp(join(tmpdir(), 'ert-e2e-')));
+    project = join(work, 'site');
+    await mkdir(project);
+    // Every publishable package packed, the project depending on @ert/cli and the plugin (test/e2e/installed.ts).
+    const packed = await packAll(join(work, 'packs'), [GPU_PLUGIN]);
+    await installProject(project, join(work, 'packs'), packed, ['@ert/cli', 'ert-plugin-gpu']);
 
     // The machine: a copy of the xeon-2s-cat profile with three DRM cards, two of them GPUs.
     const root = join(project, 'root');
@@ -111,7 +75,7 @@ describe('a third-party plugin installed from packed tarballs', () => {
   }, 600_000);
 
   afterAll(async () => {
-    if (project) await rm(project, { recursive: true, force: true });
+    if (project) await rm(join(project, '..'), { recursive: true, force: true });
   });
 
   it('installs the ert binary and the plugin from the tarballs', () => {

@@ -13,6 +13,7 @@ const benchmarks = {
   scheduler: 'packages/bench/dist/scheduler-bench.js',
   placement: 'packages/bench/dist/placement-bench.js',
   isolation: 'packages/bench/dist/isolation-bench.js',
+  api: 'packages/bench/dist/api-bench.js',
 };
 
 const [name, ...args] = process.argv.slice(2);

@@ -36,24 +36,11 @@ export class Reads {
   constructor(readonly store: Store) {}
 
   /**
-   * Every provider with inventories, usages, traits and aggregates: the hosts' trees from
-   * `loadHosts` (a fixed number of queries), then any provider outside them one by one.
+   * Every provider with inventories, usages, traits and aggregates, hosts' or not, in one
+   * snapshot read of a fixed number of queries (`loadProviders`).
    */
   async providers(): Promise<ProviderView[]> {
-    const [hosts, records] = await Promise.all([this.store.loadHosts(), this.store.listProviders()]);
-    const seen = new Map<string, ProviderView>();
-    for (const host of hosts) {
-      for (const p of [...host.providers, ...host.sharingProviders]) {
-        if (!seen.has(p.uuid)) seen.set(p.uuid, { ...p, traits: [...p.traits], aggregates: [...p.aggregates] });
-      }
-    }
-    const out: ProviderView[] = [];
-    for (const record of records) {
-      const known = seen.get(record.uuid);
-      // The record from listProviders carries the newest generation.
-      out.push(known ? { ...known, generation: record.generation } : await this.providerView(record));
-    }
-    return out;
+    return this.store.loadProviders();
   }
 
   /** One provider with its inventories, usages, traits and aggregates. */

@@ -479,4 +479,10 @@ export interface Store {
    * sorted by name, read in one snapshot with a fixed number of set-based queries.
    */
   loadHosts(names?: string[]): Promise<HostSnapshot[]>;
+  /**
+   * A snapshot (inventories, usages, traits, aggregates) of every provider, hosts' or not, in
+   * provider creation order, read in one snapshot with a fixed number of set-based queries:
+   * the Placement API's reads of the whole model.
+   */
+  loadProviders(): Promise<ProviderSnapshot[]>;
 }

@@ -6,6 +6,13 @@ import type { StoreContext } from './context.js';
 import { ENDED_STATES, hostFromRow, inventoryFromRow, statsRecords, type HostRow, type InventoryRow, type ProviderRow, type StatsRow } from './rows.js';
 import { inChunks, type Trx } from './sql.js';
 
+export async function loadProviders(ctx: StoreContext): Promise<ProviderSnapshot[]> {
+  return ctx.read(async (trx) => {
+    const snapshots = await providerSnapshots(ctx, trx, { all: true });
+    return [...snapshots.byId.values()].sort((a, b) => a.id - b.id).map((p) => p.snapshot);
+  });
+}
+
 export async function hostGenerations(ctx: StoreContext): Promise<Map<string, number>> {
   if (ctx.client === 'sqlite3') {
     // One JSON value rather than a row per host: the SQLite driver's per-row objects cost

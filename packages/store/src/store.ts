@@ -181,4 +181,5 @@ export class KnexStore implements Store {
 
   hostGenerations = () => snapshots.hostGenerations(this.ctx);
   loadHosts = (names?: string[]) => snapshots.loadHosts(this.ctx, names);
+  loadProviders = () => snapshots.loadProviders(this.ctx);
 }

@@ -5,7 +5,9 @@
  * Each package keeps its own catalogue of codes in its `errors.ts`.
  */
 export class ErtError<Code extends string = string> extends Error {
+  /** Stable machine-readable code (`ERT_...`), listed in the raising package's `errors.ts`. */
   readonly code: Code;
+  /** The values at fault (file, key, plugin, hook, amounts); `{}` when none were given. */
   readonly details: Readonly<Record<string, unknown>>;
 
   constructor(code: Code, message: string, details: Record<string, unknown> = {}, options?: { cause?: unknown }) {
@@ -15,6 +17,7 @@ export class ErtError<Code extends string = string> extends Error {
     this.details = details;
   }
 
+  /** `{ name, code, message, details }`: what `JSON.stringify` writes (the stack and cause are left out). */
   toJSON(): Record<string, unknown> {
     return { name: this.name, code: this.code, message: this.message, details: this.details };
   }

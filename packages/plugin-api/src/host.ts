@@ -1,18 +1,29 @@
 import type { Inventory, ResourceClass } from './resources.js';
 
+/**
+ * A host's status as the scheduler sees it: `up`; `stale` when stored `up` but its tracker
+ * has not updated it within `tracker.staleAfter`; `disabled` by an operator (`ert host disable`).
+ * The scheduler's `status` filter passes only `up` hosts.
+ */
 export type HostStatus = 'up' | 'stale' | 'disabled';
 
 /** One provider of a host's tree as the scheduler sees it. */
 export interface ProviderState {
+  /** The provider's uuid (derived from its name for the tracker's nested providers). */
   readonly uuid: string;
+  /** The provider's name: the host's name for its root, `<host>_<key>` for a plugin's child. */
   readonly name: string;
   /** Undefined for the host's root provider. */
   readonly parentUuid: string | undefined;
+  /** Placement's provider generation: bumped by every change of its inventories, traits, aggregates or allocations. */
   readonly generation: number;
+  /** The provider's inventories by class (normalised: every field set). */
   readonly inventories: Readonly<Record<ResourceClass, Inventory>>;
   /** Amount in use per class (allocations of every consumer). */
   readonly usages: Readonly<Record<ResourceClass, number>>;
+  /** The provider's traits (standard and `CUSTOM_`). */
   readonly traits: ReadonlySet<string>;
+  /** Uuids of the aggregates the provider is in. */
   readonly aggregates: ReadonlySet<string>;
 }
 
@@ -23,8 +34,11 @@ export interface ProviderState {
  * own slot through `placed`.
  */
 export interface HostState {
+  /** The host's name (its tracker's `hostName`, and its root provider's name). */
   readonly name: string;
+  /** Uuid of the host's root provider (`providers[0]`). */
   readonly rootUuid: string;
+  /** The effective status: a stored `up` older than `tracker.staleAfter` reads `stale`. */
   readonly status: HostStatus;
   /** Changes whenever anything in the host's tree or stats changes in the store. */
   readonly generation: number;

@@ -1,5 +1,6 @@
 /** A JSON value: what stats, assignments and options are made of. */
 export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
+/** A JSON object: string keys, JSON values. */
 export type JsonObject = { [key: string]: JsonValue };
 
 /**

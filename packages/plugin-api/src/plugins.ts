@@ -17,13 +17,20 @@ import { PLUGIN_API_VERSION } from './version.js';
  * never imports the scheduler entry and the reverse, so each side loads only its code.
  * ---------------------------------------------------------------------------------- */
 
+/**
+ * What a plugin can be used as: `resource` (compute side: discovers and claims), `consumer`
+ * (scheduler: turns stats into host data), `filter` and `weigher` (scheduler decisions).
+ */
 export type PluginKind = 'resource' | 'consumer' | 'filter' | 'weigher';
+/** Every `PluginKind`, in the order the host reports them. */
 export const PLUGIN_KINDS: readonly PluginKind[] = ['resource', 'consumer', 'filter', 'weigher'];
 
 /** The schema and version of the stats a plugin writes. Bump the version on any change
  *  a reader could notice; consumers list the versions they read. */
 export interface StatsSchema {
+  /** Integer stored with every stats record; `ConsumerHooks.reads` lists the ones a consumer understands. */
   version: number;
+  /** JSON Schema the tracker validates `stats()` against before writing (data that fails is not written). */
   schema: JsonSchema;
 }
 
@@ -53,7 +60,9 @@ export interface ResourceContext<Options> extends PluginContext<Options> {
 
 /** Inventories and traits a plugin contributes to one provider. */
 export interface ProviderContribution {
+  /** Inventories by class (Placement's defaults fill the fields not given); none when omitted. */
   inventories?: Record<ResourceClass, InventoryInput>;
+  /** Traits to set on the provider (standard os-traits names or `CUSTOM_`). */
   traits?: string[];
 }
 
@@ -69,10 +78,13 @@ export interface ChildProvider extends ProviderContribution {
 /** What `discover` reports. When `available` is false the plugin publishes no capacity
  *  (no inventory, rather than zero) and `reason` says why; the other plugins go on. */
 export interface Discovery {
+  /** False when the host has none of the plugin's resource or it cannot be read now. */
   available: boolean;
+  /** Why the plugin is unavailable (naming the file at fault); shown in reports and logs. */
   reason?: string;
   /** Contribution to the host's root provider. */
   host?: ProviderContribution;
+  /** Nested providers the plugin owns, parents listed before their children. */
   children?: ChildProvider[];
 }
 
@@ -80,13 +92,17 @@ export interface Discovery {
 export interface AllocationRequest {
   /** Child key from `Discovery.children`; the host's root when omitted. */
   provider?: string;
+  /** A class the plugin's `discover` reports on that provider. */
   resourceClass: ResourceClass;
+  /** Positive integer, checked against the inventory as any allocation (capacity, units, step). */
   amount: number;
 }
 
 /** The request a compute plugin tests. */
 export interface ClaimRequest {
+  /** The instance to claim for (for a resize: with its new flavor). */
   instance: InstanceRequest;
+  /** The parsed request: read amounts here (`requestedAmount`), not from the flavor. */
   spec: RequestSpec;
   /**
    * `claim` for a new instance, `resize` for a new flavor of a live one. During a resize the
@@ -109,7 +125,9 @@ export interface ClaimRequest {
  * with the instance and passes them to every plugin in `ClaimedInstance.cpus`.
  */
 export interface ClaimGrant {
+  /** Where the plugin places the classes it decides itself; the tracker places the other requested classes. */
   allocations?: AllocationRequest[];
+  /** The plugin's record of the decision (JSON), stored with the instance and given back in `ClaimedInstance.assignment`. */
   assignment?: JsonValue;
   /**
    * Host CPUs (logical CPU numbers, distinct, non-negative) this plugin pins the instance to.
@@ -143,8 +161,11 @@ export type TestResult = void | undefined | string | ClaimGrant;
 
 /** An instance as a compute plugin holds it in its view. */
 export interface ClaimedInstance {
+  /** The instance's uuid, or its migration uuid for the allocation a resize still holds. */
   uuid: string;
+  /** The request the instance was claimed with (its current flavor). */
   request: InstanceRequest;
+  /** `request`'s flavor parsed, as `ClaimRequest.spec` was. */
   spec: RequestSpec;
   /** Allocations written for it, with child keys resolved to provider names. */
   allocations: Array<{ providerName: string; resourceClass: ResourceClass; amount: number }>;
@@ -159,13 +180,22 @@ export interface ClaimedInstance {
   cpus?: number[];
 }
 
+/**
+ * `claimed`: a claim was written; `released`: its allocations were removed; `resized`: its
+ * flavor changed (or a resize was reverted); `updated`: sent for every live instance on the
+ * tracker's `start()` and after a confirmed resize, to re-apply enforcement.
+ */
 export type InstanceEventType = 'claimed' | 'released' | 'resized' | 'updated';
 
 /** An instance event, for enforcement. `previous` is the instance before a resize. */
 export interface InstanceEvent {
+  /** What happened to the instance. */
   type: InstanceEventType;
+  /** Name of the host the tracker runs for. */
   host: string;
+  /** The instance as it is now (for `released`: as it was). */
   instance: ClaimedInstance;
+  /** For `resized`: the instance before the resize. */
   previous?: ClaimedInstance;
 }
 
@@ -214,6 +244,7 @@ export interface ResourceHooks<Stats = unknown> {
 const EXCLUDE = Symbol.for('ert.exclude');
 /** Returned by `consume` to exclude the host, with the reason shown in explanations. */
 export interface Exclusion {
+  /** The reason; read it with `exclusionReason`. */
   readonly [EXCLUDE]: string;
 }
 /** Wrap a reason as the `Exclusion` a consumer's `consume` returns. Pure. */
@@ -227,9 +258,13 @@ export function exclusionReason(value: unknown): string | undefined {
 
 /** Allocations the scheduler just wrote for an instance on a host. */
 export interface Placement {
+  /** Name of the host the instance was placed on. */
   host: string;
+  /** The instance placed. */
   instance: InstanceRequest;
+  /** The request it was placed for. */
   spec: RequestSpec;
+  /** What was written, per provider uuid (the host's providers or sharing providers). */
   allocations: Array<{ providerUuid: string; resourceClass: ResourceClass; amount: number }>;
 }
 
@@ -288,6 +323,11 @@ export interface WeigherHooks {
 
 /* ----------------------------------- the plugin ------------------------------------- */
 
+/**
+ * What `definePlugin` takes: a name, schemas, the extra-spec keys the plugin owns, and one
+ * factory per kind it provides. Both entries of a package usually share everything but the
+ * factories.
+ */
 export interface PluginDefinition<Options = unknown, Stats = unknown, HostData = unknown> {
   /** Short name (`vcpu`); what configs call it unless they give another. */
   name: string;
@@ -349,5 +389,6 @@ export interface PluginManifest {
   compute?: string;
   /** Export subpath of the scheduler entry. */
   scheduler?: string;
+  /** The kinds the entries implement; a config using the plugin for another kind is refused at load. */
   provides: PluginKind[];
 }

@@ -3,18 +3,27 @@ import type { ResourceClass } from './resources.js';
 
 /** A flavor: the shape of an instance. `extraSpecs` are Nova-style `key=value` strings. */
 export interface Flavor {
+  /** The flavor's name, as configured (e.g. `m1.small`). */
   name: string;
+  /** Virtual CPUs: the request's VCPU unless an extra spec replaces it (`hw:cpu_policy=dedicated`: PCPU). */
   vcpus: number;
+  /** Memory in MiB: the request's MEMORY_MB unless `resources:MEMORY_MB` overrides it. */
   memoryMb: number;
+  /** Disk in GiB (root + ephemeral + swap, as Nova counts it): the request's DISK_GB; 0 asks for none. */
   diskGb: number;
+  /** Extra specs by key, values unparsed (`{ 'hw:cpu_policy': 'dedicated' }`). */
   extraSpecs: Record<string, string>;
 }
 
 /** One instance to claim or schedule. */
 export interface InstanceRequest {
+  /** The instance's uuid: its allocations' consumer. */
   uuid: string;
+  /** Project (tenant) that owns the instance, recorded with its allocations. */
   projectId: string;
+  /** User that asked for the instance, recorded with its allocations. */
   userId: string;
+  /** The flavor asked for; its extra specs are parsed into the `RequestSpec`. */
   flavor: Flavor;
 }
 
@@ -26,6 +35,7 @@ export interface InstanceRequest {
 export interface RequestGroup {
   /** '' for the unnumbered group, otherwise the suffix after `resources` (e.g. '1', '_NET'). */
   suffix: string;
+  /** Amount asked for per resource class (positive integers), after extra specs were applied. */
   resources: Record<ResourceClass, number>;
   /**
    * Traits that must all be present: on the group's one provider for a numbered group; on
@@ -57,13 +67,20 @@ export interface RequestGroup {
   inTree?: string;
 }
 
+/**
+ * Placement's `group_policy`: `isolate` puts each numbered group on a different provider,
+ * `none` lets them share one. Required with two or more numbered groups; `none` otherwise.
+ */
 export type GroupPolicy = 'none' | 'isolate';
 
 /** Operators of `capabilities:KEY=<op> VALUE` (Nova's extra-specs ops). */
 export type CapabilityOp = '=' | '==' | '!=' | '>=' | '<=' | 's==' | 's!=' | '<in>' | '<or>' | '<all-in>';
 
+/** One `capabilities:KEY=<op> VALUE` extra spec, matched against `HostState.capabilities`. */
 export interface CapabilityRequirement {
+  /** The capability name after `capabilities:` (e.g. `cpu_info:vendor`). */
   key: string;
+  /** How the host's value is compared with `values`. */
   op: CapabilityOp;
   /** One value, or several for `<or>` and `<all-in>`. */
   values: string[];
@@ -84,17 +101,21 @@ export interface SchedulingHints {
  * validated. Both sides build it with `@ert/placement`'s parser; plugins read it.
  */
 export interface RequestSpec {
+  /** The flavor the spec was parsed from. */
   flavor: Flavor;
   /** groups[0] is always the unnumbered group. */
   groups: RequestGroup[];
+  /** How the numbered groups share providers (`none` when the flavor does not say). */
   groupPolicy: GroupPolicy;
   /** `aggregate_instance_extra_specs:KEY=VALUE`, matched against aggregate metadata. */
   aggregateExtraSpecs: Record<string, string>;
+  /** The `capabilities:` extra specs, each a condition on the host's capabilities; all must hold. */
   capabilities: CapabilityRequirement[];
   /** Values of plugin-owned keys, parsed by their schemas: `{ 'llc:ways': 4 }`. */
   pluginSpecs: Record<string, unknown>;
   /** The opaque `ert:policy` value, handed to plugins untouched. */
   policy?: string;
+  /** The request's scheduler hints; `{}` when it gave none. */
   hints: SchedulingHints;
   /**
    * Placement 1.36's `same_subtree`: each inner list names group suffixes (e.g. `['_NIC',

@@ -25,16 +25,19 @@ export const STANDARD_RESOURCE_CLASSES = [
   'MEM_ENCRYPTION_CONTEXT',
 ] as const;
 
+/** The name of one of `STANDARD_RESOURCE_CLASSES`. */
 export type StandardResourceClass = (typeof STANDARD_RESOURCE_CLASSES)[number];
 /** A resource class name: a standard one or `CUSTOM_...`. */
 export type ResourceClass = string;
 
+/** A custom resource class or trait name: `CUSTOM_` then upper-case letters, digits and underscores. */
 export const CUSTOM_NAME_PATTERN = /^CUSTOM_[A-Z0-9_]+$/;
 /** Standard trait names (os-traits) are upper-case words joined by underscores. */
 export const TRAIT_NAME_PATTERN = /^[A-Z][A-Z0-9_]*$/;
 
 const standardClasses: ReadonlySet<string> = new Set(STANDARD_RESOURCE_CLASSES);
 
+/** True when `name` matches `CUSTOM_NAME_PATTERN` (a custom class or trait). Pure. */
 export function isCustomName(name: string): boolean {
   return CUSTOM_NAME_PATTERN.test(name);
 }
@@ -58,11 +61,17 @@ export const TRAIT_SHARING_PROVIDER = 'MISC_SHARES_VIA_AGGREGATE';
  * used + amount <= capacity, minUnit <= amount <= maxUnit and amount % stepSize == 0.
  */
 export interface Inventory {
+  /** Amount the provider has, in the class's unit (e.g. MiB for MEMORY_MB); at least 1. */
   total: number;
+  /** Part of `total` kept back from consumers (e.g. for the host itself); 0..total. */
   reserved: number;
+  /** Smallest amount one allocation may take; at least 1. */
   minUnit: number;
+  /** Largest amount one allocation may take; at least `minUnit`. */
   maxUnit: number;
+  /** Allocations must be multiples of it; at least 1. */
   stepSize: number;
+  /** Overcommit factor applied to `total - reserved`; 0 < ratio <= MAX_ALLOCATION_RATIO. */
   allocationRatio: number;
 }
 

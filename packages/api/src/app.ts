@@ -2,10 +2,10 @@ import { randomUUID } from 'node:crypto';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Store } from '@ert/store';
-import { authenticator, type AuthMode, type Credentials } from './auth.js';
+import { authenticator, type Authenticator, type AuthMode, type Credentials } from './auth.js';
 import { ApiError, apiErrorOfStore, errorBody, unauthorizedBody } from './errors.js';
 import { formatVersion, inRange, negotiate, VERSION_HEADER, atLeast, v, type Version } from './microversion.js';
-import { allowed } from './policy.js';
+import { LEGACY_POLICY, type Policy } from './policy.js';
 import { Reads } from './reads.js';
 import type { ApiReply, ApiRequest, Method, QuerySchema, RouteDef, VersionedHandler } from './route.js';
 import { allocationCandidateRoutes } from './routes/allocation-candidates.js';
@@ -36,6 +36,12 @@ export interface ApiOptions {
   /** Mount point of the Placement API: `/placement` (default) or '' for the root. */
   prefix?: string;
   auth: AuthMode;
+  /** The authenticator (the token-file mode's, with its tokens); default: the mode's own. */
+  authenticate?: Authenticator;
+  /** The policy (defaults and policy file); default: Placement 8.0.0's legacy defaults. */
+  policy?: Policy;
+  /** Send `x-ert-worker: <pid>` on every response (`ert serve --workers N`, N > 1). */
+  workerHeader?: boolean;
   /** Fastify's logger option (pino): false, true, or pino options. */
   logger?: boolean | Record<string, unknown>;
 }
@@ -163,7 +169,8 @@ function bodyMessage(errors: ErrorObject[] | null | undefined, body: unknown): s
 export async function createApi(options: ApiOptions): Promise<FastifyInstance> {
   const prefix = normalizePrefix(options.prefix);
   const reads = new Reads(options.store);
-  const authenticate = authenticator(options.auth);
+  const authenticate = options.authenticate ?? authenticator(options.auth);
+  const policy = options.policy ?? LEGACY_POLICY;
   const ajv = new Ajv({ allErrors: false, strict: false, verbose: true });
   // oslo's is_uuid_like, as Placement's "uuid" format checker.
   ajv.addFormat('uuid', (s: string) => /^[0-9a-fA-F]{32}$/.test(s.replaceAll('urn:', '').replaceAll('uuid:', '').replace(/^[{}]+|[{}]+$/g, '').replaceAll('-', '')));
@@ -213,6 +220,7 @@ export async function createApi(options: ApiOptions): Promise<FastifyInstance> {
   // Every response, whatever the path: the local request id.
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-openstack-request-id', request.id);
+    if (options.workerHeader) reply.header('x-ert-worker', String(process.pid));
     const global = request.headers['x-openstack-request-id'];
     if (typeof global === 'string' && /^req-[0-9a-f-]{36}$/i.test(global)) request.log.info({ global_request_id: global }, 'global request id');
   });
@@ -289,9 +297,10 @@ export async function createApi(options: ApiOptions): Promise<FastifyInstance> {
       }
     }
     if (handler.policy.rule !== 'none') {
-      const target = handler.policy.target?.({ query, params }) ?? {};
+      // No target: Placement's default, the caller's own project and user.
+      const target = handler.policy.target?.({ query, params });
       // Placement's dispatcher turns the policy exception into the 403: no `vary`.
-      if (!allowed(handler.policy.rule, request.credentials!, target)) {
+      if (!policy.allowed(handler.policy.rule, request.credentials!, target)) {
         throw new ApiError(403, `Policy does not allow ${handler.policy.rule} to be performed.`, undefined, {}, { vary: false });
       }
     }

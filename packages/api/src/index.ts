@@ -6,8 +6,34 @@
  */
 export { createApi, normalizePrefix, acceptsJson, PLACEMENT_ROUTES, type ApiOptions } from './app.js';
 export { serve, resolveAuth, type ServeOptions, type RunningServer, ServeError, ServeErrorCodes } from './serve.js';
-export { AUTH_MODES, isLoopback, noauth2Credentials, type AuthMode, type Credentials } from './auth.js';
+export {
+  AUTH_MODES,
+  isLoopback,
+  noauth2Credentials,
+  trustedHeaderCredentials,
+  tokensFromFile,
+  tokenFileAuthenticator,
+  AuthConfigError,
+  AuthErrorCodes,
+  type Authenticator,
+  type AuthMode,
+  type Credentials,
+  type TokenEntry,
+} from './auth.js';
 export { negotiate, MIN_VERSION, MAX_VERSION, type Version } from './microversion.js';
 export { STANDARD_CLASSES, STANDARD_TRAITS, STANDARDS_SOURCE } from './standards.js';
 export { Reads, type ProviderView, type ConsumerView } from './reads.js';
-export { POLICIES, allowed } from './policy.js';
+export {
+  POLICIES,
+  RULE_DEFAULTS,
+  POLICY_DEFAULTS,
+  LEGACY_POLICY,
+  Policy,
+  PolicyError,
+  PolicyErrorCodes,
+  parseCheck,
+  policyFromFile,
+  allowed,
+  type PolicyDefaults,
+  type PolicyOptions,
+} from './policy.js';

@@ -2,11 +2,13 @@ import { ErtError } from '@ert/plugin-api';
 import type { Store } from '@ert/store';
 import type { FastifyInstance } from 'fastify';
 import { createApi, normalizePrefix } from './app.js';
-import { AUTH_MODES, isLoopback, type AuthMode } from './auth.js';
+import { AUTH_MODES, isLoopback, type Authenticator, type AuthMode } from './auth.js';
+import type { Policy } from './policy.js';
 
 export const ServeErrorCodes = {
   AUTH_REQUIRED: 'ERT_API_AUTH_REQUIRED',
   BAD_AUTH: 'ERT_API_BAD_AUTH',
+  TOKEN_FILE_REQUIRED: 'ERT_API_TOKEN_FILE_REQUIRED',
 } as const;
 
 /** `ert serve` refused to start (an auth mode missing or unknown). */
@@ -19,6 +21,12 @@ export interface ServeOptions {
   prefix?: string;
   /** The auth mode asked for explicitly (`--auth`, `ERT_API_AUTH`); required unless `host` is a loopback address. */
   auth?: string;
+  /** The token-file mode's authenticator (`tokenFileAuthenticator(tokensFromFile(...))`): required in that mode. */
+  authenticate?: Authenticator;
+  /** The policy; default: Placement 8.0.0's legacy defaults. */
+  policy?: Policy;
+  /** `x-ert-worker: <pid>` on every response (one of several `--workers`). */
+  workerHeader?: boolean;
   logger?: boolean | Record<string, unknown>;
 }
 
@@ -54,8 +62,19 @@ export function resolveAuth(host: string, auth: string | undefined): AuthMode {
 /** Start the Placement API on `host:port`. */
 export async function serve(options: ServeOptions): Promise<RunningServer> {
   const auth = resolveAuth(options.host, options.auth);
+  if (auth === 'token-file' && options.authenticate === undefined) {
+    throw new ServeError(ServeErrorCodes.TOKEN_FILE_REQUIRED, 'the token-file auth mode needs a token file (--token-file, or api.tokenFile in the config)', {});
+  }
   const prefix = normalizePrefix(options.prefix);
-  const app = await createApi({ store: options.store, prefix, auth, ...(options.logger === undefined ? {} : { logger: options.logger }) });
+  const app = await createApi({
+    store: options.store,
+    prefix,
+    auth,
+    ...(options.authenticate === undefined ? {} : { authenticate: options.authenticate }),
+    ...(options.policy === undefined ? {} : { policy: options.policy }),
+    ...(options.workerHeader ? { workerHeader: true } : {}),
+    ...(options.logger === undefined ? {} : { logger: options.logger }),
+  });
   await app.listen({ host: options.host, port: options.port });
   const address = app.server.address();
   const port = typeof address === 'object' && address !== null ? address.port : options.port;

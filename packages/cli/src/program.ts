@@ -218,7 +218,11 @@ export function createProgram(io: CliIo = processIo()): Command {
     .option('--host <address>', 'address to bind', '127.0.0.1')
     .option('--port <n>', 'TCP port (0: any free port)', '8778')
     .option('--prefix <path>', "mount point of the Placement API ('' for the root)", '/placement')
-    .option('--auth <mode>', 'noauth2 (the default on loopback; required explicitly elsewhere; also $ERT_API_AUTH)')
+    .option('--auth <mode>', 'noauth2, token-file or trusted-headers (noauth2 is the default on loopback only; also $ERT_API_AUTH)')
+    .option('--token-file <file>', 'YAML/JSON file of tokens for --auth token-file (token: {user, project, roles, system_scope})')
+    .option('--policy-defaults <set>', "Placement's policy defaults: legacy (8.0.0's) or secure (new defaults, scope enforced)")
+    .option('--policy-file <file>', 'YAML/JSON policy file overriding rules by name (oslo.policy syntax)')
+    .option('--workers <n>', 'worker processes sharing the port (node:cluster); PostgreSQL recommended for more than 1')
     .action(action(serveCommand, { daemon: true }));
 
   program

@@ -91,7 +91,15 @@ export interface ErtConfig {
   /** `ert serve` (docs/api.md); absent when the config has no `api` section. */
   api?: {
     /** The auth mode chosen explicitly (required to serve beyond loopback); `--auth` and ERT_API_AUTH take precedence. */
-    auth?: 'noauth2';
+    auth?: 'noauth2' | 'token-file' | 'trusted-headers';
+    /** The token-file mode's file (absolute: resolved from the config's directory); `--token-file` takes precedence. */
+    tokenFile?: string;
+    /** Placement's policy defaults: `legacy` (8.0.0's) or `secure` (enforce_new_defaults and enforce_scope); `--policy-defaults` takes precedence. */
+    policyDefaults?: 'legacy' | 'secure';
+    /** A policy file overriding rules by name (absolute: resolved from the config's directory); `--policy-file` takes precedence. */
+    policyFile?: string;
+    /** Worker processes of `ert serve` (node:cluster); `--workers` takes precedence. */
+    workers?: number;
   };
   /** Raw per-plugin options, by plugin name; validated by each plugin's schema at load. */
   plugins: Record<string, unknown>;
@@ -220,7 +228,13 @@ export const CONFIG_SCHEMA = {
     api: {
       type: 'object',
       additionalProperties: false,
-      properties: { auth: { enum: ['noauth2'] } },
+      properties: {
+        auth: { enum: ['noauth2', 'token-file', 'trusted-headers'] },
+        tokenFile: { type: 'string', minLength: 1 },
+        policyDefaults: { enum: ['legacy', 'secure'] },
+        policyFile: { type: 'string', minLength: 1 },
+        workers: { type: 'integer', minimum: 1, maximum: 256 },
+      },
     },
     // `isolation` is ert's key in every plugin's options (taken out before the plugin's own schema sees them).
     plugins: { type: 'object', additionalProperties: { type: 'object', properties: { isolation: { enum: ISOLATIONS } } }, default: {} },
@@ -529,7 +543,17 @@ export function configFromObject(input: unknown, source: ConfigSource): ErtConfi
       placementSearchBudget: s.placementSearchBudget,
     },
     reservations: { timeout: reservationTimeout, pollInterval: Math.max(reservationPoll, 1) },
-    ...(data.api === undefined ? {} : { api: { ...(data.api.auth === undefined ? {} : { auth: data.api.auth }) } }),
+    ...(data.api === undefined
+      ? {}
+      : {
+          api: {
+            ...(data.api.auth === undefined ? {} : { auth: data.api.auth }),
+            ...(data.api.tokenFile === undefined ? {} : { tokenFile: resolve(configDir, data.api.tokenFile) }),
+            ...(data.api.policyDefaults === undefined ? {} : { policyDefaults: data.api.policyDefaults }),
+            ...(data.api.policyFile === undefined ? {} : { policyFile: resolve(configDir, data.api.policyFile) }),
+            ...(data.api.workers === undefined ? {} : { workers: data.api.workers }),
+          },
+        }),
     plugins: data.plugins,
     flavors,
     ...(flavorsFile === undefined ? {} : { flavorsFile }),

@@ -1,17 +1,95 @@
-import { resolveAuth, serve } from '@ert/api';
+import cluster, { type Worker } from 'node:cluster';
+import { readFile } from 'node:fs/promises';
+import {
+  AuthConfigError,
+  AuthErrorCodes,
+  POLICY_DEFAULTS,
+  PolicyError,
+  PolicyErrorCodes,
+  policyFromFile,
+  resolveAuth,
+  serve,
+  tokenFileAuthenticator,
+  tokensFromFile,
+  type Authenticator,
+  type AuthMode,
+  type Policy,
+  type PolicyDefaults,
+} from '@ert/api';
 import type { ErtConfig } from '@ert/core';
 import { isErtError, messageOf } from '@ert/plugin-api';
 import { createStore, type Store } from '@ert/store';
+import { parse as parseYaml } from 'yaml';
 import type { CommandContext } from '../context.js';
 import { describeConnection, positiveInt } from '../context.js';
 import { CliError, CliErrorCode } from '../errors.js';
 import { untilStopSignal } from '../io.js';
+import { closeGracefully, observedStore, processMetrics, serveOps } from '../ops.js';
 
 export interface ServeCommandOptions {
   host: string;
   port: string;
   prefix: string;
   auth?: string;
+  tokenFile?: string;
+  policyDefaults?: string;
+  policyFile?: string;
+  workers?: string;
+}
+
+/** A YAML or JSON file's content; `bad` words the refusal (missing, unreadable, not YAML). */
+async function readYaml(file: string, bad: (message: string, cause: unknown) => Error): Promise<unknown> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (err) {
+    throw bad(`cannot read it: ${messageOf(err)}`, err);
+  }
+  try {
+    return parseYaml(text) as unknown;
+  } catch (err) {
+    throw bad(`not YAML or JSON: ${messageOf(err)}`, err);
+  }
+}
+
+/** The token-file mode's authenticator, re-reading the file on `reload()` (SIGHUP); a bad file then keeps the old tokens. */
+async function tokenFileAuth(file: string): Promise<{ authenticate: Authenticator; reload(): Promise<void> }> {
+  const load = async () =>
+    tokenFileAuthenticator(
+      tokensFromFile(
+        await readYaml(file, (message, cause) => new AuthConfigError(AuthErrorCodes.BAD_TOKEN_FILE, `token file ${file}: ${message}`, { file }, { cause })),
+        file,
+      ),
+    );
+  let current = await load();
+  return {
+    authenticate: (headers) => current(headers),
+    reload: async () => {
+      current = await load();
+    },
+  };
+}
+
+/** The policy: `--policy-defaults` (else the config's `api.policyDefaults`, else legacy) with the policy file's overrides. */
+async function loadPolicy(defaults: string, file: string | undefined): Promise<Policy> {
+  if (!(POLICY_DEFAULTS as readonly string[]).includes(defaults)) {
+    throw new CliError(CliErrorCode.USAGE, `--policy-defaults must be one of ${POLICY_DEFAULTS.join(', ')}, got "${defaults}"`, { option: '--policy-defaults', value: defaults });
+  }
+  const content =
+    file === undefined
+      ? undefined
+      : await readYaml(file, (message, cause) => new PolicyError(PolicyErrorCodes.BAD_POLICY, `policy file ${file}: ${message}`, { source: file }, { cause }));
+  return policyFromFile(content, file === undefined ? 'the policy' : `policy file ${file}`, defaults as PolicyDefaults);
+}
+
+/** What `ert serve` checked before opening the store or forking a worker. */
+interface ServeSetup {
+  port: number;
+  mode: AuthMode;
+  tokenFile: string | undefined;
+  policyDefaults: string;
+  policyFile: string | undefined;
+  workers: number;
 }
 
 /**
@@ -19,7 +97,9 @@ export interface ServeCommandOptions {
  * the read-only commands open it (nothing created or migrated), until SIGINT or SIGTERM.
  * The auth mode is `--auth`, else ERT_API_AUTH, else the config's `api.auth`, else noauth2
  * on a loopback address; any other address without an explicit mode is refused
- * (ERT_API_AUTH_REQUIRED, exit 1).
+ * (ERT_API_AUTH_REQUIRED, exit 1). The token file and the policy file are read and checked
+ * before the store is opened. With `--workers N` (N > 1) this process forks N workers
+ * (node:cluster) that share the port, and stops them all at SIGINT or SIGTERM.
  */
 export async function serveCommand(ctx: CommandContext, opts: ServeCommandOptions): Promise<void> {
   const port = opts.port === '0' ? 0 : positiveInt('--port', opts.port, 8778);
@@ -28,24 +108,161 @@ export async function serveCommand(ctx: CommandContext, opts: ServeCommandOption
   const auth = opts.auth ?? (ctx.io.env.ERT_API_AUTH || undefined) ?? config.api?.auth;
   // Refused before the store is opened: bound beyond loopback without an explicit auth mode.
   const mode = resolveAuth(opts.host, auth);
-  const store = await openExisting(config);
+  const tokenFile = opts.tokenFile ?? config.api?.tokenFile;
+  if (mode === 'token-file' && tokenFile === undefined) {
+    throw new CliError(CliErrorCode.USAGE, 'the token-file auth mode needs --token-file <file> (or api.tokenFile in the config)', { option: '--token-file' });
+  }
+  if (mode !== 'token-file' && opts.tokenFile !== undefined) {
+    throw new CliError(CliErrorCode.USAGE, `--token-file is for --auth token-file, not ${mode}`, { option: '--token-file' });
+  }
+  const setup: ServeSetup = {
+    port,
+    mode,
+    tokenFile: mode === 'token-file' ? tokenFile : undefined,
+    policyDefaults: opts.policyDefaults ?? config.api?.policyDefaults ?? 'legacy',
+    policyFile: opts.policyFile ?? config.api?.policyFile,
+    workers: opts.workers === undefined ? (config.api?.workers ?? 1) : positiveInt('--workers', opts.workers, 1),
+  };
+  if (setup.workers > 1 && cluster.isPrimary) return servePrimary(ctx, opts, config, setup);
+  return serveOne(ctx, opts, config, setup);
+}
+
+const policyLabel = (policy: Policy, file: string | undefined): string => `policy ${policy.defaults}${file ? ` + ${file}` : ''}`;
+
+/** One server in this process: `ert serve` itself, or one of the workers of `--workers N`. */
+async function serveOne(ctx: CommandContext, opts: ServeCommandOptions, config: ErtConfig, setup: ServeSetup): Promise<void> {
+  const tokens = setup.tokenFile === undefined ? undefined : await tokenFileAuth(setup.tokenFile);
+  const policy = await loadPolicy(setup.policyDefaults, setup.policyFile);
+  const worker = cluster.isWorker;
+  // Metrics (docs/operations.md): the store's transactions, HTTP requests, hosts by status.
+  const metrics = processMetrics();
+  const store = await openExisting(observedStore(config, metrics));
+  metrics.useStore(store);
   try {
     // Request logs (pino, Fastify's logger) go to stderr: stdout is for the result.
     const logger = { level: ctx.globals.logLevel ?? config.log.level, stream: process.stderr };
-    const stopped = untilStopSignal();
-    const server = await serve({ store, host: opts.host, port, prefix: opts.prefix, auth: mode, logger });
+    // A worker also stops when its primary is gone.
+    const stopped = worker
+      ? Promise.race([untilStopSignal(), new Promise<string>((resolve) => process.once('disconnect', () => resolve('disconnect')))])
+      : untilStopSignal();
+    const onHup = () => {
+      tokens?.reload().then(
+        () => ctx.out.status(`ert: SIGHUP: token file ${setup.tokenFile} reloaded`),
+        (err: unknown) => ctx.out.status(`ert: SIGHUP: ${messageOf(err)}; keeping the tokens loaded before`),
+      );
+    };
+    if (tokens) process.on('SIGHUP', onHup);
+    const server = await serve({
+      store,
+      host: opts.host,
+      port: setup.port,
+      prefix: opts.prefix,
+      auth: setup.mode,
+      ...(tokens ? { authenticate: tokens.authenticate } : {}),
+      policy,
+      workerHeader: worker,
+      logger,
+      setup: serveOps(metrics, store),
+    });
     try {
-      ctx.out.status(`ert: Placement API on ${server.url}${server.prefix || '/'} (auth ${server.auth}; SIGINT or SIGTERM to stop)`);
-      const signal = await stopped;
-      ctx.out.status(`ert: ${signal} received, stopping`);
+      if (worker) {
+        process.send?.({ type: 'ert-serve-listening', url: server.url, prefix: server.prefix });
+        await stopped;
+      } else {
+        ctx.out.status(`ert: Placement API on ${server.url}${server.prefix || '/'} (auth ${server.auth}, ${policyLabel(policy, setup.policyFile)}; SIGINT or SIGTERM to stop)`);
+        const signal = await stopped;
+        ctx.out.status(`ert: ${signal} received, stopping`);
+      }
     } finally {
-      await server.close();
+      process.off('SIGHUP', onHup);
+      // Graceful: stop accepting, answer the requests in flight, then the store is closed below.
+      await closeGracefully(server);
     }
-    ctx.out.result({ url: server.url, prefix: server.prefix, stopped: true }, () => `stopped serving ${server.url}${server.prefix || '/'}\n`);
+    if (!worker) ctx.out.result({ url: server.url, prefix: server.prefix, stopped: true }, () => `stopped serving ${server.url}${server.prefix || '/'}\n`);
   } finally {
     await store.close();
+    // A worker's IPC channel to the primary would keep it alive: closed, it exits.
+    if (worker && process.connected) process.disconnect();
   }
 }
+
+/**
+ * `--workers N`: checks what every worker will need (token file, policy file, store), forks
+ * N workers that share the port (node:cluster hands each the listening socket; `--port 0`
+ * is one port for all), reports once all listen, replaces a worker that dies afterwards,
+ * forwards SIGHUP, and at SIGINT or SIGTERM stops them all (each finishes its requests:
+ * Fastify's close) and waits for them.
+ */
+async function servePrimary(ctx: CommandContext, opts: ServeCommandOptions, config: ErtConfig, setup: ServeSetup): Promise<void> {
+  if (setup.tokenFile !== undefined) await tokenFileAuth(setup.tokenFile);
+  const policy = await loadPolicy(setup.policyDefaults, setup.policyFile);
+  await (await openExisting(config)).close();
+  const stopped = untilStopSignal();
+  const workers = new Set<Worker>();
+  const exited: Array<Promise<void>> = [];
+  let stopping = false;
+  let failStartup: (err: Error) => void = () => undefined;
+  const startupFailed = new Promise<never>((_resolve, reject) => (failStartup = reject));
+  startupFailed.catch(() => undefined);
+  type Listening = { url: string; prefix: string };
+  const fork = (): Promise<Listening> =>
+    new Promise((resolve) => {
+      const worker = cluster.fork();
+      workers.add(worker);
+      let ready = false;
+      worker.on('message', (message: { type?: string } & Partial<Listening>) => {
+        if (message?.type !== 'ert-serve-listening') return;
+        ready = true;
+        resolve({ url: message.url!, prefix: message.prefix! });
+      });
+      exited.push(
+        new Promise<void>((done) =>
+          worker.once('exit', (code, signal) => {
+            workers.delete(worker);
+            done();
+            if (stopping) return;
+            const how = signal ?? `exit ${code}`;
+            if (!ready) {
+              failStartup(new CliError(CliErrorCode.STORE_UNAVAILABLE, `a worker of ert serve (pid ${worker.process.pid}) stopped before listening (${how}); its error is above`, { workers: setup.workers }));
+              return;
+            }
+            ctx.out.status(`ert: worker ${worker.process.pid} stopped (${how}); starting another`);
+            void fork();
+          }),
+        ),
+      );
+    });
+  const onHup = () => {
+    for (const worker of workers) worker.process.kill('SIGHUP');
+  };
+  process.on('SIGHUP', onHup);
+  let listening: Listening | undefined;
+  try {
+    const all = await Promise.race([Promise.all(Array.from({ length: setup.workers }, fork)), startupFailed, stopped.then(() => undefined)]);
+    listening = all?.[0];
+    if (listening) {
+      ctx.out.status(
+        `ert: Placement API on ${listening.url}${listening.prefix || '/'} (auth ${setup.mode}, ${policyLabel(policy, setup.policyFile)}, ` +
+          `${setup.workers} workers; SIGINT or SIGTERM to stop)`,
+      );
+      const signal = await Promise.race([stopped, startupFailed]);
+      ctx.out.status(`ert: ${signal} received, stopping ${workers.size} workers`);
+    }
+  } finally {
+    process.off('SIGHUP', onHup);
+    stopping = true;
+    for (const worker of workers) worker.process.kill('SIGTERM');
+    const force = setTimeout(() => {
+      for (const worker of workers) worker.process.kill('SIGKILL');
+    }, 30_000);
+    await Promise.all(exited);
+    clearTimeout(force);
+  }
+  const url = listening!.url;
+  const prefix = listening!.prefix;
+  ctx.out.result({ url, prefix, workers: setup.workers, stopped: true }, () => `stopped serving ${url}${prefix || '/'} (${setup.workers} workers)\n`);
+}
+
 
 /**
  * The configured store as a read-only command opens it: nothing is created or migrated; a

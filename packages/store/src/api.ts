@@ -13,6 +13,7 @@ import type { Flavor, HostStatus, Inventory, JsonValue, ResourceClass } from '@e
 
 export type StoreClient = 'sqlite3' | 'pg';
 
+/** How `createStore` connects: the backend, where the data is, and tuning. */
 export interface StoreOptions {
   /** `sqlite3` (default) or `pg`. */
   client: StoreClient;
@@ -36,31 +37,47 @@ export interface StoreOptions {
   busyTimeoutMs?: number;
 }
 
+/** A resource provider as stored (Placement's resource provider, without its inventories). */
 export interface ProviderRecord {
+  /** The provider's uuid; unique. */
   uuid: string;
+  /** The provider's name; unique (a host's root is named after the host). */
   name: string;
   /** Undefined for a root provider. */
   parentUuid?: string;
+  /** Uuid of the root of its tree (its own uuid for a root provider). */
   rootUuid: string;
+  /** 0 when created; bumped by every change of its inventories, traits, aggregates or allocations. */
   generation: number;
 }
 
+/** What `createProvider` takes. */
 export interface NewProvider {
+  /** The new provider's uuid (at most 36 characters); one another provider has is a conflict. */
   uuid: string;
+  /** The new provider's name (at most 200 characters); one another provider has is a conflict. */
   name: string;
+  /** The parent's uuid; omitted for a new root. */
   parentUuid?: string;
 }
 
 /** One allocation: `amount` of `resourceClass` held on provider `providerUuid`. */
 export interface Allocation {
+  /** Uuid of the provider the amount is held on. */
   providerUuid: string;
+  /** A class the provider has an inventory of. */
   resourceClass: ResourceClass;
+  /** Positive integer within the inventory's min_unit, max_unit and step_size. */
   amount: number;
 }
 
+/** The consumer an `AllocationWrite` is for (Placement's consumer: an instance or a migration). */
 export interface ConsumerRef {
+  /** The consumer's uuid: an instance's, or a migration's during a resize. */
   uuid: string;
+  /** Project that owns the consumer (recorded; `listConsumers` filters on it). */
   projectId: string;
+  /** User that owns the consumer (recorded; `listConsumers` filters on it). */
   userId: string;
   /**
    * The consumer generation the caller last read: `null` for a consumer the caller
@@ -77,13 +94,17 @@ export interface ConsumerRef {
 
 /** A consumer as stored: Placement's consumer record with its allocations. */
 export interface ConsumerRecord {
+  /** The consumer's uuid. */
   uuid: string;
   /** 1 after the consumer's first write, +1 per write (Placement's count). */
   generation: number;
+  /** Project that owns the consumer. */
   projectId: string;
+  /** User that owns the consumer. */
   userId: string;
   /** The type last written (`ConsumerRef.consumerType`), null when none was. */
   consumerType: string | null;
+  /** Everything the consumer holds (never empty: a consumer without allocations is not stored). */
   allocations: Allocation[];
 }
 
@@ -92,8 +113,11 @@ export interface ConsumerRecord {
  * inventories), checked against the generation the caller read.
  */
 export interface ReshapeInventory {
+  /** The provider whose inventories are replaced. */
   providerUuid: string;
+  /** The provider generation the caller read; another is ERT_STORE_PROVIDER_GENERATION_CONFLICT. */
   generation: number;
+  /** The provider's whole new inventory set, by class (a class left out is removed). */
   inventories: Record<ResourceClass, Inventory>;
 }
 
@@ -109,14 +133,21 @@ export type InstanceState = 'scheduled' | 'active' | 'resizing' | 'error' | 'ref
 
 /** An instance as recorded in the store: its flavor (with extra specs) and what plugins decided. */
 export interface InstanceRecord {
+  /** The instance's uuid (its allocations' consumer). */
   uuid: string;
+  /** Name of the host it is on; an unknown host is ERT_STORE_NOT_FOUND. */
   host: string;
+  /** Project that owns the instance. */
   projectId: string;
+  /** User that owns the instance. */
   userId: string;
+  /** The flavor it runs with (during a resize: the new one). */
   flavor: Flavor;
+  /** Where the instance stands in its lifecycle (see `InstanceState`). */
   state: InstanceState;
   /** During a resize: the flavor being left (its allocations are held by `migrationUuid`). */
   previousFlavor?: Flavor;
+  /** During a resize: the consumer uuid that holds the old flavor's allocations until confirm or revert. */
   migrationUuid?: string;
   /** Per-plugin assignments (`ClaimGrant.assignment`), by plugin name. */
   assignments: Record<string, JsonValue>;
@@ -136,7 +167,9 @@ export interface InstanceRecord {
   pools?: Record<string, { amount: number; capacity: number }>;
   /** Why a reservation is `refused` (the refusing plugin named) or `expired`. */
   reason?: string;
+  /** Epoch ms of the first write; set by the store when not given, kept on update. */
   createdAt?: number;
+  /** Epoch ms of the last write; the store sets it on every write (a given value is ignored). */
   updatedAt?: number;
 }
 
@@ -145,7 +178,9 @@ export interface InstanceRecord {
  * An empty `allocations` removes the consumer's allocations.
  */
 export interface AllocationWrite {
+  /** The consumer whose allocations are replaced, with the generation the caller read. */
   consumer: ConsumerRef;
+  /** The consumer's whole new set of allocations; empty removes them (and the consumer). */
   allocations: Allocation[];
   /** Written in the same transaction (e.g. the scheduler's claim records the instance). */
   instance?: InstanceRecord;
@@ -159,9 +194,13 @@ export interface AllocationWrite {
   removeInstance?: boolean;
 }
 
+/** A compute host as stored: the row its tracker keeps up to date, keyed by name. */
 export interface HostRecord {
+  /** The host's name (its root provider's name too). */
   name: string;
+  /** Uuid of the root provider of the host's tree. */
   rootProviderUuid: string;
+  /** The stored status (`up`, `disabled`, or `stale` once `markStaleHosts` marked it). */
   status: HostStatus;
   /** Epoch ms of the tracker's last successful update. */
   lastUpdate: number;
@@ -177,15 +216,23 @@ export interface HostRecord {
   statusReason?: string;
 }
 
+/** One plugin's stats of one host, as last written by the host's tracker. */
 export interface StatsRecord {
+  /** The plugin's configured name. */
   plugin: string;
+  /** The plugin's `StatsSchema.version` the data was written with (a non-negative integer). */
   schemaVersion: number;
+  /** The stats, validated against the plugin's schema by the writer's caller. */
   data: JsonValue;
+  /** Epoch ms of the last `writeStats` for this plugin and host. */
   updatedAt: number;
 }
 
+/** An aggregate (a Nova host aggregate / Placement aggregate): a uuid providers are members of. */
 export interface AggregateRecord {
+  /** The aggregate's uuid (at most 36 characters). */
   uuid: string;
+  /** Its name; absent for an aggregate only named by `setAggregates`. */
   name?: string;
   /** Nova-style aggregate metadata (aggregate_instance_extra_specs, weigher multipliers). */
   metadata: Record<string, string>;
@@ -193,14 +240,19 @@ export interface AggregateRecord {
 
 /** A provider with everything the scheduler needs about it. */
 export interface ProviderSnapshot extends ProviderRecord {
+  /** The provider's inventories, by class. */
   inventories: Record<ResourceClass, Inventory>;
+  /** Amount in use per class, summed over every consumer's allocations; classes with none are absent. */
   usages: Record<ResourceClass, number>;
+  /** The provider's trait names. */
   traits: string[];
+  /** Uuids of the aggregates it is in. */
   aggregates: string[];
 }
 
 /** Everything the scheduler reads about one host, in one consistent read. */
 export interface HostSnapshot {
+  /** The host's row. */
   host: HostRecord;
   /** The host's tree, root first, parents before children. */
   providers: ProviderSnapshot[];
@@ -208,6 +260,7 @@ export interface HostSnapshot {
   sharingProviders: ProviderSnapshot[];
   /** Metadata of the aggregates the root provider is in, merged. */
   aggregateMetadata: Record<string, string>;
+  /** Every plugin's stats of the host, by plugin name. */
   stats: Record<string, StatsRecord>;
   /** Uuids of instances recorded on the host. */
   instances: string[];
@@ -219,6 +272,7 @@ export interface HostImport {
   host: { name: string; status?: HostStatus; lastUpdate?: number; machine?: string };
   /** The host's tree, root first, parents before children. */
   providers: Array<NewProvider & { inventories: Record<ResourceClass, Inventory>; traits: string[]; aggregates: string[] }>;
+  /** Stats to write for the host, by plugin name. */
   stats?: Record<string, { schemaVersion: number; data: JsonValue }>;
 }
 
@@ -230,6 +284,7 @@ export interface HostImport {
  * changed that host too (or a sharing provider did), so the bump covers more than this call.
  */
 export interface AllocationWriteResult {
+  /** One entry per host whose generation the call's transaction bumped. */
   hosts: Array<{ name: string; generationBefore: number; generation: number; shared: boolean }>;
 }
 
@@ -247,7 +302,13 @@ export interface SchemaStatus {
   unknown: string[];
 }
 
+/**
+ * The store: everything ert persists, shared by trackers, schedulers, the API and the CLI.
+ * Made by `createStore`. Reads of unknown rows return undefined where the signature allows
+ * it, else ERT_STORE_NOT_FOUND; errors are `StoreError`s with the codes of `errors.ts`.
+ */
 export interface Store {
+  /** The backend this store runs on. */
   readonly client: StoreClient;
 
   /**
@@ -271,6 +332,7 @@ export interface Store {
   close(): Promise<void>;
 
   /* resource classes and traits */
+  /** Every resource class the store knows (standard and custom), sorted by name. */
   listResourceClasses(): Promise<string[]>;
   /** Create missing custom classes; a name that is neither standard nor CUSTOM_ is ERT_STORE_INVALID. */
   ensureResourceClasses(names: string[]): Promise<void>;
@@ -317,7 +379,9 @@ export interface Store {
    * `duplicate: 'uuid' | 'name'`.
    */
   createProvider(provider: NewProvider): Promise<ProviderRecord>;
+  /** The provider with this uuid; undefined when there is none. */
   getProvider(uuid: string): Promise<ProviderRecord | undefined>;
+  /** The provider with this name; undefined when there is none. */
   getProviderByName(name: string): Promise<ProviderRecord | undefined>;
   /** All providers, or the tree of one root. */
   listProviders(filter?: { rootUuid?: string }): Promise<ProviderRecord[]>;
@@ -339,6 +403,7 @@ export interface Store {
    */
   deleteProvider(uuid: string): Promise<void>;
 
+  /** The provider's inventories by class with its generation, read together. Unknown provider: NOT_FOUND. */
   getInventories(uuid: string): Promise<{ generation: number; inventories: Record<ResourceClass, Inventory> }>;
   /**
    * Replace the provider's inventory set (Placement's PUT inventories). Every inventory is
@@ -356,13 +421,25 @@ export interface Store {
     inventories: Record<ResourceClass, Inventory>,
     options?: { allowOverCapacity?: boolean },
   ): Promise<ProviderRecord>;
+  /** Amount in use per class on the provider, over all consumers (classes with none absent). Unknown provider: NOT_FOUND. */
   getUsages(uuid: string): Promise<Record<ResourceClass, number>>;
 
+  /** The provider's traits, sorted. Unknown provider: NOT_FOUND. */
   getTraits(uuid: string): Promise<string[]>;
   /** Replace the provider's traits (unknown valid names are created). */
   setTraits(uuid: string, generation: number | undefined, traits: string[]): Promise<ProviderRecord>;
+  /** Uuids of the aggregates the provider is in, sorted. Unknown provider: NOT_FOUND. */
   getAggregates(uuid: string): Promise<string[]>;
+  /**
+   * Replace the provider's aggregate memberships (unknown aggregates are created without name
+   * or metadata). Pass the generation read, or undefined to skip the check; bumps it, and the
+   * generation of the hosts that see the provider. Returns the new record.
+   */
   setAggregates(uuid: string, generation: number | undefined, aggregates: string[]): Promise<ProviderRecord>;
+  /**
+   * Create an aggregate or replace its name and metadata (values must be strings, else
+   * ERT_STORE_INVALID); bumps the hosts whose root is a member, as their snapshots change.
+   */
   upsertAggregate(aggregate: AggregateRecord): Promise<void>;
   /**
    * Every aggregate the store knows (made by `upsertAggregate`, or named by `setAggregates`:
@@ -424,7 +501,9 @@ export interface Store {
    * given; an update keeps the fields not given and bumps the generation.
    */
   upsertHost(host: { name: string; rootProviderUuid: string; status?: HostStatus; lastUpdate?: number; machine?: string }): Promise<HostRecord>;
+  /** The host with this name; undefined when there is none. */
   getHost(name: string): Promise<HostRecord | undefined>;
+  /** Every host, sorted by name, with its stored status (not the scheduler's effective one). */
   listHosts(): Promise<HostRecord[]>;
   /**
    * Set a host's status (bumps its generation). `reason` is recorded with `disabled` (an
@@ -452,6 +531,7 @@ export interface Store {
    * of its host and, when it moved, of its previous host. Unknown host: NOT_FOUND.
    */
   upsertInstance(instance: InstanceRecord): Promise<void>;
+  /** The instance record with this uuid; undefined when there is none. */
   getInstance(uuid: string): Promise<InstanceRecord | undefined>;
   /**
    * Instance records, by uuid; only those of `host`, in `state` (one state or any of several)

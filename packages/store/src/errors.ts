@@ -54,6 +54,7 @@ export const STORE_ERROR_CODES = {
   readOnly: 'ERT_STORE_READ_ONLY',
 } as const;
 
+/** One of the codes of `STORE_ERROR_CODES` (the catalogue above). */
 export type StoreErrorCode = (typeof STORE_ERROR_CODES)[keyof typeof STORE_ERROR_CODES];
 
 /** Base class of every error the store raises on purpose. */
@@ -76,6 +77,10 @@ export class StoreConflictError extends StoreError {
 
 /** An allocation that does not fit the provider's free capacity. Nothing was written. */
 export class CapacityExceededError extends StoreError {
+  /**
+   * The provider (uuid and name) and class at fault, the amount `requested`, the amount
+   * `used` by other consumers, what is `free` of the capacity, and the rule that failed (`reason`).
+   */
   declare readonly details: Readonly<{
     provider: string;
     providerName: string;

@@ -16,13 +16,16 @@ import {
 } from '@ert/plugin-api';
 import { TestkitError, TestkitErrorCodes } from './errors.js';
 
+/** The levels of a `Logger`, lowest first. */
 export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error';
 
 /** One call of a captured logger. */
 export interface LogRecord {
+  /** The method called (`warn` for `logger.warn(...)`). */
   level: LogLevel;
   /** The first argument: an object of fields, or the message itself. */
   obj: object | string;
+  /** The second argument, the message when `obj` is fields; absent when not given. */
   msg?: string;
   /** Bindings of the (child) logger the call was made on. */
   bindings: Readonly<Record<string, unknown>>;
@@ -80,7 +83,9 @@ export function serviceContainer(parent?: ServiceContainer): ServiceContainer {
 
 /** A `Clock` that stands still until told: `advance(ms)` and `set(ms)`. */
 export interface ManualClock extends Clock {
+  /** Move the clock forward by `ms` milliseconds (negative moves it back); returns the new time, epoch ms. */
   advance(ms: number): number;
+  /** Set the time to `ms`, epoch milliseconds. */
   set(ms: number): void;
 }
 
@@ -126,7 +131,9 @@ export interface ContextInit<O> {
   options?: Partial<O>;
   /** The name it is configured under; the plugin's own name by default. */
   name?: string;
+  /** The logger to hand out (default: a new captured logger bound to `{ plugin: name }`). */
   logger?: CapturedLogger;
+  /** The plugin's container (default: an empty one); the clock is registered in it when missing. */
   services?: ServiceContainer;
   /** Registered as `CoreServices.clock` unless `services` already has one. */
   clock?: Clock;

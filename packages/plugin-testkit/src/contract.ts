@@ -52,6 +52,7 @@ export interface ContractFixture<Options = unknown> {
   root: string;
   /** The plugin's options, before defaults. */
   options?: Partial<Options>;
+  /** The host name the contexts and claimed instances use (default `compute-1`). */
   hostName?: string;
   /**
    * Requests to test, claim and release: flavors (parsed with the plugin's extra-spec keys,
@@ -94,10 +95,12 @@ export const CONTRACT_CHECKS = {
   'scheduler-pure': 'scheduler hooks are pure: the same inputs give the same answers and are not modified',
 } as const;
 
+/** The id of one of `CONTRACT_CHECKS` (`discover-idempotent`, ...). */
 export type ContractCheckId = keyof typeof CONTRACT_CHECKS;
 
 /** One runnable check. */
 export interface ContractCheck {
+  /** Which rule it checks. */
   id: ContractCheckId;
   /** `<id>: <rule>`, the test's name. */
   title: string;
@@ -107,16 +110,21 @@ export interface ContractCheck {
 
 /** The part of a test runner the kit needs (vitest's, jest's and `node:test`'s have it). */
 export interface ContractRunner {
+  /** Group tests: called once, with `plugin <name> honours the plugin contract`. */
   describe(name: string, fn: () => void): unknown;
+  /** Register one test per check, named by the check's title; `fn` rejects when the plugin breaks the rule. */
   it(name: string, fn: () => Promise<void>): unknown;
 }
 
 /** One line of `verifyPluginContract`'s report. */
 export interface ContractResult {
+  /** The check's id. */
   id: ContractCheckId;
+  /** The check's title (`<id>: <rule>`). */
   title: string;
   /** The violation's message; undefined when the check passed. */
   problem?: string;
+  /** What the check threw (usually a ContractViolation); undefined when it passed. */
   error?: unknown;
 }
 

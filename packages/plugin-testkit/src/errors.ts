@@ -16,6 +16,7 @@ export const TestkitErrorCodes = {
   STATS_INVALID: 'ERT_PLUGIN_STATS_INVALID',
 } as const;
 
+/** One of the codes of `TestkitErrorCodes`. */
 export type TestkitErrorCode = (typeof TestkitErrorCodes)[keyof typeof TestkitErrorCodes];
 
 /** Every error the kit throws on purpose; `code` is one of `TestkitErrorCodes`. */

@@ -12,9 +12,13 @@ import { formatCpuList } from '@ert/sysfs';
 
 /** The processor every CPU reports in /proc/cpuinfo. */
 export interface CpuModel {
+  /** `vendor_id` (default `GenuineIntel`). */
   vendorId: string;
+  /** `cpu family`, decimal (default 6). */
   family: number;
+  /** `model`, decimal (default 85). */
   model: number;
+  /** `model name` (default a test Xeon). */
   modelName: string;
   /** The `flags` words. */
   flags: string[];
@@ -22,6 +26,7 @@ export interface CpuModel {
 
 /** A huge page pool size and how many pages each NUMA node holds. */
 export interface HugePagesInit {
+  /** Page size in KiB (2048, 1048576); names the pool's directories (`hugepages-<size>kB`). */
   sizeKb: number;
   /** `nr_hugepages` per node. */
   perNode: number;
@@ -33,24 +38,35 @@ export interface HugePagesInit {
 export interface ResctrlInit {
   /** `info/L3/cbm_mask`, hex (`7ff` for 11 ways); default: every way of the L3. */
   cbmMask?: string;
+  /** `info/L3/num_closids`: classes of service (default 16). */
   numClosids?: number;
+  /** `info/L3/min_cbm_bits`: fewest ways a mask may have (default 1). */
   minCbmBits?: number;
+  /** `info/L3/shareable_bits`, hex: ways other agents may use too (default `0`). */
   shareableBits?: string;
 }
 
 /** One filesystem for the disk plugin's statfs stand-in (`.ert/statfs.json`). */
 export interface FilesystemInit {
+  /** Where it is mounted (an absolute machine path). */
   mountPoint: string;
+  /** `major:minor` of the device (default `8:<n>`, n counting from 1). */
   device?: string;
+  /** Filesystem type (default `xfs`). */
   type?: string;
+  /** Size in GiB. */
   sizeGb: number;
+  /** Free (and available) space in GiB (default: all of `sizeGb`). */
   freeGb?: number;
 }
 
 /** A machine to lay out. Every field has a default: a 1-socket, 2-core, 2-thread, 8 GB box. */
 export interface MachineInit {
+  /** CPU sockets (default 1); each is one NUMA node unless `numa` is false. */
   sockets?: number;
+  /** Cores per socket (default 2). */
   coresPerSocket?: number;
+  /** Hardware threads per core (default 2; 1 for no SMT). */
   threadsPerCore?: number;
   /** CPUs present but not online (left out of `online`, their topology not written). */
   offline?: number[];
@@ -58,7 +74,9 @@ export interface MachineInit {
   memoryMb?: number;
   /** One NUMA node per socket (default), or no node directories at all (a kernel without NUMA). */
   numa?: boolean;
+  /** Huge page pools (default none): counted in `/proc/meminfo`, per node and in `/sys/kernel/mm/hugepages`. */
   hugePages?: HugePagesInit[];
+  /** Fields of the processor to change from the default model. */
   cpu?: Partial<CpuModel>;
   /** L1/L2 per core and an L3 per socket (default 8 MB 16-way, id = socket), or none. */
   cache?: { l3SizeKb?: number; l3Ways?: number } | false;

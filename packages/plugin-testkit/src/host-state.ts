@@ -18,13 +18,19 @@ import {
 export interface ProviderInit {
   /** Provider name; a child's defaults to `<host>_<key>`. */
   name?: string;
+  /** Provider uuid; default `<host>-<key>-uuid` for a child, `shared-<i>-uuid` for a sharing provider. */
   uuid?: string;
   /** Nested providers: the key a plugin's `ChildProvider` has, and its parent's key. */
   key?: string;
+  /** Key of an earlier child this one is nested under; the root when omitted or unknown. */
   parent?: string;
+  /** The provider's inventories (Placement's defaults fill the fields not given). */
   inventories?: Record<string, InventoryInput>;
+  /** Amount in use per class (default: nothing used). */
   usages?: Record<string, number>;
+  /** The provider's traits. */
   traits?: string[];
+  /** Uuids of the aggregates the provider is in. */
   aggregates?: string[];
 }
 
@@ -32,19 +38,29 @@ export interface ProviderInit {
 export interface HostStateInit {
   /** `host1` by default. */
   name?: string;
+  /** `up` by default. */
   status?: HostStatus;
+  /** The host generation (default 1). */
   generation?: number;
   /** The root provider's inventories (Placement's defaults fill the rest) and usages. */
   inventories?: Record<string, InventoryInput>;
+  /** Amount in use per class on the root (default: nothing used). */
   usages?: Record<string, number>;
+  /** The root provider's traits. */
   traits?: string[];
+  /** Uuids of the aggregates the root provider is in. */
   aggregates?: string[];
+  /** Nested providers, parents before children (default key `child_<i>`). */
   children?: ProviderInit[];
+  /** Sharing providers the host reaches (in `sharingProviders`, not counted by `free`). */
   sharing?: ProviderInit[];
   /** Consumer plugins' data by plugin name (what `host.pluginData(name)` returns). */
   pluginData?: Record<string, unknown>;
+  /** Host capabilities for `capabilities:` extra specs (default none). */
   capabilities?: Record<string, string | number>;
+  /** Metadata of the root's aggregates, merged (default none). */
   aggregateMetadata?: Record<string, string>;
+  /** Uuids of the instances on the host (default none). */
   instances?: string[];
 }
 

@@ -59,7 +59,9 @@ export interface RequestSpecInit {
   extraGroups?: Array<Record<string, number>>;
   /** Fields of the flavor to set (its vcpus default to the VCPU or PCPU asked for). */
   flavor?: Partial<Flavor>;
+  /** The spec's group policy (default `none`). */
   groupPolicy?: RequestSpec['groupPolicy'];
+  /** The request's scheduler hints (default none). */
   hints?: SchedulingHints;
 }
 
@@ -109,7 +111,9 @@ export function requestedResources(spec: RequestSpec): Record<string, number> {
 
 /** What `claimedInstance` accepts. */
 export interface ClaimedInit {
+  /** The instance's uuid (default `testUuid(1)`). */
   uuid?: string;
+  /** The tracker's host name, which names the providers (default `compute-1`). */
   hostName?: string;
   /** The plugin's answer to `test` for this spec: its grant's allocations, assignment and CPUs are used. */
   grant?: TestResult;
@@ -120,6 +124,7 @@ export interface ClaimedInit {
   discovery?: Discovery;
   /** Allocations as written, instead of the derived ones. */
   allocations?: ClaimedInstance['allocations'];
+  /** Pinned host CPUs, instead of the grant's (sorted either way). */
   cpus?: number[];
 }
 

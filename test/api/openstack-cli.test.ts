@@ -10,17 +10,20 @@ import { PROFILES, REPO, json, runErt, scratchDir, startErt } from '../cli/helpe
 /**
  * `ert serve` driven by OpenStack's own client, unchanged: python3-openstackclient with
  * python3-osc-placement (Debian), noauth2 (`--os-auth-type admin_token --os-token admin`),
- * microversion 1.39, against a store written by `ert host sync` of the xeon-2s-cat profile
- * and `ert schedule`. Under CI (.ci/run installs the client) a missing `openstack` fails.
+ * microversion 1.39 (others where a step needs them), against a store written by
+ * `ert host sync` of the xeon-2s-cat profile and `ert schedule`: reads of that, then an
+ * operator's workflow of writes asserting each step's `-f json`. Under CI (.ci/run installs
+ * the client) a missing `openstack` fails.
  */
 
 const CI = !['', '0', 'false'].includes((process.env.CI ?? '').trim().toLowerCase());
 const HAVE_OPENSTACK = spawnSync('openstack', ['--version'], { stdio: 'ignore' }).status === 0;
 
-function openstack(endpoint: string, args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+/** `openstack ... -f json` at microversion 1.39 (`mv`), or without `-f json` for the commands that print nothing (`json: false`). */
+function openstack(endpoint: string, args: string[], opts: { mv?: string; json?: boolean } = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
   // The caller's OS_* variables (a real cloud's) must not leak in.
   const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('OS_')));
-  const argv = ['--os-auth-type', 'admin_token', '--os-token', 'admin', '--os-endpoint', endpoint, '--os-placement-api-version', '1.39', ...args, '-f', 'json'];
+  const argv = ['--os-auth-type', 'admin_token', '--os-token', 'admin', '--os-endpoint', endpoint, '--os-placement-api-version', opts.mv ?? '1.39', ...args, ...(opts.json === false ? [] : ['-f', 'json'])];
   return new Promise((resolve, reject) => {
     const child = spawn('openstack', argv, { env, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
@@ -195,6 +198,125 @@ describe('ert serve with the openstack CLI (osc-placement)', () => {
       expect(rows[0]).toMatchObject({ '#': 1, allocation: 'VCPU=1', 'resource provider': rootUuid });
       expect(rows[0]!['inventory used/capacity']).toBe('CUSTOM_CU=0/400,MEMORY_MB=4096/392704,VCPU=4/320');
       expect(String(rows[0]!.traits).split(',')).toEqual(expect.arrayContaining(['HW_CPU_X86_AVX2', 'CUSTOM_RDT_CAT']));
+    });
+
+    it('an operator workflow with writes: classes, traits, a provider tree, inventories, aggregates, candidates, allocations, usages, deletes', { timeout: 240_000 }, async () => {
+      const A = '0a000000-0000-4000-8000-000000000001';
+      const B = '0a000000-0000-4000-8000-000000000002';
+      const AGG = 'aaaaaaaa-0000-4000-8000-000000000001';
+      const C = 'c0000000-0000-4000-8000-0000000000c1';
+      const ok = async (args: string[], opts: { mv?: string; json?: boolean } = {}): Promise<any> => {
+        const r = await openstack(endpoint, args, opts);
+        expect(r.code, `openstack ${args.join(' ')}: ${r.stderr}`).toBe(0);
+        return opts.json === false ? r.stdout : JSON.parse(r.stdout);
+      };
+      const fails = async (args: string[]): Promise<string> => {
+        const r = await openstack(endpoint, args, { json: false });
+        expect(r.code, `openstack ${args.join(' ')} should fail`).not.toBe(0);
+        return r.stderr;
+      };
+
+      // Custom resource class and trait (bodiless PUTs: they print nothing).
+      await ok(['resource', 'class', 'create', 'CUSTOM_FPGA'], { json: false });
+      expect(await ok(['resource', 'class', 'show', 'CUSTOM_FPGA'])).toEqual({ name: 'CUSTOM_FPGA' });
+      await ok(['trait', 'create', 'CUSTOM_GOLD'], { json: false });
+      expect(await ok(['trait', 'show', 'CUSTOM_GOLD'])).toEqual({ name: 'CUSTOM_GOLD' });
+      expect(await ok(['trait', 'list', '--name', 'startswith:CUSTOM_GOLD'])).toEqual([{ name: 'CUSTOM_GOLD' }]);
+
+      // A provider tree: a root and a child (parent_provider_uuid from 1.14).
+      expect(await ok(['resource', 'provider', 'create', 'cn-a', '--uuid', A])).toEqual({ uuid: A, name: 'cn-a', generation: 0, root_provider_uuid: A, parent_provider_uuid: null });
+      expect(await ok(['resource', 'provider', 'create', 'cn-a-fpga', '--uuid', B, '--parent-provider', A])).toEqual({
+        uuid: B,
+        name: 'cn-a-fpga',
+        generation: 0,
+        root_provider_uuid: A,
+        parent_provider_uuid: A,
+      });
+      // Below 1.14 the tree is not shown.
+      expect(await ok(['resource', 'provider', 'show', B], { mv: '1.13' })).toEqual({ uuid: B, name: 'cn-a-fpga', generation: 0 });
+
+      // Inventories, with options per class.
+      const inventory = await ok(['resource', 'provider', 'inventory', 'set', A, '--resource', 'VCPU=16', '--resource', 'VCPU:allocation_ratio=2.0', '--resource', 'MEMORY_MB=32768', '--resource', 'MEMORY_MB:reserved=512']);
+      expect(inventory).toEqual([
+        { resource_class: 'MEMORY_MB', allocation_ratio: 1, min_unit: 1, max_unit: 2147483647, reserved: 512, step_size: 1, total: 32768 },
+        { resource_class: 'VCPU', allocation_ratio: 2, min_unit: 1, max_unit: 2147483647, reserved: 0, step_size: 1, total: 16 },
+      ]);
+      expect(await ok(['resource', 'provider', 'inventory', 'set', B, '--resource', 'CUSTOM_FPGA=2'])).toEqual([
+        { resource_class: 'CUSTOM_FPGA', allocation_ratio: 1, min_unit: 1, max_unit: 2147483647, reserved: 0, step_size: 1, total: 2 },
+      ]);
+      // One class's inventory: Placement's body has no resource_class, and osc shows it as is.
+      expect(await ok(['resource', 'provider', 'inventory', 'show', B, 'CUSTOM_FPGA'])).toMatchObject({ total: 2, reserved: 0, allocation_ratio: 1, min_unit: 1, step_size: 1 });
+      // An unknown class is the server's 400, passed through.
+      expect(await fails(['resource', 'provider', 'inventory', 'set', B, '--resource', 'CUSTOM_NOPE=1'])).toContain('No such resource class CUSTOM_NOPE');
+
+      // Traits and aggregates (1.19: the aggregate write carries the provider generation; a stale one is 409).
+      expect(await ok(['resource', 'provider', 'trait', 'set', B, '--trait', 'CUSTOM_GOLD'])).toEqual([{ name: 'CUSTOM_GOLD' }]);
+      const root = await ok(['resource', 'provider', 'show', A]);
+      expect(root).toMatchObject({ uuid: A, generation: 1 });
+      expect(await fails(['resource', 'provider', 'aggregate', 'set', A, '--aggregate', AGG, '--generation', '0'])).toContain('(HTTP 409)');
+      expect(await ok(['resource', 'provider', 'aggregate', 'set', A, '--aggregate', AGG, '--generation', String(root.generation)])).toEqual([{ uuid: AGG }]);
+      expect(await ok(['resource', 'provider', 'aggregate', 'list', A])).toEqual([{ uuid: AGG }]);
+      expect((await ok(['resource', 'provider', 'list', '--member-of', AGG])).map((p: { uuid: string }) => p.uuid)).toEqual([A]);
+      expect((await ok(['resource', 'provider', 'list', '--in-tree', B])).map((p: { uuid: string }) => p.uuid).sort()).toEqual([A, B]);
+
+      // Allocation candidates with a numbered group (1.25+): VCPU from the root, the FPGA from the GOLD child.
+      const candidates = await ok(['allocation', 'candidate', 'list', '--resource', 'VCPU=2', '--group', '1', '--resource', 'CUSTOM_FPGA=1', '--required', 'CUSTOM_GOLD', '--group-policy', 'isolate']);
+      expect(candidates).toEqual([
+        { '#': 1, allocation: 'VCPU=2', 'resource provider': A, 'inventory used/capacity': 'MEMORY_MB=0/32256,VCPU=0/32', traits: '' },
+        { '#': 1, allocation: 'CUSTOM_FPGA=1', 'resource provider': B, 'inventory used/capacity': 'CUSTOM_FPGA=0/2', traits: 'CUSTOM_GOLD' },
+      ]);
+      // Nothing carries a forbidden GOLD FPGA.
+      expect(await ok(['allocation', 'candidate', 'list', '--group', '1', '--resource', 'CUSTOM_FPGA=1', '--forbidden', 'CUSTOM_GOLD'])).toEqual([]);
+
+      // Claim the candidate: allocations for one consumer on both providers (1.38: consumer type).
+      const allocation = [
+        { resource_provider: A, generation: expect.any(Number), resources: { MEMORY_MB: 1024, VCPU: 2 }, project_id: 'proj1', user_id: 'user1', consumer_type: 'INSTANCE' },
+        { resource_provider: B, generation: expect.any(Number), resources: { CUSTOM_FPGA: 1 }, project_id: 'proj1', user_id: 'user1', consumer_type: 'INSTANCE' },
+      ];
+      const set = await ok(['resource', 'provider', 'allocation', 'set', C, '--allocation', `rp=${A},VCPU=2,MEMORY_MB=1024`, '--allocation', `rp=${B},CUSTOM_FPGA=1`, '--project-id', 'proj1', '--user-id', 'user1', '--consumer-type', 'INSTANCE']);
+      expect(set).toEqual(allocation);
+      expect(await ok(['resource', 'provider', 'allocation', 'show', C])).toEqual(allocation);
+      // Beyond capacity (FPGA 2 in total): 409, nothing written.
+      expect(await fails(['resource', 'provider', 'allocation', 'set', 'c0000000-0000-4000-8000-0000000000c2', '--allocation', `rp=${B},CUSTOM_FPGA=2`, '--project-id', 'proj1', '--user-id', 'user1', '--consumer-type', 'INSTANCE'])).toContain('(HTTP 409)');
+
+      // Usages: per provider, per project (grouped by consumer type at 1.38), and in the inventory list.
+      expect(await ok(['resource', 'provider', 'usage', 'show', A])).toEqual([
+        { resource_class: 'MEMORY_MB', usage: 1024 },
+        { resource_class: 'VCPU', usage: 2 },
+      ]);
+      expect(await ok(['resource', 'provider', 'usage', 'show', B])).toEqual([{ resource_class: 'CUSTOM_FPGA', usage: 1 }]);
+      expect(await ok(['resource', 'usage', 'show', 'proj1'])).toEqual([{ resource_class: 'INSTANCE', usage: { consumer_count: 1, CUSTOM_FPGA: 1, MEMORY_MB: 1024, VCPU: 2 } }]);
+      expect(await ok(['resource', 'usage', 'show', 'proj1', '--user-id', 'user1'], { mv: '1.9' })).toEqual(
+        expect.arrayContaining([
+          { resource_class: 'CUSTOM_FPGA', usage: 1 },
+          { resource_class: 'VCPU', usage: 2 },
+        ]),
+      );
+      const inventories = await ok(['resource', 'provider', 'inventory', 'list', A]);
+      expect(inventories.find((row: { resource_class: string }) => row.resource_class === 'VCPU')).toMatchObject({ total: 16, used: 2 });
+      // The candidates now see the usage.
+      const after = await ok(['allocation', 'candidate', 'list', '--resource', 'VCPU=2', '--group', '1', '--resource', 'CUSTOM_FPGA=1', '--required', 'CUSTOM_GOLD', '--group-policy', 'isolate']);
+      expect(after.map((row: Record<string, string>) => row['inventory used/capacity'])).toEqual(['MEMORY_MB=1024/32256,VCPU=2/32', 'CUSTOM_FPGA=1/2']);
+
+      // Deletes: in-use and parent refusals, then everything in order.
+      expect(await fails(['resource', 'provider', 'delete', B])).toContain('(HTTP 409)');
+      expect(await fails(['resource', 'provider', 'delete', A])).toContain('It has child resource providers');
+      expect(await fails(['resource', 'class', 'delete', 'CUSTOM_FPGA'])).toContain('(HTTP 409)');
+      await ok(['resource', 'provider', 'allocation', 'delete', C], { json: false });
+      expect(await ok(['resource', 'provider', 'allocation', 'show', C])).toEqual([]);
+      expect(await ok(['resource', 'usage', 'show', 'proj1'])).toEqual([]);
+      await ok(['resource', 'provider', 'trait', 'delete', B], { json: false });
+      expect(await ok(['resource', 'provider', 'trait', 'list', B])).toEqual([]);
+      await ok(['resource', 'provider', 'inventory', 'delete', B, '--resource-class', 'CUSTOM_FPGA'], { json: false });
+      expect(await ok(['resource', 'provider', 'inventory', 'list', B])).toEqual([]);
+      await ok(['resource', 'provider', 'delete', B], { json: false });
+      await ok(['resource', 'provider', 'delete', A], { json: false });
+      await ok(['resource', 'class', 'delete', 'CUSTOM_FPGA'], { json: false });
+      await ok(['trait', 'delete', 'CUSTOM_GOLD'], { json: false });
+      expect(await fails(['resource', 'class', 'show', 'CUSTOM_FPGA'])).toContain('(HTTP 404)');
+      expect(await ok(['trait', 'list', '--name', 'startswith:CUSTOM_GOLD'])).toEqual([]);
+      // What host sync wrote is untouched.
+      expect((await ok(['resource', 'provider', 'list'])).map((p: { name: string }) => p.name).sort()).toEqual(['node1', 'node1_llc_0', 'node1_llc_1']);
     });
   });
 });

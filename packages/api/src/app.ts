@@ -44,6 +44,12 @@ export interface ApiOptions {
   workerHeader?: boolean;
   /** Fastify's logger option (pino): false, true, or pino options. */
   logger?: boolean | Record<string, unknown>;
+  /**
+   * Called with the Fastify instance before the Placement routes are registered (so its
+   * hooks reach them): `serve` adds the request metrics and `/metrics`, `/healthz`, `/readyz`
+   * at the root (ops.ts).
+   */
+  setup?: (app: FastifyInstance) => void;
 }
 
 declare module 'fastify' {
@@ -238,6 +244,7 @@ export async function createApi(options: ApiOptions): Promise<FastifyInstance> {
     request.log.error({ err }, 'unexpected error');
     return sendError(request, reply, new ApiError(500, `${error.name}: ${error.message}`));
   });
+  options.setup?.(app);
 
   await app.register(
     async (api) => {

@@ -21,6 +21,8 @@ export {
   type TokenEntry,
 } from './auth.js';
 export { negotiate, MIN_VERSION, MAX_VERSION, type Version } from './microversion.js';
+export { createMetrics, ErtMetrics, UNMATCHED_ROUTE, type MetricsOptions, type HookCallEvent, type TransactionEvent, type ClaimEvent, type ConfirmEvent, type DecisionEvent } from './metrics.js';
+export { instrumentRequests, registerOpsRoutes, startOpsServer, storeCheck, type CheckResult, type ReadinessChecks, type OpsOptions, type OpsServerOptions, type RunningOpsServer } from './ops.js';
 export { STANDARD_CLASSES, STANDARD_TRAITS, STANDARDS_SOURCE } from './standards.js';
 export { Reads, type ProviderView, type ConsumerView } from './reads.js';
 export {

@@ -28,6 +28,8 @@ export interface ServeOptions {
   /** `x-ert-worker: <pid>` on every response (one of several `--workers`). */
   workerHeader?: boolean;
   logger?: boolean | Record<string, unknown>;
+  /** Called with the Fastify instance before the Placement routes (`ApiOptions.setup`): the operator's endpoints, ops.ts. */
+  setup?: (app: FastifyInstance) => void;
 }
 
 export interface RunningServer {
@@ -74,6 +76,7 @@ export async function serve(options: ServeOptions): Promise<RunningServer> {
     ...(options.policy === undefined ? {} : { policy: options.policy }),
     ...(options.workerHeader ? { workerHeader: true } : {}),
     ...(options.logger === undefined ? {} : { logger: options.logger }),
+    ...(options.setup === undefined ? {} : { setup: options.setup }),
   });
   await app.listen({ host: options.host, port: options.port });
   const address = app.server.address();

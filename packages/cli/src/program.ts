@@ -140,6 +140,8 @@ export function createProgram(io: CliIo = processIo()): Command {
     .description('run the tracker: sync now, then every tracker.interval, until SIGINT/SIGTERM')
     .option('--root <dir>', 'directory standing for / (default: tracker.root)')
     .option('--name <host>', 'host name (default: tracker.hostName, else the machine\'s)')
+    .option('--metrics-port <n>', 'serve /metrics, /healthz and /readyz on this TCP port (0: any free port; docs/operations.md)')
+    .option('--metrics-host <address>', 'address of the metrics port', '127.0.0.1')
     .action(action(hostRunCommand, { daemon: true }));
 
   program

@@ -24,12 +24,28 @@ export interface HookTiming {
   maxMs: number;
 }
 
+/** One finished `Dispatcher.call`, as its observer sees it. */
+export interface HookCallObservation {
+  plugin: string;
+  hook: string;
+  /** Wall time of the call, seconds (a timed-out call: the timeout). */
+  seconds: number;
+  /** `ok`, or how it failed: threw or rejected, timed out, result refused by its validator. */
+  outcome: 'ok' | 'failed' | 'timeout' | 'invalid';
+}
+
 /** Options of `createDispatcher`. */
 export interface DispatcherOptions {
   /** Timeout of `call` when the call gives none, ms; default 0 (no limit). */
   defaultTimeoutMs?: number;
   /** Receives a warning for every failed hook call. */
   logger?: Logger;
+  /**
+   * Called after every `call` settles (not `callSync`: the scheduler's hot path is only
+   * counted, in `timings()`). How metrics see hook latency and failures without core
+   * depending on a metrics library; a throw from it is logged and ignored.
+   */
+  onCall?: (call: HookCallObservation) => void;
 }
 
 /**
@@ -95,10 +111,12 @@ export class Dispatcher {
   private readonly order: HookTiming[] = [];
   private readonly defaultTimeoutMs: number;
   private readonly logger: Logger | undefined;
+  private readonly onCall: ((call: HookCallObservation) => void) | undefined;
 
   constructor(options: DispatcherOptions = {}) {
     this.defaultTimeoutMs = options.defaultTimeoutMs ?? 0;
     this.logger = options.logger;
+    this.onCall = options.onCall;
   }
 
   /**
@@ -113,6 +131,7 @@ export class Dispatcher {
     const timeoutMs = options.timeoutMs ?? this.defaultTimeoutMs;
     const started = performance.now();
     let timer: NodeJS.Timeout | undefined;
+    let outcome: HookCallObservation['outcome'] = 'ok';
     try {
       const active = new ActiveCall(plugin, hook, timeoutMs);
       const outer = runningCall;
@@ -163,6 +182,7 @@ export class Dispatcher {
     } catch (err) {
       timing.failures += 1;
       const error = this.wrap(plugin, hook, err);
+      outcome = error.code === CoreErrorCodes.PLUGIN_HOOK_TIMEOUT ? 'timeout' : error.code === CoreErrorCodes.PLUGIN_HOOK_INVALID_RESULT ? 'invalid' : 'failed';
       this.logger?.warn({ plugin, hook, code: error.code, err: error }, error.message);
       throw error;
     } finally {
@@ -171,6 +191,7 @@ export class Dispatcher {
       timing.calls += 1;
       timing.totalMs += elapsed;
       if (elapsed > timing.maxMs) timing.maxMs = elapsed;
+      if (this.onCall !== undefined) this.observe({ plugin, hook, seconds: elapsed / 1000, outcome });
     }
   }
 
@@ -215,6 +236,14 @@ export class Dispatcher {
       }
     }
     return result;
+  }
+
+  private observe(call: HookCallObservation): void {
+    try {
+      this.onCall!(call);
+    } catch (err) {
+      this.logger?.warn({ plugin: call.plugin, hook: call.hook, err }, `the dispatcher's call observer threw: ${messageOf(err)}`);
+    }
   }
 
   /** A snapshot of the counters, one entry per plugin and hook called so far. */

@@ -21,7 +21,7 @@ export {
   type LoadConfigOptions,
 } from './config.js';
 export { createLogger, type LoggerOptions } from './logger.js';
-export { Dispatcher, createDispatcher, currentHookCall, type HookCall, type CallOptions, type DispatcherOptions, type HookTiming, type ResultValidator } from './dispatcher.js';
+export { Dispatcher, createDispatcher, currentHookCall, type HookCall, type CallOptions, type DispatcherOptions, type HookCallObservation, type HookTiming, type ResultValidator } from './dispatcher.js';
 export {
   resolvePlugin,
   packageCandidates,

@@ -20,7 +20,7 @@ import {
 } from '@ert/plugin-api';
 import { unusedPluginOptionsAfterLoad, type ErtConfig, type Isolation, type PluginRef, type WeigherRef } from './config.js';
 import { ConfigError, CoreErrorCodes, PluginLoadError, describeValue } from './errors.js';
-import { createDispatcher, type Dispatcher } from './dispatcher.js';
+import { createDispatcher, type Dispatcher, type DispatcherOptions } from './dispatcher.js';
 import { createLogger } from './logger.js';
 import { resolvePlugin, type PluginSide, type ResolvedPlugin } from './loader.js';
 import { compileSchema, createAjv, formatProblem, problemsFromAjv } from './schema.js';
@@ -120,6 +120,8 @@ export interface PluginRuntimeOptions {
   clock?: Clock;
   /** Export conditions for plugin entries (see `defaultConditions`). */
   conditions?: readonly string[];
+  /** The dispatcher's observer of every hook call (`DispatcherOptions.onCall`): metrics. */
+  onHookCall?: DispatcherOptions['onCall'];
 }
 
 interface Use {
@@ -257,7 +259,7 @@ async function buildPluginRuntime(options: PluginRuntimeOptions, workers: Resour
   const logger = options.logger ?? createLogger({ level: config.log.level });
   const clock = options.clock ?? systemClock;
   const hookTimeout = side === 'compute' ? config.tracker.hookTimeout : config.scheduler.hookTimeout;
-  const dispatcher = createDispatcher({ defaultTimeoutMs: hookTimeout, logger });
+  const dispatcher = createDispatcher({ defaultTimeoutMs: hookTimeout, logger, ...(options.onHookCall ? { onCall: options.onHookCall } : {}) });
   const root = globalContainer.createChildContainer();
   root.register(TOKENS.Config, { useValue: config });
   root.register(TOKENS.Logger, { useValue: logger });

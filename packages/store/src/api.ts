@@ -35,6 +35,23 @@ export interface StoreOptions {
    * file and, when /proc/locks tells, the holder's pid and command.
    */
   busyTimeoutMs?: number;
+  /**
+   * Called after every transaction (`write`, `read`) settles: how metrics see the store's
+   * latency without the store depending on a metrics library. A throw from it is ignored.
+   */
+  onTransaction?: (transaction: TransactionObservation) => void;
+}
+
+/** One finished store transaction. */
+export interface TransactionObservation {
+  /** `write` for a read-write transaction, `read` for a read-only one. */
+  kind: 'read' | 'write';
+  /** The write's operation (`writeAllocations`, `upsertHost`, ...: its name, no ids); `read` for reads. */
+  operation: string;
+  /** Wall time from start to settle, in seconds (including waits for locks). */
+  seconds: number;
+  /** False when the transaction failed (rolled back); true when it committed. */
+  ok: boolean;
 }
 
 /** A resource provider as stored (Placement's resource provider, without its inventories). */

@@ -47,11 +47,13 @@ export class StoreContext {
    */
   async write<T>(what: string, fn: (trx: Trx) => Promise<T>, opts: { firstStatementWrites?: boolean } = {}): Promise<T> {
     const startedAt = Date.now();
+    const started = performance.now();
     // SQLite rolls back by itself on some errors (SQLITE_FULL); knex's ROLLBACK then fails
     // with "no transaction is active" and replaces the error: keep the first one.
     let first: unknown;
+    let ok = false;
     try {
-      return await this.knex.transaction(async (trx) => {
+      const result = await this.knex.transaction(async (trx) => {
         try {
           if (this.client === 'sqlite3' && !opts.firstStatementWrites) await this.takeWriteLock(trx);
           return await fn(trx);
@@ -60,8 +62,23 @@ export class StoreContext {
           throw err;
         }
       });
+      ok = true;
+      return result;
     } catch (err) {
       throw mapDriverError(first ?? err, what, this.sqliteContext(startedAt));
+    } finally {
+      this.observe('write', what.split(' ', 1)[0]!, started, ok);
+    }
+  }
+
+  /** Tell `options.onTransaction` (metrics) about a finished transaction. */
+  private observe(kind: 'read' | 'write', operation: string, started: number, ok: boolean): void {
+    const observer = this.options.onTransaction;
+    if (observer === undefined) return;
+    try {
+      observer({ kind, operation, seconds: (performance.now() - started) / 1000, ok });
+    } catch {
+      // An observer's failure is not the store's.
     }
   }
 
@@ -74,10 +91,16 @@ export class StoreContext {
   async read<T>(fn: (trx: Trx) => Promise<T>): Promise<T> {
     const config: Knex.TransactionConfig = this.client === 'pg' ? { isolationLevel: 'repeatable read', readOnly: true } : {};
     const startedAt = Date.now();
+    const started = performance.now();
+    let ok = false;
     try {
-      return await this.knex.transaction(fn, config);
+      const result = await this.knex.transaction(fn, config);
+      ok = true;
+      return result;
     } catch (err) {
       throw mapDriverError(err, 'read', this.sqliteContext(startedAt));
+    } finally {
+      this.observe('read', 'read', started, ok);
     }
   }
 

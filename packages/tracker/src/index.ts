@@ -3,7 +3,7 @@
  * and provider config files, keeps it in the store, and claims instances on it.
  */
 export * from './errors.js';
-export { createTracker, type Tracker, type TrackerOptions } from './tracker.js';
+export { createTracker, type ClaimObservation, type Tracker, type TrackerObserver, type TrackerOptions } from './tracker.js';
 export { buildFleet, type BuildFleetOptions } from './fleet.js';
 export { refusalReason, type ConfirmReport } from './reservations.js';
 export { loadProviderConfigs, parseProviderConfig, HOST_PLACEHOLDER, PROVIDER_CONFIG_SCHEMA_VERSION, type ProviderConfigEntry } from './provider-config.js';

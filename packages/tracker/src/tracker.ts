@@ -18,7 +18,7 @@ import {
   type RequestSpec,
   type ResourceClass,
 } from '@ert/plugin-api';
-import { createLogger, createPluginRuntime, systemClock, validateStats, type ActiveResource, type ErtConfig, type PluginRuntime } from '@ert/core';
+import { createLogger, createPluginRuntime, systemClock, validateStats, type ActiveResource, type DispatcherOptions, type ErtConfig, type PluginRuntime } from '@ert/core';
 import { STORE_ERROR_CODES, createStore, type Allocation, type AllocationWrite, type InstanceRecord, type ProviderSnapshot, type Store } from '@ert/store';
 import { fitRequest, parseFlavor, type FitProvider, type FitTree } from '@ert/placement';
 import { formatCpuList } from '@ert/sysfs';
@@ -48,6 +48,29 @@ export interface TrackerOptions {
   /** Directory standing for `/` (default `config.tracker.root`). */
   root?: string;
   clock?: Clock;
+  /** Observers for metrics (the tracker depends on no metrics library). A throw from one is logged and ignored. */
+  observer?: TrackerObserver;
+}
+
+/** One claim through the tracker's claim path (`claim`, or a reservation being confirmed), answered. */
+export interface ClaimObservation {
+  /**
+   * `claimed`; `refused` (a plugin or placement said no); `conflict` (the store refused the
+   * write: a lost race, a generation conflict, capacity taken meanwhile); `error` (threw).
+   */
+  outcome: 'claimed' | 'refused' | 'conflict' | 'error';
+  seconds: number;
+  /** Writes tried again after the store refused a unit another process took (ERT_STORE_ASSIGNMENT_TAKEN). */
+  retries: number;
+}
+
+/** What a metrics module can subscribe to. */
+export interface TrackerObserver {
+  /** Every plugin hook call through the dispatcher (`DispatcherOptions.onCall`). */
+  onHookCall?: DispatcherOptions['onCall'];
+  onClaim?(claim: ClaimObservation): void;
+  /** Every reservation pass (after start, each periodic update, the watch, `confirmScheduled`). */
+  onConfirm?(report: ConfirmReport): void;
 }
 
 /**
@@ -146,9 +169,10 @@ export async function createTracker(options: TrackerOptions): Promise<Tracker> {
   const logger = options.logger ?? (createLogger({ level: config.log.level }) as unknown as Logger);
   const entries = config.tracker.providerConfigs ? await loadProviderConfigs(config.tracker.providerConfigs) : [];
   const clock = options.clock ?? systemClock;
-  const runtime = await createPluginRuntime({ config, logger, side: 'compute', hostName, root, clock });
+  const onHookCall = options.observer?.onHookCall;
+  const runtime = await createPluginRuntime({ config, logger, side: 'compute', hostName, root, clock, ...(onHookCall ? { onHookCall } : {}) });
   const machine = await machineIdentity(root);
-  return new HostTracker({ config, hostName, machine, root, logger: logger.child({ host: hostName }), runtime, entries, store: options.store, clock });
+  return new HostTracker({ config, hostName, machine, root, logger: logger.child({ host: hostName }), runtime, entries, store: options.store, clock, observer: options.observer ?? {} });
 }
 
 interface Discovered {
@@ -211,7 +235,9 @@ class HostTracker implements Tracker {
   /** Uuids the plugins' views hold (added and not removed since their last reset). */
   private readonly inViews = new Set<string>();
 
-  constructor(init: { config: ErtConfig; hostName: string; machine: string; root: string; logger: Logger; runtime: PluginRuntime; entries: ProviderConfigEntry[]; store: Store | undefined; clock: Clock }) {
+  private readonly observer: TrackerObserver;
+
+  constructor(init: { config: ErtConfig; hostName: string; machine: string; root: string; logger: Logger; runtime: PluginRuntime; entries: ProviderConfigEntry[]; store: Store | undefined; clock: Clock; observer: TrackerObserver }) {
     this.config = init.config;
     this.hostName = init.hostName;
     this.machine = init.machine;
@@ -223,6 +249,16 @@ class HostTracker implements Tracker {
     this.store = init.store;
     this.ownsStore = init.store === undefined;
     this.clock = init.clock;
+    this.observer = init.observer;
+  }
+
+  /** Tell an observer; its failure is logged, never the tracker's. */
+  private notify(what: string, fn: () => void): void {
+    try {
+      fn();
+    } catch (err) {
+      this.logger.warn({ err }, `tracker observer ${what} threw`);
+    }
   }
 
   /* ------------------------------------------------------------------ plumbing */
@@ -791,7 +827,10 @@ class HostTracker implements Tracker {
   private async confirmLocked(reapEverywhere: boolean): Promise<ConfirmReport> {
     const store = await this.openStore();
     const context = { hostName: this.hostName, store, clock: this.clock, logger: this.logger, timeoutMs: this.config.reservations.timeout, claim: (request: InstanceRequest) => this.claimLocked(request) };
-    return confirmReservations(context, { reapEverywhere });
+    const report = await confirmReservations(context, { reapEverywhere });
+    const onConfirm = this.observer.onConfirm;
+    if (onConfirm) this.notify('onConfirm', () => onConfirm.call(this.observer, report));
+    return report;
   }
 
   /** After start, a periodic update or the watch: a failure is logged, not thrown. */
@@ -956,7 +995,24 @@ class HostTracker implements Tracker {
     return { ok: true, spec, allocations, assignments, holds: granted.holds };
   }
 
+  /** `claimAttempts`, timed and told to the observer (`onClaim`). */
   private async claimLocked(request: InstanceRequest): Promise<ClaimResult> {
+    const onClaim = this.observer.onClaim;
+    if (!onClaim) return this.claimAttempts(request, { retries: 0, conflict: false });
+    const tally = { retries: 0, conflict: false };
+    const started = performance.now();
+    let outcome: ClaimObservation['outcome'] = 'error';
+    try {
+      const result = await this.claimAttempts(request, tally);
+      outcome = result.ok ? 'claimed' : tally.conflict ? 'conflict' : 'refused';
+      return result;
+    } finally {
+      const seconds = (performance.now() - started) / 1000;
+      this.notify('onClaim', () => onClaim.call(this.observer, { outcome, seconds, retries: tally.retries }));
+    }
+  }
+
+  private async claimAttempts(request: InstanceRequest, tally: { retries: number; conflict: boolean }): Promise<ClaimResult> {
     const store = await this.openStore();
     const existing = await store.getInstance(request.uuid);
     if (existing && (existing.host !== this.hostName || existing.state !== 'scheduled')) {
@@ -993,8 +1049,10 @@ class HostTracker implements Tracker {
         if (attempt === 1 && isErtError(err) && err.code === STORE_ERROR_CODES.assignmentTaken) {
           this.logger.warn({ instance: request.uuid, reason: err.message }, 'claim: the store holds units this view did not know; re-reading the instances and trying again');
           await this.rebuildViews(store, problems);
+          tally.retries += 1;
           continue;
         }
+        tally.conflict = true;
         return { ok: false, reasons: [{ reason: `store refused the allocations: ${(err as Error).message}` }] };
       }
     }

@@ -1,0 +1,110 @@
+/**
+ * The operator's endpoints (docs/operations.md): `GET /metrics` (Prometheus), `GET /healthz`
+ * (the process answers) and `GET /readyz` (it can do its work: the store reachable with this
+ * ert's schema, and whatever else the process adds), plus the request metrics of every route
+ * of the Fastify instance they are put on. `ert serve` mounts them at the root of the API's
+ * instance (outside the Placement prefix); `ert host run --metrics-port` serves them alone
+ * (`startOpsServer`).
+ */
+import { randomUUID } from 'node:crypto';
+import Fastify, { type FastifyInstance } from 'fastify';
+import { isErtError, messageOf } from '@ert/plugin-api';
+import type { Store } from '@ert/store';
+import { UNMATCHED_ROUTE, type ErtMetrics } from './metrics.js';
+
+/** One readiness check's verdict. */
+export type CheckResult = { ok: true; detail?: unknown } | { ok: false; reason: string; code?: string };
+
+/** Named checks, run in order at each `GET /readyz`. */
+export type ReadinessChecks = Record<string, () => Promise<CheckResult> | CheckResult>;
+
+/** The store reachable and its schema exactly this ert's (`store.checkSchema`). */
+export function storeCheck(store: Store): () => Promise<CheckResult> {
+  return async () => {
+    try {
+      await store.checkSchema();
+      return { ok: true };
+    } catch (err) {
+      return { ok: false, reason: messageOf(err), ...(isErtError(err) ? { code: err.code } : {}) };
+    }
+  };
+}
+
+export interface OpsOptions {
+  metrics: ErtMetrics;
+  readiness: ReadinessChecks;
+}
+
+/** Probes and scrapes log at `warn` only: a scrape every 15 s is not news. */
+const QUIET = { logLevel: 'warn' as const };
+
+/**
+ * Count every response of `app` in `ert_http_requests_total` and
+ * `ert_http_request_duration_seconds`, labelled by the route's pattern (`request.routeOptions.url`;
+ * `(unmatched)` for a 404 no route matched, so unknown URLs cannot grow the series without
+ * bound). Call before routes are registered in child plugins, so that their contexts inherit it.
+ */
+export function instrumentRequests(app: FastifyInstance, metrics: ErtMetrics): void {
+  app.addHook('onResponse', async (request, reply) => {
+    metrics.observeRequest(request.routeOptions.url ?? UNMATCHED_ROUTE, request.method, reply.statusCode, reply.elapsedTime / 1000);
+  });
+}
+
+/** `GET /metrics`, `/healthz`, `/readyz` on `app`, at its root. */
+export function registerOpsRoutes(app: FastifyInstance, options: OpsOptions): void {
+  app.get('/metrics', QUIET, async (_request, reply) => {
+    const { contentType, body } = await options.metrics.expose();
+    return reply.header('content-type', contentType).send(body);
+  });
+  app.get('/healthz', QUIET, async (_request, reply) => reply.header('content-type', 'application/json').send(JSON.stringify({ status: 'ok' })));
+  app.get('/readyz', QUIET, async (request, reply) => {
+    const checks: Record<string, unknown> = {};
+    let failed: { check: string; reason: string; code?: string } | undefined;
+    for (const [name, check] of Object.entries(options.readiness)) {
+      let result: CheckResult;
+      try {
+        result = await check();
+      } catch (err) {
+        result = { ok: false, reason: messageOf(err) };
+      }
+      if (result.ok) {
+        checks[name] = result.detail ?? 'ok';
+      } else {
+        checks[name] = { reason: result.reason, ...(result.code ? { code: result.code } : {}) };
+        failed ??= { check: name, reason: result.reason, ...(result.code ? { code: result.code } : {}) };
+      }
+    }
+    if (failed) request.log.warn({ check: failed.check, reason: failed.reason }, 'not ready');
+    const body = failed ? { status: 'unavailable', reason: `${failed.check}: ${failed.reason}`, ...(failed.code ? { code: failed.code } : {}), checks } : { status: 'ready', checks };
+    return reply
+      .code(failed ? 503 : 200)
+      .header('content-type', 'application/json')
+      .send(JSON.stringify(body));
+  });
+}
+
+export interface OpsServerOptions extends OpsOptions {
+  host: string;
+  port: number;
+  /** Fastify's logger option (pino): false, true, or pino options. */
+  logger?: boolean | Record<string, unknown>;
+}
+
+export interface RunningOpsServer {
+  app: FastifyInstance;
+  /** `http://host:port` as bound. */
+  url: string;
+  close(): Promise<void>;
+}
+
+/** The operator's endpoints alone on `host:port` (`ert host run --metrics-port`). */
+export async function startOpsServer(options: OpsServerOptions): Promise<RunningOpsServer> {
+  const app = Fastify({ logger: options.logger ?? false, genReqId: () => `req-${randomUUID()}` });
+  instrumentRequests(app, options.metrics);
+  registerOpsRoutes(app, options);
+  await app.listen({ host: options.host, port: options.port });
+  const address = app.server.address();
+  const port = typeof address === 'object' && address !== null ? address.port : options.port;
+  const host = options.host.includes(':') ? `[${options.host}]` : options.host;
+  return { app, url: `http://${host}:${port}`, close: () => app.close() };
+}

@@ -1,0 +1,71 @@
+/**
+ * What the long-running commands share for operations (docs/operations.md): the metrics of
+ * the process, wired to the store, the dispatcher and the tracker through their observers;
+ * the operator's endpoints; and the graceful stop of an HTTP server.
+ */
+import { createMetrics, instrumentRequests, registerOpsRoutes, storeCheck, type ErtMetrics, type ReadinessChecks, type RunningServer } from '@ert/api';
+import type { ErtConfig } from '@ert/core';
+import type { Store } from '@ert/store';
+import type { TrackerObserver } from '@ert/tracker';
+
+/** A Fastify instance (the API's, or the metrics port's). */
+type FastifyInstance = RunningServer['app'];
+
+/** How long a stop waits for requests in flight before their connections are cut. */
+export const SHUTDOWN_GRACE_MS = 30_000;
+
+/** A registry for this process (default process metrics included). */
+export function processMetrics(): ErtMetrics {
+  return createMetrics();
+}
+
+/** `config` with the store's transactions observed by `metrics` (`StoreOptions.onTransaction`). */
+export function observedStore(config: ErtConfig, metrics: ErtMetrics | undefined): ErtConfig {
+  if (metrics === undefined) return config;
+  return { ...config, store: { ...config.store, onTransaction: metrics.onTransaction } };
+}
+
+/** The tracker's observers that feed `metrics`: hook calls, claims, reservation passes. */
+export function trackerObserver(metrics: ErtMetrics): TrackerObserver {
+  return { onHookCall: metrics.onHookCall, onClaim: metrics.onClaim, onConfirm: metrics.onConfirm };
+}
+
+/**
+ * `ert serve`'s setup of the API's Fastify instance (`ServeOptions.setup`): request metrics on
+ * every route, and `/metrics`, `/healthz`, `/readyz` at the root, outside the Placement prefix.
+ */
+export function serveOps(metrics: ErtMetrics, store: Store, readiness: ReadinessChecks = {}): (app: FastifyInstance) => void {
+  return (app) => {
+    instrumentRequests(app, metrics);
+    registerOpsRoutes(app, { metrics, readiness: { store: storeCheck(store), ...readiness } });
+  };
+}
+
+/**
+ * Stop an HTTP server gracefully: it stops accepting at once (new connections are refused,
+ * idle keep-alive connections closed), requests in flight are answered and their connections
+ * closed once idle, and this resolves when the last one is. After `graceMs` the remaining
+ * connections are cut.
+ */
+export async function closeGracefully(server: { app: FastifyInstance; close(): Promise<void> }, graceMs = SHUTDOWN_GRACE_MS): Promise<void> {
+  const closing = server.close();
+  // Node closes the connections idle when `close` is called, not those that become idle after
+  // (a keep-alive connection whose request was in flight): without this, `close` waits for the
+  // client to hang up.
+  const idle = setInterval(() => server.app.server.closeIdleConnections(), 50);
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<'late'>((resolve) => {
+    timer = setTimeout(() => resolve('late'), graceMs);
+    timer.unref();
+  });
+  try {
+    if ((await Promise.race([closing.then(() => 'closed' as const), late])) === 'late') {
+      server.app.log.warn({ graceMs }, 'requests still in flight after the grace period: closing their connections');
+      server.app.server.closeAllConnections();
+      await closing;
+    }
+  } finally {
+    clearTimeout(timer);
+    clearInterval(idle);
+  }
+}

@@ -5,6 +5,7 @@
  * host states, fixture `/proc` + `/sys` trees (`writeHostTree`), stats checks against the
  * declared schema (`statsProblems`, `assertValidStats`) and the plugin contract
  * (`describePluginContract`, `verifyPluginContract`).
+ * @module @ert/plugin-testkit
  */
 export * from './errors.js';
 export * from './context.js';

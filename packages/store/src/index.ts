@@ -1,6 +1,7 @@
 /**
  * @ert/store — providers, inventories, allocations, hosts, stats and instances on knex
  * (SQLite by default, PostgreSQL). See README.md for backends and the concurrency model.
+ * @module @ert/store
  */
 import type { Store, StoreOptions } from './api.js';
 import { KnexStore } from './store.js';

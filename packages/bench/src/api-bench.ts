@@ -219,7 +219,7 @@ async function candidates(server: Server, n: number, version: string, query: (i:
   let failed = 0;
   for (let i = 0; i < n; i++) {
     const started = performance.now();
-    const { status, json } = await call(server.base, 'GET', `/allocation_candidates?${query(i)}`, version);
+    const { status, json } = await call(server.base, 'GET', `/allocation_candidates?${query(i)}`, version).catch(() => ({ status: 0, json: undefined }));
     const ms = performance.now() - started;
     const count = (json as { allocation_requests?: unknown[] } | undefined)?.allocation_requests?.length ?? 0;
     if (status !== 200 || count < expectAtLeast) failed++;
@@ -244,12 +244,13 @@ async function claims(server: Server, world: World, clients: number, puts: numbe
   const started = performance.now();
   await pool(jobs, clients, async (provider) => {
     const t = performance.now();
+    // A refused connection (a server whose backlog is full) is a failure, counted apart.
     const { status } = await call(server.base, 'PUT', `/allocations/${randomUUID()}`, '1.28', {
       allocations: { [provider]: { resources: { VCPU: 1, MEMORY_MB: 512 } } },
       project_id: 'bench',
       user_id: 'bench',
       consumer_generation: null,
-    });
+    }).catch(() => ({ status: 0 }));
     const ms = performance.now() - t;
     if (status === 204) {
       ok++;

@@ -7,6 +7,7 @@ import { ApiError, apiErrorOfStore, errorBody, unauthorizedBody } from './errors
 import { formatVersion, inRange, negotiate, VERSION_HEADER, atLeast, v, type Version } from './microversion.js';
 import { LEGACY_POLICY, type Policy } from './policy.js';
 import { Reads } from './reads.js';
+import { SCHEDULER_PREFIX, schedulerApi, type SchedulerApiOptions } from './scheduler-api.js';
 import type { ApiReply, ApiRequest, Method, QuerySchema, RouteDef, VersionedHandler } from './route.js';
 import { allocationCandidateRoutes } from './routes/allocation-candidates.js';
 import { allocationRoutes } from './routes/allocations.js';
@@ -50,6 +51,8 @@ export interface ApiOptions {
    * at the root (ops.ts).
    */
   setup?: (app: FastifyInstance) => void;
+  /** Serve the scheduler API at `/scheduler/v1` (scheduler-api.ts), with this authenticator and policy. */
+  scheduler?: SchedulerApiOptions;
 }
 
 declare module 'fastify' {
@@ -245,6 +248,7 @@ export async function createApi(options: ApiOptions): Promise<FastifyInstance> {
     return sendError(request, reply, new ApiError(500, `${error.name}: ${error.message}`));
   });
   options.setup?.(app);
+  if (options.scheduler) await app.register(schedulerApi({ ...options.scheduler, store: options.store, authenticate, policy }), { prefix: SCHEDULER_PREFIX });
 
   await app.register(
     async (api) => {

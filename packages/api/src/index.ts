@@ -23,6 +23,16 @@ export {
 export { negotiate, MIN_VERSION, MAX_VERSION, type Version } from './microversion.js';
 export { createMetrics, ErtMetrics, UNMATCHED_ROUTE, type MetricsOptions, type HookCallEvent, type TransactionEvent, type ClaimEvent, type ConfirmEvent, type DecisionEvent } from './metrics.js';
 export { instrumentRequests, registerOpsRoutes, startOpsServer, storeCheck, type CheckResult, type ReadinessChecks, type OpsOptions, type OpsServerOptions, type RunningOpsServer } from './ops.js';
+export {
+  SCHEDULER_PREFIX,
+  SCHEDULER_ROUTES,
+  SchedulerApiError,
+  SchedulerApiErrorCodes,
+  schedulerOpenApi,
+  statusOfCode,
+  type SchedulerApiOptions,
+  type SchedulerBackend,
+} from './scheduler-api.js';
 export { STANDARD_CLASSES, STANDARD_TRAITS, STANDARDS_SOURCE } from './standards.js';
 export { Reads, type ProviderView, type ConsumerView } from './reads.js';
 export {

@@ -4,6 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import { createApi, normalizePrefix } from './app.js';
 import { AUTH_MODES, isLoopback, type Authenticator, type AuthMode } from './auth.js';
 import type { Policy } from './policy.js';
+import type { SchedulerApiOptions } from './scheduler-api.js';
 
 export const ServeErrorCodes = {
   AUTH_REQUIRED: 'ERT_API_AUTH_REQUIRED',
@@ -30,6 +31,8 @@ export interface ServeOptions {
   logger?: boolean | Record<string, unknown>;
   /** Called with the Fastify instance before the Placement routes (`ApiOptions.setup`): the operator's endpoints, ops.ts. */
   setup?: (app: FastifyInstance) => void;
+  /** Serve the scheduler API at `/scheduler/v1` too (`ApiOptions.scheduler`). */
+  scheduler?: SchedulerApiOptions;
 }
 
 export interface RunningServer {
@@ -77,6 +80,7 @@ export async function serve(options: ServeOptions): Promise<RunningServer> {
     ...(options.workerHeader ? { workerHeader: true } : {}),
     ...(options.logger === undefined ? {} : { logger: options.logger }),
     ...(options.setup === undefined ? {} : { setup: options.setup }),
+    ...(options.scheduler === undefined ? {} : { scheduler: options.scheduler }),
   });
   await app.listen({ host: options.host, port: options.port });
   const address = app.server.address();

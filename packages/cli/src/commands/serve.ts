@@ -17,6 +17,7 @@ import {
   type PolicyDefaults,
 } from '@ert/api';
 import type { ErtConfig } from '@ert/core';
+import { createScheduler, effectiveStatus } from '@ert/scheduler';
 import { isErtError, messageOf } from '@ert/plugin-api';
 import { createStore, type Store } from '@ert/store';
 import { parse as parseYaml } from 'yaml';
@@ -163,6 +164,15 @@ async function serveOne(ctx: CommandContext, opts: ServeCommandOptions, config: 
       workerHeader: worker,
       logger,
       setup: serveOps(metrics, store),
+      // The scheduler API (/scheduler/v1): one scheduler for this process, created at the first
+      // select or explain; claims of concurrent requests are written concurrently (overlapClaims).
+      scheduler: {
+        createScheduler: async () => createScheduler({ config, store, logger: await ctx.logger(), overlapClaims: true }),
+        flavors: config.flavors,
+        effectiveStatus,
+        staleAfter: config.tracker.staleAfter,
+        onDecision: metrics.observeDecision,
+      },
     });
     try {
       if (worker) {

@@ -1,0 +1,625 @@
+/**
+ * The scheduler API of `ert serve` (docs/api.md, "Scheduler API"): `POST /select`,
+ * `POST /explain`, `GET /hosts`, `GET /instances`, `GET|DELETE /instances/{uuid}`,
+ * `GET /flavors` and this module's OpenAPI document, under `/scheduler/v1`, outside the
+ * Placement prefix. Same authentication as the Placement API (the serve process's
+ * authenticator); its policy's base rules decide: `system_reader_api` for reads and
+ * `explain`, `system_admin_api` for `select` and `DELETE`. Every error is
+ * `{"error": {"code", "message", "details"}}` with a stable `ERT_*` code.
+ *
+ * This package depends on no scheduler: the process gives a factory (`ert serve` passes
+ * `@ert/scheduler`'s `createScheduler`), called once, at the first request that needs it.
+ */
+import { randomUUID } from 'node:crypto';
+import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { capacityOf, isErtError, messageOf, type Flavor, type HostStatus, type SchedulingHints } from '@ert/plugin-api';
+import type { Allocation, InstanceRecord, InstanceState, Store } from '@ert/store';
+import type { Authenticator, Credentials } from './auth.js';
+import type { DecisionEvent } from './metrics.js';
+import type { Policy } from './policy.js';
+
+/** Where `ert serve` mounts the scheduler API. */
+export const SCHEDULER_PREFIX = '/scheduler/v1';
+
+/** Stable codes of the scheduler API's own errors (the scheduler's and the store's keep theirs). */
+export const SchedulerApiErrorCodes = {
+  UNAUTHORIZED: 'ERT_API_UNAUTHORIZED',
+  FORBIDDEN: 'ERT_API_FORBIDDEN',
+  NOT_FOUND: 'ERT_API_NOT_FOUND',
+  BAD_REQUEST: 'ERT_API_BAD_REQUEST',
+  UNSUPPORTED_MEDIA_TYPE: 'ERT_API_UNSUPPORTED_MEDIA_TYPE',
+  UNKNOWN_FLAVOR: 'ERT_API_UNKNOWN_FLAVOR',
+  UNKNOWN_INSTANCE: 'ERT_API_UNKNOWN_INSTANCE',
+  INSTANCE_NOT_RELEASABLE: 'ERT_API_INSTANCE_NOT_RELEASABLE',
+  INTERNAL: 'ERT_API_INTERNAL',
+} as const;
+
+/** One instance of a request, as `@ert/scheduler`'s ScheduleRequest takes it. */
+interface InstanceToSchedule {
+  uuid: string;
+  projectId: string;
+  userId: string;
+}
+
+/** What this module needs of a scheduler (`@ert/scheduler`'s Scheduler, structurally). */
+export interface SchedulerBackend {
+  select(
+    request: { flavor: Flavor; instances: InstanceToSchedule[]; hints?: SchedulingHints },
+    options?: { awaitConfirmation?: boolean; confirmTimeout?: number },
+  ): Promise<
+    Array<{ instanceUuid: string; host: string; allocations: Allocation[]; alternates: string[]; state?: 'active'; refusals?: Array<{ host: string; state: string; reason: string }> }>
+  >;
+  explain(request: { flavor: Flavor; instances: InstanceToSchedule[]; hints?: SchedulingHints }): Promise<unknown>;
+  close?(): Promise<void>;
+}
+
+export interface SchedulerApiOptions {
+  /** Creates the process's one scheduler; called once, at the first `select` or `explain`. */
+  createScheduler: () => Promise<SchedulerBackend>;
+  /** The configured flavors (`GET /flavors`, and `"flavor": "<name>"`). */
+  flavors: readonly Flavor[];
+  /** A host's status as the scheduler sees it (`@ert/scheduler`'s effectiveStatus). */
+  effectiveStatus: (stored: HostStatus, lastUpdate: number, now: number, staleAfterMs: number) => HostStatus;
+  /** tracker.staleAfter, ms. */
+  staleAfter: number;
+  /** Called once per `POST /select` (`ErtMetrics.observeDecision`). */
+  onDecision?: (decision: DecisionEvent) => void;
+}
+
+/** What `createApi` adds: the store and the Placement API's authenticator and policy. */
+export interface SchedulerApiContext extends SchedulerApiOptions {
+  store: Store;
+  authenticate: Authenticator;
+  policy: Policy;
+}
+
+/** An error answered as `{"error": {"code", "message", "details"}}`. */
+export class SchedulerApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly details: Record<string, unknown> = {},
+  ) {
+    super(message);
+    this.name = 'SchedulerApiError';
+  }
+}
+
+/** The HTTP status of an ErtError's code (docs/api.md, "Scheduler API", Errors). */
+export function statusOfCode(code: string): number {
+  if (code === 'ERT_SCHEDULER_NO_VALID_HOST' || code === 'ERT_SCHEDULER_INSTANCE_EXISTS' || /^ERT_STORE_.*(CONFLICT|CAPACITY_EXCEEDED|ASSIGNMENT_TAKEN)/.test(code)) return 409;
+  if (code === 'ERT_SCHEDULER_INVALID_REQUEST' || code.startsWith('ERT_SPEC_') || code.startsWith('ERT_PLACEMENT_')) return 400;
+  if (code === 'ERT_SCHEDULER_CLOSED' || code === 'ERT_STORE_UNAVAILABLE') return 503;
+  if (code === 'ERT_STORE_NOT_FOUND') return 404;
+  return 500;
+}
+
+// ---- schemas (validation and the OpenAPI document) -------------------------------------------
+
+const UUID = { type: 'string', pattern: '^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$' } as const;
+const UUID_LIST = { type: 'array', items: UUID } as const;
+
+const INLINE_FLAVOR = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['name', 'vcpus', 'memory_mb'],
+  properties: {
+    name: { type: 'string', minLength: 1 },
+    vcpus: { type: 'integer', minimum: 0 },
+    memory_mb: { type: 'integer', minimum: 0 },
+    disk_gb: { type: 'integer', minimum: 0, description: 'Default 0.' },
+    extra_specs: { type: 'object', additionalProperties: { type: 'string' }, description: 'Default {}.' },
+  },
+} as const;
+
+const REQUEST_BODY = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['flavor'],
+  properties: {
+    flavor: { description: 'A configured flavor by name, or a flavor given inline.', oneOf: [{ type: 'string', minLength: 1 }, INLINE_FLAVOR] },
+    count: { type: 'integer', minimum: 1, maximum: 1000, default: 1, description: 'Instances to place (all or none).' },
+    instance_uuids: { ...UUID_LIST, minItems: 1, maxItems: 1000, description: "The instances' uuids (as many as count); default: new ones." },
+    hints: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        same_host: UUID_LIST,
+        different_host: UUID_LIST,
+        server_group: {
+          type: 'object',
+          additionalProperties: false,
+          required: ['uuid', 'policy'],
+          properties: { uuid: UUID, policy: { enum: ['affinity', 'anti-affinity'] }, members: UUID_LIST },
+        },
+      },
+    },
+    wait: { type: 'boolean', default: false, description: "select: wait until each host's tracker confirmed its reservation (placing a refused one elsewhere)." },
+    confirm_timeout_ms: { type: 'integer', minimum: 1, description: 'select with wait: how long one round of confirmations may take (default reservations.timeout).' },
+  },
+} as const;
+
+const ERROR_BODY = {
+  type: 'object',
+  required: ['error'],
+  properties: {
+    error: {
+      type: 'object',
+      required: ['code', 'message', 'details'],
+      properties: { code: { type: 'string', example: 'ERT_SCHEDULER_NO_VALID_HOST' }, message: { type: 'string' }, details: { type: 'object' } },
+    },
+  },
+} as const;
+
+const ALLOCATIONS = {
+  type: 'object',
+  description: 'Placement-style: provider uuid -> {"resources": {class: amount}}.',
+  additionalProperties: { type: 'object', properties: { resources: { type: 'object', additionalProperties: { type: 'integer' } } } },
+} as const;
+
+const SELECTION = {
+  type: 'object',
+  required: ['uuid', 'host', 'alternates', 'allocations', 'state'],
+  properties: {
+    uuid: { type: 'string' },
+    host: { type: 'string' },
+    alternates: { type: 'array', items: { type: 'string' } },
+    allocations: ALLOCATIONS,
+    state: { enum: ['scheduled', 'active'] },
+    refusals: { type: 'array', items: { type: 'object', properties: { host: { type: 'string' }, state: { type: 'string' }, reason: { type: 'string' } } } },
+  },
+} as const;
+
+const INSTANCE = {
+  type: 'object',
+  required: ['uuid', 'host', 'state', 'flavor', 'project_id', 'user_id', 'created_at', 'updated_at'],
+  properties: {
+    uuid: { type: 'string' },
+    host: { type: 'string' },
+    state: { enum: ['scheduled', 'active', 'resizing', 'error', 'refused', 'expired'] },
+    flavor: { type: 'string' },
+    reason: { type: 'string' },
+    project_id: { type: 'string' },
+    user_id: { type: 'string' },
+    created_at: { type: 'string', format: 'date-time' },
+    updated_at: { type: 'string', format: 'date-time' },
+    allocations: ALLOCATIONS,
+  },
+} as const;
+
+const HOST = {
+  type: 'object',
+  properties: {
+    name: { type: 'string' },
+    status: { enum: ['up', 'stale', 'disabled'] },
+    status_reason: { type: 'string' },
+    last_update: { type: 'string', format: 'date-time' },
+    generation: { type: 'integer' },
+    providers: { type: 'integer' },
+    instances: { type: 'integer' },
+    resources: {
+      type: 'object',
+      description: 'Per resource class over the host tree: capacity ((total - reserved) * allocation_ratio), used, free.',
+      additionalProperties: { type: 'object', properties: { capacity: { type: 'integer' }, used: { type: 'integer' }, free: { type: 'integer' } } },
+    },
+    stats: {
+      type: 'array',
+      items: { type: 'object', properties: { plugin: { type: 'string' }, schema_version: { type: 'integer' }, updated_at: { type: 'string', format: 'date-time' }, age_ms: { type: 'integer' }, stale: { type: 'boolean' } } },
+    },
+  },
+} as const;
+
+const FLAVOR = {
+  type: 'object',
+  properties: { name: { type: 'string' }, vcpus: { type: 'integer' }, memory_mb: { type: 'integer' }, disk_gb: { type: 'integer' }, extra_specs: { type: 'object', additionalProperties: { type: 'string' } } },
+} as const;
+
+/** Policy base rules of Placement's policy (overridable in the policy file). */
+type Rule = 'system_reader_api' | 'system_admin_api' | 'none';
+
+interface SchedulerRoute {
+  method: 'GET' | 'POST' | 'DELETE';
+  /** OpenAPI form (`/instances/{uuid}`), below the prefix. */
+  path: string;
+  operationId: string;
+  summary: string;
+  rule: Rule;
+  body?: object;
+  query?: Record<string, object>;
+  /** Status -> [description, schema or none]. */
+  responses: Record<number, [string, object?]>;
+}
+
+const errors = (...statuses: number[]): Record<number, [string, object]> =>
+  Object.fromEntries(
+    statuses.map((s) => [
+      s,
+      [
+        {
+          400: 'Malformed body or query; a bad extra spec (ERT_SPEC_*) or request (ERT_SCHEDULER_INVALID_REQUEST)',
+          401: 'No credentials (ERT_API_UNAUTHORIZED)',
+          403: 'The policy refuses (ERT_API_FORBIDDEN)',
+          404: 'Unknown flavor or instance (ERT_API_UNKNOWN_FLAVOR, ERT_API_UNKNOWN_INSTANCE)',
+          409: 'No valid host (ERT_SCHEDULER_NO_VALID_HOST), uuid in use (ERT_SCHEDULER_INSTANCE_EXISTS), a store conflict, or an instance its tracker must release (ERT_API_INSTANCE_NOT_RELEASABLE)',
+          415: 'Not application/json (ERT_API_UNSUPPORTED_MEDIA_TYPE)',
+        }[s]!,
+        ERROR_BODY,
+      ],
+    ]),
+  );
+
+/** Every route of the scheduler API, as data: the server and the OpenAPI document are built from it. */
+export const SCHEDULER_ROUTES: readonly SchedulerRoute[] = [
+  {
+    method: 'POST',
+    path: '/select',
+    operationId: 'select',
+    summary: 'Place count instances of a flavor (all or none), claiming each in the store as a reservation (scheduled).',
+    rule: 'system_admin_api',
+    body: REQUEST_BODY,
+    responses: { 200: ['Where each instance went', { type: 'object', required: ['instances'], properties: { instances: { type: 'array', items: SELECTION } } }], ...errors(400, 401, 403, 404, 409, 415) },
+  },
+  {
+    method: 'POST',
+    path: '/explain',
+    operationId: 'explain',
+    summary: "Per host, the filter that removed it and why; counts per filter; the candidates' weights. Changes nothing.",
+    rule: 'system_reader_api',
+    body: REQUEST_BODY,
+    responses: { 200: ["The scheduler's explanation (as `ert schedule --explain --json` prints it)", { type: 'object' }], ...errors(400, 401, 403, 404, 415) },
+  },
+  {
+    method: 'GET',
+    path: '/hosts',
+    operationId: 'listHosts',
+    summary: "Every host: the scheduler's status, capacity and usage per class, stats freshness.",
+    rule: 'system_reader_api',
+    responses: { 200: ['The hosts', { type: 'object', properties: { hosts: { type: 'array', items: HOST } } }], ...errors(401, 403) },
+  },
+  {
+    method: 'GET',
+    path: '/instances',
+    operationId: 'listInstances',
+    summary: 'Instance records, optionally of one host or in one state.',
+    rule: 'system_reader_api',
+    query: { host: { type: 'string', minLength: 1 }, state: { enum: ['scheduled', 'active', 'resizing', 'error', 'refused', 'expired'] } },
+    responses: { 200: ['The instances', { type: 'object', properties: { instances: { type: 'array', items: INSTANCE } } }], ...errors(400, 401, 403) },
+  },
+  {
+    method: 'GET',
+    path: '/instances/{uuid}',
+    operationId: 'showInstance',
+    summary: 'One instance record with its allocations.',
+    rule: 'system_reader_api',
+    responses: { 200: ['The instance', { type: 'object', properties: { instance: INSTANCE } }], ...errors(401, 403, 404) },
+  },
+  {
+    method: 'DELETE',
+    path: '/instances/{uuid}',
+    operationId: 'deleteInstance',
+    summary:
+      "Release a reservation (scheduled) or forget an ended one (refused, expired): the record and its allocations go in one store write. An active, resizing or error instance is its host's tracker's to release (`ert release`): 409.",
+    rule: 'system_admin_api',
+    responses: { 204: ['Released'], ...errors(401, 403, 404, 409) },
+  },
+  {
+    method: 'GET',
+    path: '/flavors',
+    operationId: 'listFlavors',
+    summary: 'The configured flavors.',
+    rule: 'system_reader_api',
+    responses: { 200: ['The flavors', { type: 'object', properties: { flavors: { type: 'array', items: FLAVOR } } }], ...errors(401, 403) },
+  },
+  {
+    method: 'GET',
+    path: '/openapi.json',
+    operationId: 'openapi',
+    summary: 'This document (no authentication).',
+    rule: 'none',
+    responses: { 200: ['OpenAPI 3.0 document', { type: 'object' }] },
+  },
+];
+
+/** The OpenAPI 3.0 document of the scheduler API (checked in as docs/scheduler-openapi.json). */
+export function schedulerOpenApi(): Record<string, unknown> {
+  const paths: Record<string, Record<string, unknown>> = {};
+  for (const route of SCHEDULER_ROUTES) {
+    const params = [
+      ...(route.path.includes('{uuid}') ? [{ name: 'uuid', in: 'path', required: true, schema: { type: 'string' } }] : []),
+      ...Object.entries(route.query ?? {}).map(([name, schema]) => ({ name, in: 'query', required: false, schema })),
+    ];
+    (paths[route.path] ??= {})[route.method.toLowerCase()] = {
+      operationId: route.operationId,
+      summary: route.summary,
+      ...(route.rule === 'none' ? { security: [] } : { 'x-ert-policy-rule': route.rule }),
+      ...(params.length > 0 ? { parameters: params } : {}),
+      ...(route.body ? { requestBody: { required: true, content: { 'application/json': { schema: route.body } } } } : {}),
+      responses: Object.fromEntries(
+        Object.entries(route.responses).map(([status, [description, schema]]) => [status, { description, ...(schema ? { content: { 'application/json': { schema } } } : {}) }]),
+      ),
+    };
+  }
+  return {
+    openapi: '3.0.3',
+    info: { title: 'ert scheduler API', version: '1', description: 'Scheduling over HTTP under ert serve (docs/api.md, "Scheduler API").' },
+    servers: [{ url: SCHEDULER_PREFIX }],
+    components: { securitySchemes: { token: { type: 'apiKey', in: 'header', name: 'X-Auth-Token' } } },
+    security: [{ token: [] }],
+    paths,
+  };
+}
+
+// ---- the routes ------------------------------------------------------------------------------
+
+interface RequestBody {
+  flavor: string | { name: string; vcpus: number; memory_mb: number; disk_gb?: number; extra_specs?: Record<string, string> };
+  count: number;
+  instance_uuids?: string[];
+  hints?: { same_host?: string[]; different_host?: string[]; server_group?: { uuid: string; policy: 'affinity' | 'anti-affinity'; members?: string[] } };
+  wait: boolean;
+  confirm_timeout_ms?: number;
+}
+
+const iso = (ms: number | undefined): string => new Date(ms ?? 0).toISOString();
+
+function placementAllocations(allocations: readonly Allocation[]): Record<string, { resources: Record<string, number> }> {
+  const out: Record<string, { resources: Record<string, number> }> = {};
+  for (const a of allocations) (out[a.providerUuid] ??= { resources: {} }).resources[a.resourceClass] = a.amount;
+  return out;
+}
+
+function instanceView(r: InstanceRecord): Record<string, unknown> {
+  return {
+    uuid: r.uuid,
+    host: r.host,
+    state: r.state,
+    flavor: r.flavor.name,
+    ...(r.reason !== undefined ? { reason: r.reason } : {}),
+    project_id: r.projectId,
+    user_id: r.userId,
+    created_at: iso(r.createdAt),
+    updated_at: iso(r.updatedAt),
+  };
+}
+
+const flavorView = (f: Flavor) => ({ name: f.name, vcpus: f.vcpus, memory_mb: f.memoryMb, disk_gb: f.diskGb, extra_specs: f.extraSpecs });
+
+/** Ajv's first error as one line (`/count must be >= 1`). */
+function schemaProblem(errors: ErrorObject[] | null | undefined): string {
+  const e = errors?.[0];
+  if (!e) return 'invalid';
+  const where = e.instancePath || 'body';
+  if (e.keyword === 'additionalProperties') return `${where}: unknown property "${(e.params as { additionalProperty: string }).additionalProperty}"`;
+  return `${where} ${e.message ?? 'is invalid'}`;
+}
+
+/** The Fastify plugin of the scheduler API (`createApi` registers it at SCHEDULER_PREFIX). */
+export function schedulerApi(ctx: SchedulerApiContext): (app: FastifyInstance) => Promise<void> {
+  const ajv = new Ajv({ strict: false, useDefaults: true, allErrors: false });
+  let backend: Promise<SchedulerBackend> | undefined;
+  const scheduler = (): Promise<SchedulerBackend> => {
+    backend ??= ctx.createScheduler().catch((err: unknown) => {
+      backend = undefined;
+      throw err;
+    });
+    return backend;
+  };
+
+  const sendError = (reply: FastifyReply, err: SchedulerApiError): FastifyReply =>
+    reply
+      .code(err.status)
+      .header('content-type', 'application/json')
+      .send(JSON.stringify({ error: { code: err.code, message: err.message, details: err.details } }));
+
+  const flavorOf = (body: RequestBody): Flavor => {
+    if (typeof body.flavor !== 'string') {
+      const f = body.flavor;
+      return { name: f.name, vcpus: f.vcpus, memoryMb: f.memory_mb, diskGb: f.disk_gb ?? 0, extraSpecs: f.extra_specs ?? {} };
+    }
+    const name = body.flavor;
+    const found = ctx.flavors.find((f) => f.name === name);
+    if (!found) {
+      const known = ctx.flavors.map((f) => f.name);
+      throw new SchedulerApiError(404, SchedulerApiErrorCodes.UNKNOWN_FLAVOR, `unknown flavor "${name}"; known flavors: ${known.length > 0 ? known.join(', ') : '(none)'}`, { flavor: name, known });
+    }
+    return found;
+  };
+
+  /** The scheduler's request for a body, the caller's project and user owning the instances. */
+  const scheduleRequest = (body: RequestBody, credentials: Credentials) => {
+    if (body.instance_uuids !== undefined && body.instance_uuids.length !== body.count) {
+      throw new SchedulerApiError(400, SchedulerApiErrorCodes.BAD_REQUEST, `instance_uuids has ${body.instance_uuids.length} uuids for count ${body.count}`, { count: body.count });
+    }
+    const flavor = flavorOf(body);
+    const owner = { projectId: credentials.projectId ?? credentials.userId, userId: credentials.userId };
+    const instances = (body.instance_uuids ?? Array.from({ length: body.count }, () => randomUUID())).map((uuid) => ({ uuid, ...owner }));
+    const h = body.hints;
+    const hints: SchedulingHints | undefined =
+      h === undefined
+        ? undefined
+        : {
+            ...(h.same_host ? { sameHost: h.same_host } : {}),
+            ...(h.different_host ? { differentHost: h.different_host } : {}),
+            ...(h.server_group ? { serverGroup: { uuid: h.server_group.uuid, policy: h.server_group.policy, members: h.server_group.members ?? [] } } : {}),
+          };
+    return { flavor, instances, ...(hints ? { hints } : {}) };
+  };
+
+  type Handler = (request: FastifyRequest, body: unknown) => Promise<{ status: number; body?: unknown }>;
+
+  const handlers: Record<string, Handler> = {
+    select: async (request, raw) => {
+      const body = raw as RequestBody;
+      const req = scheduleRequest(body, request.credentials!);
+      const started = performance.now();
+      const observe = (outcome: DecisionEvent['outcome']) => ctx.onDecision?.({ outcome, seconds: (performance.now() - started) / 1000, instances: req.instances.length });
+      let selections;
+      try {
+        selections = await (
+          await scheduler()
+        ).select(req, body.wait ? { awaitConfirmation: true, ...(body.confirm_timeout_ms !== undefined ? { confirmTimeout: body.confirm_timeout_ms } : {}) } : {});
+      } catch (err) {
+        observe(isErtError(err) && err.code === 'ERT_SCHEDULER_NO_VALID_HOST' ? 'no_valid_host' : 'error');
+        throw err;
+      }
+      observe('placed');
+      return {
+        status: 200,
+        body: {
+          instances: selections.map((s) => ({
+            uuid: s.instanceUuid,
+            host: s.host,
+            alternates: s.alternates,
+            allocations: placementAllocations(s.allocations),
+            state: s.state ?? 'scheduled',
+            ...(s.refusals && s.refusals.length > 0 ? { refusals: s.refusals } : {}),
+          })),
+        },
+      };
+    },
+    explain: async (request, raw) => ({ status: 200, body: await (await scheduler()).explain(scheduleRequest(raw as RequestBody, request.credentials!)) }),
+    listHosts: async () => {
+      const snapshots = await ctx.store.loadHosts();
+      const now = Date.now();
+      const hosts = snapshots
+        .map((s) => {
+          const resources: Record<string, { capacity: number; used: number; free: number }> = {};
+          for (const provider of s.providers) {
+            for (const [rc, inventory] of Object.entries(provider.inventories)) {
+              const entry = (resources[rc] ??= { capacity: 0, used: 0, free: 0 });
+              entry.capacity += capacityOf(inventory);
+              entry.used += provider.usages[rc] ?? 0;
+              entry.free = Math.max(entry.capacity - entry.used, 0);
+            }
+          }
+          return {
+            name: s.host.name,
+            status: ctx.effectiveStatus(s.host.status, s.host.lastUpdate, now, ctx.staleAfter),
+            ...(s.host.statusReason !== undefined ? { status_reason: s.host.statusReason } : {}),
+            last_update: iso(s.host.lastUpdate),
+            generation: s.host.generation,
+            providers: s.providers.length,
+            instances: s.instances.length,
+            resources: Object.fromEntries(Object.entries(resources).sort(([a], [b]) => a.localeCompare(b))),
+            stats: Object.values(s.stats)
+              .map((st) => ({
+                plugin: st.plugin,
+                schema_version: st.schemaVersion,
+                updated_at: iso(st.updatedAt),
+                age_ms: now - st.updatedAt,
+                stale: ctx.staleAfter > 0 && now - Math.max(st.updatedAt, s.host.lastUpdate) > ctx.staleAfter,
+              }))
+              .sort((a, b) => a.plugin.localeCompare(b.plugin)),
+          };
+        })
+        .sort((a, b) => a.name.localeCompare(b.name));
+      return { status: 200, body: { hosts } };
+    },
+    listInstances: async (request) => {
+      const q = request.query as { host?: string; state?: InstanceState };
+      const records = await ctx.store.listInstances({ ...(q.host !== undefined ? { host: q.host } : {}), ...(q.state !== undefined ? { state: q.state } : {}) });
+      return { status: 200, body: { instances: records.map(instanceView) } };
+    },
+    showInstance: async (request) => {
+      const { uuid } = request.params as { uuid: string };
+      const record = await ctx.store.getInstance(uuid);
+      if (!record) throw unknownInstance(uuid);
+      const { allocations } = await ctx.store.getAllocations(uuid);
+      return { status: 200, body: { instance: { ...instanceView(record), allocations: placementAllocations(allocations) } } };
+    },
+    deleteInstance: async (request) => {
+      const { uuid } = request.params as { uuid: string };
+      // The generation first, then the record: a confirmation between the two moves the generation, and the write below fails.
+      const { generation } = await ctx.store.getAllocations(uuid);
+      const record = await ctx.store.getInstance(uuid);
+      if (!record) throw unknownInstance(uuid);
+      if (record.state !== 'scheduled' && record.state !== 'refused' && record.state !== 'expired') throw notReleasable(record);
+      try {
+        await ctx.store.writeAllocations([{ consumer: { uuid, projectId: record.projectId, userId: record.userId, generation }, allocations: [], removeInstance: true }]);
+      } catch (err) {
+        if (!isErtError(err) || !/CONFLICT/.test(err.code)) throw err;
+        const now = await ctx.store.getInstance(uuid);
+        if (!now) return { status: 204 };
+        if (now.state !== 'scheduled') throw notReleasable(now);
+        throw err;
+      }
+      return { status: 204 };
+    },
+    listFlavors: async () => ({ status: 200, body: { flavors: ctx.flavors.map(flavorView) } }),
+    openapi: async () => ({ status: 200, body: schedulerOpenApi() }),
+  };
+
+  return async (app) => {
+    app.addHook('onClose', async () => {
+      if (backend) await (await backend.catch(() => undefined))?.close?.();
+    });
+    app.setNotFoundHandler(async (request, reply) =>
+      sendError(reply, new SchedulerApiError(404, SchedulerApiErrorCodes.NOT_FOUND, `no route ${request.method} ${request.url.split('?')[0]}`, { method: request.method })),
+    );
+    app.setErrorHandler(async (err, request, reply) => {
+      if (err instanceof SchedulerApiError) return sendError(reply, err);
+      if (isErtError(err)) {
+        const status = statusOfCode(err.code);
+        if (status === 500) request.log.error({ err }, 'scheduler API error');
+        return sendError(reply, new SchedulerApiError(status, err.code, err.message, err.details));
+      }
+      const status = (err as { statusCode?: number }).statusCode;
+      if (status !== undefined && status >= 400 && status < 500) return sendError(reply, new SchedulerApiError(status, SchedulerApiErrorCodes.BAD_REQUEST, messageOf(err)));
+      request.log.error({ err }, 'unexpected error');
+      return sendError(reply, new SchedulerApiError(500, SchedulerApiErrorCodes.INTERNAL, messageOf(err)));
+    });
+
+    for (const route of SCHEDULER_ROUTES) {
+      const body: ValidateFunction | undefined = route.body ? ajv.compile(route.body) : undefined;
+      const query: ValidateFunction | undefined = route.query ? ajv.compile({ type: 'object', additionalProperties: false, properties: route.query }) : undefined;
+      const handle = handlers[route.operationId]!;
+      app.route({
+        method: route.method,
+        url: route.path.replaceAll(/\{(\w+)\}/g, ':$1'),
+        handler: async (request, reply) => {
+          if (route.rule !== 'none') {
+            const credentials = ctx.authenticate(request.headers);
+            if (!credentials) throw new SchedulerApiError(401, SchedulerApiErrorCodes.UNAUTHORIZED, 'authentication required: send X-Auth-Token (the same credentials as the Placement API)');
+            request.credentials = credentials;
+            if (!ctx.policy.allowed(route.rule, credentials)) {
+              throw new SchedulerApiError(403, SchedulerApiErrorCodes.FORBIDDEN, `policy does not allow ${route.rule} (${route.method} ${SCHEDULER_PREFIX}${route.path})`, { rule: route.rule });
+            }
+          }
+          if (query && !query(request.query)) throw new SchedulerApiError(400, SchedulerApiErrorCodes.BAD_REQUEST, `invalid query: ${schemaProblem(query.errors)}`);
+          let parsed: unknown;
+          if (body) {
+            const contentType = (request.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+            if (contentType !== 'application/json') {
+              throw new SchedulerApiError(415, SchedulerApiErrorCodes.UNSUPPORTED_MEDIA_TYPE, `send application/json, not ${contentType || 'no content type'}`);
+            }
+            try {
+              parsed = JSON.parse(typeof request.body === 'string' ? request.body : '');
+            } catch (err) {
+              throw new SchedulerApiError(400, SchedulerApiErrorCodes.BAD_REQUEST, `malformed JSON: ${messageOf(err)}`);
+            }
+            if (!body(parsed)) throw new SchedulerApiError(400, SchedulerApiErrorCodes.BAD_REQUEST, `invalid body: ${schemaProblem(body.errors)}`, { errors: body.errors ?? [] });
+          }
+          const result = await handle(request, parsed);
+          reply.code(result.status);
+          if (result.body === undefined) return reply.send();
+          return reply.header('content-type', 'application/json').send(JSON.stringify(result.body));
+        },
+      });
+    }
+  };
+}
+
+function unknownInstance(uuid: string): SchedulerApiError {
+  return new SchedulerApiError(404, SchedulerApiErrorCodes.UNKNOWN_INSTANCE, `no instance ${uuid} in the store`, { uuid });
+}
+
+function notReleasable(record: InstanceRecord): SchedulerApiError {
+  return new SchedulerApiError(
+    409,
+    SchedulerApiErrorCodes.INSTANCE_NOT_RELEASABLE,
+    `instance ${record.uuid} is ${record.state} on host ${record.host}: its host's tracker releases it ("ert release ${record.uuid}" on ${record.host}), so that its plugins' views stay equal to the store`,
+    { uuid: record.uuid, host: record.host, state: record.state },
+  );
+}

@@ -1,0 +1,198 @@
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { FastifyInstance } from 'fastify';
+import { configFromObject } from '@ert/core';
+import { normalizeInventory, type Flavor } from '@ert/plugin-api';
+import { createScheduler, effectiveStatus } from '@ert/scheduler';
+import { createStore, type Store } from '@ert/store';
+import { createApi, createMetrics, SCHEDULER_PREFIX, SCHEDULER_ROUTES, schedulerOpenApi, type ErtMetrics } from '@ert/api';
+
+/**
+ * The scheduler API (/scheduler/v1) through Fastify's inject, over a real scheduler and a
+ * SQLite store with two hosts: big (VCPU 4) and small (VCPU 2).
+ */
+
+const REPO = path.resolve(import.meta.dirname, '../../..');
+const FLAVORS: Flavor[] = [
+  { name: 'two', vcpus: 2, memoryMb: 1024, diskGb: 0, extraSpecs: {} },
+  { name: 'four', vcpus: 4, memoryMb: 1024, diskGb: 0, extraSpecs: {} },
+];
+const ADMIN = { 'x-auth-token': 'admin', 'content-type': 'application/json' };
+const BIG = '0b000000-0000-4000-8000-000000000001';
+const SMALL = '0b000000-0000-4000-8000-000000000002';
+
+let dir: string;
+let store: Store;
+let app: FastifyInstance;
+let metrics: ErtMetrics;
+const routes: Array<{ method: string; url: string }> = [];
+
+beforeAll(async () => {
+  dir = mkdtempSync(path.join(tmpdir(), 'ert-sched-api-'));
+  store = await createStore({ client: 'sqlite3', connection: path.join(dir, 'ert.db') });
+  await store.migrate();
+  const host = (name: string, uuid: string, vcpu: number) => ({
+    host: { name, status: 'up' as const, lastUpdate: Date.now() },
+    providers: [{ uuid, name, inventories: { VCPU: normalizeInventory({ total: vcpu }), MEMORY_MB: normalizeInventory({ total: 8192 }) }, traits: [], aggregates: [] }],
+  });
+  await store.importHosts([host('big', BIG, 4), host('small', SMALL, 2)]);
+  const config = configFromObject({ store: { client: 'sqlite3', connection: path.join(dir, 'ert.db') }, log: { level: 'silent' }, scheduler: { filters: ['status', 'resources'], refreshInterval: 0 } }, { configDir: dir });
+  metrics = createMetrics({ defaultMetrics: false });
+  app = await createApi({
+    store,
+    auth: 'noauth2',
+    setup: (a) =>
+      a.addHook('onRoute', (r) => {
+        for (const method of [r.method].flat()) routes.push({ method, url: r.url });
+      }),
+    scheduler: { createScheduler: () => createScheduler({ config, store, overlapClaims: true }), flavors: FLAVORS, effectiveStatus, staleAfter: 0, onDecision: metrics.observeDecision },
+  });
+  await app.ready();
+});
+
+afterAll(async () => {
+  await app?.close();
+  await store?.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const post = (url: string, body: unknown, headers: Record<string, string> = ADMIN) => app.inject({ method: 'POST', url: `${SCHEDULER_PREFIX}${url}`, headers, payload: JSON.stringify(body) });
+const get = (url: string, headers: Record<string, string> = ADMIN) => app.inject({ method: 'GET', url: `${SCHEDULER_PREFIX}${url}`, headers });
+
+describe('the scheduler API', () => {
+  it('POST /select places and claims: the store holds the reservations and their allocations', async () => {
+    const res = await post('/select', { flavor: 'two', count: 2 });
+    expect(res.statusCode, res.body).toBe(200);
+    const { instances } = res.json() as { instances: Array<{ uuid: string; host: string; alternates: string[]; allocations: Record<string, { resources: Record<string, number> }>; state: string }> };
+    expect(instances).toHaveLength(2);
+    for (const i of instances) {
+      expect(i.state).toBe('scheduled');
+      const record = await store.getInstance(i.uuid);
+      expect(record).toMatchObject({ host: i.host, state: 'scheduled', projectId: 'admin', userId: 'admin' });
+      const { allocations } = await store.getAllocations(i.uuid);
+      const provider = i.host === 'big' ? BIG : SMALL;
+      expect(i.allocations).toEqual({ [provider]: { resources: { VCPU: 2, MEMORY_MB: 1024 } } });
+      expect(allocations.map((a) => [a.providerUuid, a.resourceClass, a.amount]).sort()).toEqual([[provider, 'MEMORY_MB', 1024], [provider, 'VCPU', 2]]);
+    }
+  });
+
+  it('answers no valid host with 409 and ERT_SCHEDULER_NO_VALID_HOST, its explanation in details', async () => {
+    const res = await post('/select', { flavor: { name: 'eight', vcpus: 8, memory_mb: 512 } });
+    expect(res.statusCode).toBe(409);
+    const { error } = res.json() as { error: { code: string; message: string; details: { summary: { hosts: number; passed: number } } } };
+    expect(error.code).toBe('ERT_SCHEDULER_NO_VALID_HOST');
+    expect(error.message).toContain('no valid host');
+    expect(error.details.summary).toMatchObject({ hosts: 2, passed: 0 });
+    const exposition = (await metrics.expose()).body;
+    expect(exposition).toMatch(/ert_scheduler_decisions_total\{outcome="placed"\} 1/);
+    expect(exposition).toMatch(/ert_scheduler_decisions_total\{outcome="no_valid_host"\} 1/);
+    expect(exposition).toMatch(/ert_scheduler_decision_duration_seconds_count\{outcome="placed"\} 1/);
+  });
+
+  it('refuses an unknown flavor (404), a bad extra spec and a bad body (400), a non-JSON body (415)', async () => {
+    const unknown = await post('/select', { flavor: 'nope' });
+    expect(unknown.statusCode).toBe(404);
+    expect(unknown.json().error).toMatchObject({ code: 'ERT_API_UNKNOWN_FLAVOR', details: { flavor: 'nope', known: ['two', 'four'] } });
+    const spec = await post('/select', { flavor: { name: 'x', vcpus: 1, memory_mb: 1, extra_specs: { 'bogus:key': '1' } } });
+    expect(spec.statusCode).toBe(400);
+    expect(spec.json().error.code).toMatch(/^ERT_SPEC_/);
+    const body = await post('/select', { flavor: 'two', count: 0 });
+    expect(body.statusCode).toBe(400);
+    expect(body.json().error).toMatchObject({ code: 'ERT_API_BAD_REQUEST' });
+    expect(body.json().error.message).toContain('/count');
+    const extra = await post('/explain', { flavor: 'two', colour: 'red' });
+    expect(extra.json().error.message).toContain('unknown property "colour"');
+    const text = await app.inject({ method: 'POST', url: `${SCHEDULER_PREFIX}/select`, headers: { 'x-auth-token': 'admin', 'content-type': 'text/plain' }, payload: '{}' });
+    expect(text.statusCode).toBe(415);
+    expect((await get('/nothing')).json().error.code).toBe('ERT_API_NOT_FOUND');
+  });
+
+  it('POST /explain says per host and filter why not, and weighs the rest', async () => {
+    const res = await post('/explain', { flavor: 'four' });
+    expect(res.statusCode, res.body).toBe(200);
+    const explanation = res.json() as { hosts: number; passed: number; filters: Array<{ filter: string; removed: number }> };
+    expect(explanation.hosts).toBe(2);
+    // big has 2 VCPU left (one 'two' on each host, or both on big) and small at most 0: no host takes 4.
+    expect(explanation.filters.find((f) => f.filter === 'resources')!.removed).toBeGreaterThan(0);
+    expect(JSON.stringify(explanation)).toContain('VCPU');
+  });
+
+  it('GET /hosts, /instances, /instances/{uuid}, /flavors', async () => {
+    const hosts = (await get('/hosts')).json() as { hosts: Array<{ name: string; status: string; resources: Record<string, { capacity: number; used: number; free: number }>; stats: unknown[] }> };
+    expect(hosts.hosts.map((h) => [h.name, h.status, h.resources.VCPU!.capacity])).toEqual([['big', 'up', 4], ['small', 'up', 2]]);
+    expect(hosts.hosts.reduce((n, h) => n + h.resources.VCPU!.used, 0)).toBe(4);
+    const listed = (await get('/instances?state=scheduled')).json() as { instances: Array<{ uuid: string; state: string; flavor: string }> };
+    expect(listed.instances).toHaveLength(2);
+    expect(listed.instances.every((i) => i.state === 'scheduled' && i.flavor === 'two')).toBe(true);
+    expect((await get('/instances?state=active')).json()).toEqual({ instances: [] });
+    expect((await get('/instances?state=bogus')).statusCode).toBe(400);
+    const one = await get(`/instances/${listed.instances[0]!.uuid}`);
+    expect(one.statusCode).toBe(200);
+    expect(Object.keys(one.json().instance.allocations)).toHaveLength(1);
+    expect((await get('/instances/00000000-0000-4000-8000-00000000dead')).json().error.code).toBe('ERT_API_UNKNOWN_INSTANCE');
+    expect((await get('/flavors')).json()).toEqual({ flavors: [{ name: 'two', vcpus: 2, memory_mb: 1024, disk_gb: 0, extra_specs: {} }, { name: 'four', vcpus: 4, memory_mb: 1024, disk_gb: 0, extra_specs: {} }] });
+  });
+
+  it('DELETE /instances/{uuid} releases a reservation in one write; an active instance is its tracker to release (409)', async () => {
+    const listed = (await get('/instances?state=scheduled')).json() as { instances: Array<{ uuid: string }> };
+    const [first, second] = listed.instances.map((i) => i.uuid);
+    const del = await app.inject({ method: 'DELETE', url: `${SCHEDULER_PREFIX}/instances/${first}`, headers: ADMIN });
+    expect(del.statusCode, del.body).toBe(204);
+    expect(await store.getInstance(first!)).toBeUndefined();
+    expect((await store.getAllocations(first!)).allocations).toEqual([]);
+    const record = (await store.getInstance(second!))!;
+    await store.upsertInstance({ ...record, state: 'active' });
+    const refused = await app.inject({ method: 'DELETE', url: `${SCHEDULER_PREFIX}/instances/${second}`, headers: ADMIN });
+    expect(refused.statusCode).toBe(409);
+    expect(refused.json().error).toMatchObject({ code: 'ERT_API_INSTANCE_NOT_RELEASABLE', details: { state: 'active', host: record.host } });
+    expect((await store.getAllocations(second!)).allocations).not.toEqual([]);
+    // The released capacity is placeable again.
+    expect((await post('/select', { flavor: 'two' })).statusCode).toBe(200);
+  });
+
+  it("authenticates as the Placement API does (401) and applies the policy's base rules (403)", async () => {
+    const none = await post('/select', { flavor: 'two' }, { 'content-type': 'application/json' });
+    expect(none.statusCode).toBe(401);
+    expect(none.json().error.code).toBe('ERT_API_UNAUTHORIZED');
+    const reader = { 'x-auth-token': 'bob', 'x-roles': 'reader', 'openstack-system-scope': 'all', 'content-type': 'application/json' };
+    expect((await get('/hosts', reader)).statusCode).toBe(200);
+    expect((await post('/explain', { flavor: 'two' }, reader)).statusCode).toBe(200);
+    const write = await post('/select', { flavor: 'two' }, reader);
+    expect(write.statusCode).toBe(403);
+    expect(write.json().error).toMatchObject({ code: 'ERT_API_FORBIDDEN', details: { rule: 'system_admin_api' } });
+    expect((await get('/hosts', { 'x-auth-token': 'bob' })).statusCode).toBe(403);
+    expect((await get('/openapi.json', {})).statusCode).toBe(200);
+  });
+
+  it('sits beside a Placement API mounted at the root (--prefix "")', async () => {
+    const root = await createApi({ store, auth: 'noauth2', prefix: '', scheduler: { createScheduler: () => Promise.reject(new Error('not needed')), flavors: FLAVORS, effectiveStatus, staleAfter: 0 } });
+    try {
+      expect((await root.inject({ method: 'GET', url: `${SCHEDULER_PREFIX}/flavors`, headers: ADMIN })).json().flavors).toHaveLength(2);
+      expect((await root.inject({ method: 'GET', url: `${SCHEDULER_PREFIX}/nothing`, headers: ADMIN })).json().error.code).toBe('ERT_API_NOT_FOUND');
+      expect((await root.inject({ method: 'GET', url: '/resource_providers', headers: ADMIN })).json()).toHaveProperty('resource_providers');
+    } finally {
+      await root.close();
+    }
+  });
+
+  it('serves its OpenAPI document, checked in as docs/scheduler-openapi.json, naming every route and only those', async () => {
+    const served = (await get('/openapi.json', {})).json() as { openapi: string; paths: Record<string, Record<string, unknown>> };
+    expect(served).toEqual(schedulerOpenApi());
+    expect(served.openapi).toMatch(/^3\./);
+    const file = path.join(REPO, 'docs/scheduler-openapi.json');
+    // After a change to the routes: ERT_UPDATE_OPENAPI=1 npx vitest run packages/api/test/scheduler-api.test.ts
+    if (process.env.ERT_UPDATE_OPENAPI === '1') writeFileSync(file, `${JSON.stringify(served, null, 2)}\n`);
+    expect(JSON.parse(readFileSync(file, 'utf8')), 'docs/scheduler-openapi.json is out of date: ERT_UPDATE_OPENAPI=1 regenerates it').toEqual(served);
+    const documented = Object.entries(served.paths)
+      .flatMap(([p, methods]) => Object.keys(methods).map((m) => `${m.toUpperCase()} ${SCHEDULER_PREFIX}${p.replaceAll(/\{(\w+)\}/g, ':$1')}`))
+      .sort();
+    const registered = routes
+      .filter((r) => r.url.startsWith(SCHEDULER_PREFIX))
+      .map((r) => `${r.method} ${r.url}`)
+      .sort();
+    expect(registered).toEqual(documented);
+    expect(documented).toHaveLength(SCHEDULER_ROUTES.length);
+  });
+});

@@ -408,15 +408,18 @@ export class AllocationWriter {
         const uuids = [...new Set([...inventories.map((r) => r.providerUuid), ...writes.flatMap((w) => w.allocations.map((a) => a.providerUuid))])];
         await inChunks(uuids, (part) => trx('providers').select('id').whereIn('uuid', part).orderBy('id').forUpdate());
       }
-      const rows: Array<{ id: number; uuid: string; name: string; inventories: ReshapeInventory['inventories']; classIds: Map<string, number> }> = [];
+      const rows: Array<{ id: number; uuid: string; name: string; inventories: ReshapeInventory['inventories']; classIds: Map<string, number>; owners: Map<number, string | null> }> = [];
       for (const r of inventories) {
         const row = await this.ctx.bumpProviderGeneration(trx, r.providerUuid, r.generation);
         const classIds = await this.ctx.classIdsFor(trx, Object.keys(r.inventories));
+        // A class kept keeps its owner (a reshape is an API write: setInventories without owner).
+        const owned: Array<{ resource_class_id: number; owner: string | null }> = await trx('inventories').where('provider_id', row.id).select('resource_class_id', 'owner');
+        const owners = new Map(owned.map((o) => [o.resource_class_id, o.owner]));
         // Interim: the new inventories, and the old ones of the classes the new set drops.
         const newIds = [...classIds.values()];
         if (newIds.length > 0) await trx('inventories').where('provider_id', row.id).whereIn('resource_class_id', newIds).delete();
-        await insertObjects(trx, 'inventories', Object.entries(r.inventories).map(([rc, inv]) => inventoryToRow(row.id, classIds.get(rc)!, inv)));
-        rows.push({ id: row.id, uuid: r.providerUuid, name: row.name, inventories: r.inventories, classIds });
+        await insertObjects(trx, 'inventories', Object.entries(r.inventories).map(([rc, inv]) => inventoryToRow(row.id, classIds.get(rc)!, inv, owners.get(classIds.get(rc)!) ?? null)));
+        rows.push({ id: row.id, uuid: r.providerUuid, name: row.name, inventories: r.inventories, classIds, owners });
       }
       if (writes.length > 0) {
         const [outcome] = await this.applyAllocationCalls(trx, [writes]);
@@ -430,7 +433,7 @@ export class AllocationWriter {
           }
         }
         await trx('inventories').where('provider_id', row.id).delete();
-        await insertObjects(trx, 'inventories', Object.entries(row.inventories).map(([rc, inv]) => inventoryToRow(row.id, row.classIds.get(rc)!, inv)));
+        await insertObjects(trx, 'inventories', Object.entries(row.inventories).map(([rc, inv]) => inventoryToRow(row.id, row.classIds.get(rc)!, inv, row.owners.get(row.classIds.get(rc)!) ?? null)));
       }
       await this.ctx.bumpHostsOf(trx, rows.map((r) => r.id));
     });

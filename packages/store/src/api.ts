@@ -66,6 +66,12 @@ export interface ProviderRecord {
   rootUuid: string;
   /** 0 when created; bumped by every change of its inventories, traits, aggregates or allocations. */
   generation: number;
+  /**
+   * Who created it (`NewProvider.owner`): `tracker` for the providers a host's tracker creates
+   * for its plugins and provider config files; undefined for anything else (the Placement
+   * API, the CLI, scripts). A tracker's sync deletes only providers it owns.
+   */
+  owner?: string;
 }
 
 /** What `createProvider` takes. */
@@ -76,6 +82,12 @@ export interface NewProvider {
   name: string;
   /** The parent's uuid; omitted for a new root. */
   parentUuid?: string;
+  /**
+   * The writer that owns it (at most 64 characters): `tracker` when a host's tracker creates
+   * it; omitted (null in the store) for other writers. `importHosts` gives the provider's
+   * traits and inventories the same owner.
+   */
+  owner?: string;
 }
 
 /** One allocation: `amount` of `resourceClass` held on provider `providerUuid`. */
@@ -420,8 +432,11 @@ export interface Store {
    */
   deleteProvider(uuid: string): Promise<void>;
 
-  /** The provider's inventories by class with its generation, read together. Unknown provider: NOT_FOUND. */
-  getInventories(uuid: string): Promise<{ generation: number; inventories: Record<ResourceClass, Inventory> }>;
+  /**
+   * The provider's inventories by class with its generation, read together. Unknown provider:
+   * NOT_FOUND. `options.owner`: only the inventories that writer owns (`setInventories`).
+   */
+  getInventories(uuid: string, options?: { owner?: string }): Promise<{ generation: number; inventories: Record<ResourceClass, Inventory> }>;
   /**
    * Replace the provider's inventory set (Placement's PUT inventories). Every inventory is
    * validated. Removing a class that has allocations, or shrinking capacity below current
@@ -431,20 +446,44 @@ export interface Store {
    * `options.allowOverCapacity` (Placement's rule, for the API): only removing a class that
    * has allocations is refused; capacity below usage is written (the provider is then over
    * capacity and takes no new allocation of that class).
+   *
+   * Ownership (each inventory records the writer that owns it). Without `options.owner`
+   * (the Placement API, the CLI): the whole set is replaced; a class already there keeps its
+   * owner (a value written over the tracker's comes back at its next sync), a new class has
+   * none. With `options.owner` (the tracker passes `tracker`): only that writer's inventories
+   * are replaced: the classes it owns that `inventories` leaves out are removed, the classes
+   * of `inventories` are written and become its own (a class another writer added is
+   * adopted), and every other writer's class is kept as it is. The in-use checks apply to the
+   * resulting set.
    */
   setInventories(
     uuid: string,
     generation: number | undefined,
     inventories: Record<ResourceClass, Inventory>,
-    options?: { allowOverCapacity?: boolean },
+    options?: { allowOverCapacity?: boolean; owner?: string },
   ): Promise<ProviderRecord>;
   /** Amount in use per class on the provider, over all consumers (classes with none absent). Unknown provider: NOT_FOUND. */
   getUsages(uuid: string): Promise<Record<ResourceClass, number>>;
 
-  /** The provider's traits, sorted. Unknown provider: NOT_FOUND. */
-  getTraits(uuid: string): Promise<string[]>;
-  /** Replace the provider's traits (unknown valid names are created). */
-  setTraits(uuid: string, generation: number | undefined, traits: string[]): Promise<ProviderRecord>;
+  /**
+   * The provider's traits, sorted. Unknown provider: NOT_FOUND. `options.owner`: only the
+   * traits that writer owns (`setTraits`).
+   */
+  getTraits(uuid: string, options?: { owner?: string }): Promise<string[]>;
+  /**
+   * Replace the provider's traits (unknown valid names are created). Pass the generation
+   * read, or undefined to skip the check; every call bumps it.
+   *
+   * Ownership (each provider-trait association records the writer that owns it; Nova's rule:
+   * the driver manages the traits it reports and leaves the rest). Without `options.owner`
+   * (the Placement API's PUT traits, the CLI): the whole set is replaced; a trait already
+   * there keeps its owner, an added one has none (so a trait the tracker reports and the API
+   * removes is back at the tracker's next sync). With `options.owner` (the tracker passes
+   * `tracker`): only that writer's traits are replaced: the ones it owns that `traits` leaves
+   * out are removed, the ones of `traits` are set and become its own (adopted when another
+   * writer had set them), and every other writer's trait is kept.
+   */
+  setTraits(uuid: string, generation: number | undefined, traits: string[], options?: { owner?: string }): Promise<ProviderRecord>;
   /** Uuids of the aggregates the provider is in, sorted. Unknown provider: NOT_FOUND. */
   getAggregates(uuid: string): Promise<string[]>;
   /**

@@ -154,7 +154,7 @@ export class StoreContext {
     return db('providers as p')
       .leftJoin('providers as pp', 'pp.id', 'p.parent_id')
       .leftJoin('providers as rp', 'rp.id', 'p.root_id')
-      .select('p.uuid', 'p.name', 'p.generation', 'pp.uuid as parent_uuid', 'rp.uuid as root_uuid');
+      .select('p.uuid', 'p.name', 'p.generation', 'p.owner', 'pp.uuid as parent_uuid', 'rp.uuid as root_uuid');
   }
 
   async providerRecord(db: Db, uuid: string): Promise<ProviderRecord> {

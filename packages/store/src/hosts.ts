@@ -119,8 +119,8 @@ export async function importBatch(ctx: StoreContext, trx: Trx, hosts: HostImport
   let level = providers.filter((p) => p.parentUuid === undefined);
   const placed = new Set<string>();
   while (level.length > 0) {
-    const rows = level.map((p) => [p.uuid, p.name, p.parentUuid ? ids.get(p.parentUuid)! : null, p.parentUuid ? ids.get(rootOf.get(p.uuid)!)! : null, 0]);
-    await insertRows(trx, 'providers', ['uuid', 'name', 'parent_id', 'root_id', 'generation'], rows);
+    const rows = level.map((p) => [p.uuid, p.name, p.parentUuid ? ids.get(p.parentUuid)! : null, p.parentUuid ? ids.get(rootOf.get(p.uuid)!)! : null, 0, p.owner ?? null]);
+    await insertRows(trx, 'providers', ['uuid', 'name', 'parent_id', 'root_id', 'generation', 'owner'], rows);
     for (const part of chunks(level.map((p) => p.uuid))) {
       const got: Array<{ id: number; uuid: string }> = await trx('providers').select('id', 'uuid').whereIn('uuid', part);
       for (const row of got) ids.set(row.uuid, row.id);
@@ -135,9 +135,14 @@ export async function importBatch(ctx: StoreContext, trx: Trx, hosts: HostImport
   await insertObjects(
     trx,
     'inventories',
-    providers.flatMap((p) => Object.entries(p.inventories).map(([rc, inv]) => inventoryToRow(ids.get(p.uuid)!, classIds.get(rc)!, inv))),
+    providers.flatMap((p) => Object.entries(p.inventories).map(([rc, inv]) => inventoryToRow(ids.get(p.uuid)!, classIds.get(rc)!, inv, p.owner ?? null))),
   );
-  await insertRows(trx, 'provider_traits', ['provider_id', 'trait_id'], providers.flatMap((p) => [...new Set(p.traits)].map((t) => [ids.get(p.uuid)!, traitIds.get(t)!])));
+  await insertRows(
+    trx,
+    'provider_traits',
+    ['provider_id', 'trait_id', 'owner'],
+    providers.flatMap((p) => [...new Set(p.traits)].map((t) => [ids.get(p.uuid)!, traitIds.get(t)!, p.owner ?? null])),
+  );
   await insertRows(
     trx,
     'provider_aggregates',

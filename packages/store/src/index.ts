@@ -13,6 +13,13 @@ export { SQLITE_BUSY_TIMEOUT_MS, dropPostgresSchema } from './connection.js';
 export { endReservation, expireReservations, type ReservationEnd } from './reservations.js';
 
 /**
+ * The owner a host's tracker records on the providers it creates and on the traits and
+ * inventories it writes (`NewProvider.owner`, `setTraits`/`setInventories` `options.owner`):
+ * a sync adds, updates and removes only these, and leaves every other writer's alone.
+ */
+export const TRACKER_OWNER = 'tracker';
+
+/**
  * Opens a store (a connection pool; no query is run yet). Call `await store.migrate()`
  * before first use and `store.close()` when done. Invalid options are ERT_STORE_INVALID.
  */

@@ -275,6 +275,47 @@ const hostStatusReason: Migration = {
   },
 };
 
+/**
+ * 0009: who wrote each provider, trait association and inventory (issue 20, ownership).
+ * `owner` is `tracker` for what a host's tracker writes (its plugins' and provider config
+ * files' providers, traits and inventories) and null for everything else (the Placement API,
+ * the CLI, scripts): a tracker's sync adds, updates and removes only rows it owns.
+ *
+ * Rows written before this migration carry no owner; they are attributed by the tracker's
+ * naming: in every host's tree, the root (named after the host) and the providers named
+ * `<host>_<key>` (the only names a tracker gives) become the tracker's, with their traits and
+ * inventories (before this migration every sync rewrote those whole, so they are what the
+ * tracker last wrote). Everything else (other providers of the tree, providers in no host's
+ * tree) stays null.
+ */
+const ownership: Migration = {
+  async up(knex) {
+    for (const table of ['providers', 'provider_traits', 'inventories']) {
+      await knex.schema.alterTable(table, (t) => {
+        t.string('owner', 64).nullable();
+      });
+    }
+    const hosts: Array<{ name: string; root_provider_id: number }> = await knex('hosts').select('name', 'root_provider_id');
+    for (const host of hosts) {
+      const tree: Array<{ id: number; name: string }> = await knex('providers').where('root_id', host.root_provider_id).select('id', 'name');
+      const ids = tree.filter((p) => p.id === host.root_provider_id || p.name === host.name || p.name.startsWith(`${host.name}_`)).map((p) => p.id);
+      for (let i = 0; i < ids.length; i += 500) {
+        const part = ids.slice(i, i + 500);
+        await knex('providers').whereIn('id', part).update({ owner: 'tracker' });
+        await knex('provider_traits').whereIn('provider_id', part).update({ owner: 'tracker' });
+        await knex('inventories').whereIn('provider_id', part).update({ owner: 'tracker' });
+      }
+    }
+  },
+  async down(knex) {
+    for (const table of ['providers', 'provider_traits', 'inventories']) {
+      await knex.schema.alterTable(table, (t) => {
+        t.dropColumn('owner');
+      });
+    }
+  },
+};
+
 const migrations: Record<string, Migration> = {
   '0001_initial': initial,
   '0002_instance_cpus': instanceCpus,
@@ -284,6 +325,7 @@ const migrations: Record<string, Migration> = {
   '0006_instance_holds': instanceHolds,
   '0007_consumer_type': consumerType,
   '0008_host_status_reason': hostStatusReason,
+  '0009_ownership': ownership,
 };
 
 /** This program's migrations, in application order. */

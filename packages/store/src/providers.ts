@@ -110,6 +110,7 @@ export async function deleteTrait(ctx: StoreContext, name: string): Promise<void
 export async function createProvider(ctx: StoreContext, provider: NewProvider): Promise<ProviderRecord> {
   checkName('uuid', provider.uuid, 36);
   checkName('name', provider.name, 200);
+  if (provider.owner !== undefined) checkName('owner', provider.owner, 64);
   return ctx.write(`createProvider ${provider.name}`, async (trx) => {
     let parent: ProviderRow | undefined;
     if (provider.parentUuid !== undefined) parent = await ctx.providerRow(trx, provider.parentUuid);
@@ -123,7 +124,7 @@ export async function createProvider(ctx: StoreContext, provider: NewProvider): 
       });
     }
     const [inserted] = await trx('providers')
-      .insert({ uuid: provider.uuid, name: provider.name, parent_id: parent?.id ?? null, root_id: parent ? parent.root_id : null, generation: 0 })
+      .insert({ uuid: provider.uuid, name: provider.name, parent_id: parent?.id ?? null, root_id: parent ? parent.root_id : null, generation: 0, owner: provider.owner ?? null })
       .returning('id');
     const id = (inserted as { id: number }).id;
     if (parent) {
@@ -208,10 +209,16 @@ export async function deleteProvider(ctx: StoreContext, uuid: string): Promise<v
   });
 }
 
-export async function getInventories(ctx: StoreContext, uuid: string): Promise<{ generation: number; inventories: Record<ResourceClass, Inventory> }> {
+export async function getInventories(
+  ctx: StoreContext,
+  uuid: string,
+  options: { owner?: string } = {},
+): Promise<{ generation: number; inventories: Record<ResourceClass, Inventory> }> {
   return ctx.read(async (trx) => {
     const row = await ctx.providerRow(trx, uuid);
-    const rows: InventoryRow[] = await trx('inventories').where('provider_id', row.id);
+    const query = trx('inventories').where('provider_id', row.id);
+    if (options.owner !== undefined) query.where('owner', options.owner);
+    const rows: InventoryRow[] = await query;
     await ctx.loadClassNames(trx, rows.map((r) => r.resource_class_id));
     const inventories: Record<ResourceClass, Inventory> = {};
     for (const r of rows) inventories[ctx.classNames.get(r.resource_class_id)!] = inventoryFromRow(r);
@@ -224,8 +231,9 @@ export async function setInventories(
   uuid: string,
   generation: number | undefined,
   inventories: Record<ResourceClass, Inventory>,
-  options: { allowOverCapacity?: boolean } = {},
+  options: { allowOverCapacity?: boolean; owner?: string } = {},
 ): Promise<ProviderRecord> {
+  if (options.owner !== undefined) checkName('owner', options.owner, 64);
   try {
     checkInventories(uuid, inventories);
   } catch (err) {
@@ -241,15 +249,27 @@ export async function setInventories(
       // Looked up afresh: another process may have deleted or renamed a class this one cached.
       for (const name of Object.keys(inventories)) ctx.classIds.delete(name);
       const classIds = await ctx.classIdsFor(trx, Object.keys(inventories));
+      // Ownership (api.ts): the rows before, to keep owners and, for an owner's write, others' rows.
+      const before: InventoryRow[] = await trx('inventories').where('provider_id', row.id);
+      const ownerOf = new Map(before.map((r) => [r.resource_class_id, r.owner ?? null]));
+      const rows = Object.entries(inventories).map(([rc, inv]) => {
+        const classId = classIds.get(rc)!;
+        return inventoryToRow(row.id, classId, inv, options.owner ?? ownerOf.get(classId) ?? null);
+      });
+      if (options.owner !== undefined) {
+        const written = new Set(rows.map((r) => r.resource_class_id));
+        rows.push(...before.filter((r) => (r.owner ?? null) !== options.owner && !written.has(r.resource_class_id)));
+      }
+      await ctx.loadClassNames(trx, rows.map((r) => r.resource_class_id));
+      const final = new Map(rows.map((r) => [ctx.classNames.get(r.resource_class_id)!, inventoryFromRow(r)]));
       const usages = await usagesOf(ctx, trx, row.id);
       for (const [resourceClass, used] of Object.entries(usages)) {
-        const inv = inventories[resourceClass];
+        const inv = final.get(resourceClass);
         const capacity = inv ? capacityOf(inv) : 0;
         if (used > 0 && !inv) throw new InventoryInUseError({ provider: uuid, providerName: row.name, resourceClass, used, capacity });
         if (used > capacity && !options.allowOverCapacity) throw new InventoryInUseError({ provider: uuid, providerName: row.name, resourceClass, used, capacity });
       }
       await trx('inventories').where('provider_id', row.id).delete();
-      const rows = Object.entries(inventories).map(([rc, inv]) => inventoryToRow(row.id, classIds.get(rc)!, inv));
       await insertObjects(trx, 'inventories', rows);
       await ctx.bumpHostsOf(trx, [row.id]);
       return ctx.providerRecord(trx, uuid);
@@ -274,20 +294,19 @@ export async function usagesOf(ctx: StoreContext, db: Db, providerId: number): P
   return usages;
 }
 
-export async function getTraits(ctx: StoreContext, uuid: string): Promise<string[]> {
+export async function getTraits(ctx: StoreContext, uuid: string, options: { owner?: string } = {}): Promise<string[]> {
   return ctx.read(async (trx) => {
     const row = await ctx.providerRow(trx, uuid);
-    const rows: Array<{ name: string }> = await trx('provider_traits as pt')
-      .join('traits as t', 't.id', 'pt.trait_id')
-      .where('pt.provider_id', row.id)
-      .select('t.name')
-      .orderBy('t.name');
+    const query = trx('provider_traits as pt').join('traits as t', 't.id', 'pt.trait_id').where('pt.provider_id', row.id);
+    if (options.owner !== undefined) query.where('pt.owner', options.owner);
+    const rows: Array<{ name: string }> = await query.select('t.name').orderBy('t.name');
     return rows.map((r) => r.name);
   });
 }
 
-export async function setTraits(ctx: StoreContext, uuid: string, generation: number | undefined, traits: string[]): Promise<ProviderRecord> {
+export async function setTraits(ctx: StoreContext, uuid: string, generation: number | undefined, traits: string[], options: { owner?: string } = {}): Promise<ProviderRecord> {
   checkTraits(uuid, traits);
+  if (options.owner !== undefined) checkName('owner', options.owner, 64);
   return ctx.write(
     `setTraits ${uuid}`,
     async (trx) => {
@@ -295,8 +314,17 @@ export async function setTraits(ctx: StoreContext, uuid: string, generation: num
       // Before and after: adding or removing the sharing trait changes who sees it.
       await ctx.bumpHostsOf(trx, [row.id]);
       const ids = await ctx.ensureNamed(trx, 'traits', 'name', traits);
+      // Ownership (api.ts): an owner's write replaces its own rows and adopts the ones it names;
+      // a write without owner replaces the set, each kept trait keeping its owner.
+      const before: Array<{ trait_id: number; owner: string | null }> = await trx('provider_traits').where('provider_id', row.id).select('trait_id', 'owner');
+      const wanted = new Set(ids.values());
+      const kept = options.owner === undefined ? [] : before.filter((r) => (r.owner ?? null) !== options.owner && !wanted.has(r.trait_id));
+      const ownerOf = new Map(before.map((r) => [r.trait_id, r.owner ?? null]));
       await trx('provider_traits').where('provider_id', row.id).delete();
-      await insertRows(trx, 'provider_traits', ['provider_id', 'trait_id'], [...ids.values()].map((id) => [row.id, id]));
+      await insertRows(trx, 'provider_traits', ['provider_id', 'trait_id', 'owner'], [
+        ...[...wanted].map((id) => [row.id, id, options.owner ?? ownerOf.get(id) ?? null]),
+        ...kept.map((r) => [row.id, r.trait_id, r.owner ?? null]),
+      ]);
       await ctx.bumpHostsOf(trx, [row.id]);
       return ctx.providerRecord(trx, uuid);
     },

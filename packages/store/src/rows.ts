@@ -8,9 +8,10 @@ export const INSTANCE_STATES: ReadonlySet<string> = new Set<InstanceState>(['sch
 export const ENDED_STATES: InstanceState[] = ['refused', 'expired'];
 
 /** A provider row with its parent's and root's uuids (`StoreContext.providerQuery`) as a record. */
-export function providerRecordFromRow(row: { uuid: string; name: string; generation: number; parent_uuid: string | null; root_uuid: string | null }): ProviderRecord {
+export function providerRecordFromRow(row: { uuid: string; name: string; generation: number; parent_uuid: string | null; root_uuid: string | null; owner?: string | null }): ProviderRecord {
   const record: ProviderRecord = { uuid: row.uuid, name: row.name, rootUuid: row.root_uuid ?? row.uuid, generation: row.generation };
   if (row.parent_uuid !== null) record.parentUuid = row.parent_uuid;
+  if (row.owner !== undefined && row.owner !== null) record.owner = row.owner;
   return record;
 }
 
@@ -37,6 +38,8 @@ export interface InventoryRow {
   max_unit: number;
   step_size: number;
   allocation_ratio: number;
+  /** Migration 0009: the writer owning the row (`tracker`), null for others. */
+  owner?: string | null;
 }
 
 export interface HostRow {
@@ -87,7 +90,7 @@ export function inventoryFromRow(row: InventoryRow): Inventory {
   };
 }
 
-export function inventoryToRow(providerId: number, classId: number, inv: Inventory): InventoryRow {
+export function inventoryToRow(providerId: number, classId: number, inv: Inventory, owner: string | null = null): InventoryRow {
   return {
     provider_id: providerId,
     resource_class_id: classId,
@@ -97,6 +100,7 @@ export function inventoryToRow(providerId: number, classId: number, inv: Invento
     max_unit: inv.maxUnit,
     step_size: inv.stepSize,
     allocation_ratio: inv.allocationRatio,
+    owner,
   };
 }
 

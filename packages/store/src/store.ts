@@ -146,12 +146,12 @@ export class KnexStore implements Store {
   getProviderByName = (name: string) => providers.getProviderByName(this.ctx, name);
   listProviders = (filter?: { rootUuid?: string }) => providers.listProviders(this.ctx, filter);
   deleteProvider = (uuid: string) => providers.deleteProvider(this.ctx, uuid);
-  getInventories = (uuid: string) => providers.getInventories(this.ctx, uuid);
-  setInventories = (uuid: string, generation: number | undefined, inventories: Record<ResourceClass, Inventory>, options?: { allowOverCapacity?: boolean }) =>
+  getInventories = (uuid: string, options?: { owner?: string }) => providers.getInventories(this.ctx, uuid, options);
+  setInventories = (uuid: string, generation: number | undefined, inventories: Record<ResourceClass, Inventory>, options?: { allowOverCapacity?: boolean; owner?: string }) =>
     providers.setInventories(this.ctx, uuid, generation, inventories, options);
   getUsages = (uuid: string) => providers.getUsages(this.ctx, uuid);
-  getTraits = (uuid: string) => providers.getTraits(this.ctx, uuid);
-  setTraits = (uuid: string, generation: number | undefined, traits: string[]) => providers.setTraits(this.ctx, uuid, generation, traits);
+  getTraits = (uuid: string, options?: { owner?: string }) => providers.getTraits(this.ctx, uuid, options);
+  setTraits = (uuid: string, generation: number | undefined, traits: string[], options?: { owner?: string }) => providers.setTraits(this.ctx, uuid, generation, traits, options);
   getAggregates = (uuid: string) => providers.getAggregates(this.ctx, uuid);
   setAggregates = (uuid: string, generation: number | undefined, aggregates: string[]) => providers.setAggregates(this.ctx, uuid, generation, aggregates);
   upsertAggregate = (aggregate: AggregateRecord) => providers.upsertAggregate(this.ctx, aggregate);

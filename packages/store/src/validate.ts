@@ -117,6 +117,7 @@ export function validateImport(hosts: HostImport[]): void {
     for (const p of providers) {
       checkName('uuid', p.uuid, 36);
       checkName('name', p.name, 200);
+      if (p.owner !== undefined) checkName('owner', p.owner, 64);
       if (uuids.has(p.uuid) || names.has(p.name)) throw invalid(`importHosts: provider ${p.name} (${p.uuid}) is listed twice`, { host: host.name, provider: p.uuid });
       if (p !== providers[0] && (p.parentUuid === undefined || !tree.has(p.parentUuid))) {
         throw invalid(`importHosts: host ${host.name}: provider ${p.name} must name a parent listed before it in the same tree`, { host: host.name, provider: p.uuid });

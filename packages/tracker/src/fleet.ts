@@ -2,7 +2,7 @@ import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from '@ert/plugin-api';
 import { seededRandom, type ErtConfig } from '@ert/core';
-import type { HostImport } from '@ert/store';
+import { TRACKER_OWNER, type HostImport } from '@ert/store';
 import { TrackerError, TrackerErrorCodes } from './errors.js';
 import { childProviderName, providerUuid } from './ids.js';
 import { machineIdentity } from './machine.js';
@@ -89,6 +89,7 @@ function cloneHost(template: Template, hostName: string): HostImport {
         uuid: providerUuid(name),
         name,
         ...(p.parentName !== undefined ? { parentUuid: providerUuid(rename(p.parentName)) } : {}),
+        owner: TRACKER_OWNER,
         inventories: structuredClone(p.inventories),
         traits: [...p.traits],
         aggregates: [],

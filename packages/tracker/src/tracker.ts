@@ -19,7 +19,7 @@ import {
   type ResourceClass,
 } from '@ert/plugin-api';
 import { createLogger, createPluginRuntime, systemClock, validateStats, type ActiveResource, type DispatcherOptions, type ErtConfig, type PluginRuntime } from '@ert/core';
-import { STORE_ERROR_CODES, createStore, type Allocation, type AllocationWrite, type InstanceRecord, type ProviderSnapshot, type Store } from '@ert/store';
+import { STORE_ERROR_CODES, TRACKER_OWNER, createStore, type Allocation, type AllocationWrite, type InstanceRecord, type ProviderSnapshot, type Store } from '@ert/store';
 import { fitRequest, parseFlavor, type FitProvider, type FitTree } from '@ert/placement';
 import { formatCpuList } from '@ert/sysfs';
 import { machineIdentity, onlineCpus } from './machine.js';
@@ -553,7 +553,11 @@ class HostTracker implements Tracker {
     return report;
   }
 
-  /** Create the provider if missing, then bring its inventories and traits to what was discovered. */
+  /**
+   * Create the provider if missing (owned by the tracker), then bring the inventories and
+   * traits the tracker owns on it to what was discovered; other writers' are left alone
+   * (docs/ownership.md).
+   */
   private async reconcileProvider(store: Store, provider: DesiredProvider, changes: string[], problems: Problem[]): Promise<void> {
     const existing = await store.getProvider(provider.uuid);
     if (!existing) {
@@ -562,32 +566,33 @@ class HostTracker implements Tracker {
         problems.push({ code: 'ERT_STORE_CONFLICT', message: `provider name ${provider.name} is taken by ${clash.uuid} (expected ${provider.uuid}); left alone`, provider: provider.name });
         return;
       }
-      await store.createProvider({ uuid: provider.uuid, name: provider.name, ...(provider.parentUuid ? { parentUuid: provider.parentUuid } : {}) });
+      await store.createProvider({ uuid: provider.uuid, name: provider.name, ...(provider.parentUuid ? { parentUuid: provider.parentUuid } : {}), owner: TRACKER_OWNER });
       changes.push(`created provider ${provider.name}`);
     }
     await this.writeInventories(store, provider.uuid, provider.name, provider.inventories, changes, problems);
     await this.withRetries(async () => {
-      const traits = await store.getTraits(provider.uuid);
+      const traits = await store.getTraits(provider.uuid, { owner: TRACKER_OWNER });
       if (sameSet(traits, provider.traits)) return;
       const record = await store.getProvider(provider.uuid);
-      await store.setTraits(provider.uuid, record!.generation, provider.traits);
+      await store.setTraits(provider.uuid, record!.generation, provider.traits, { owner: TRACKER_OWNER });
       changes.push(`traits of ${provider.name}: ${[...provider.traits].sort().join(', ') || '(none)'}`);
     });
   }
 
   /**
-   * Write `wanted` as the provider's inventory set when it differs from the store's.
-   * Inventory the store refuses to drop or shrink because allocations use it
-   * (ERT_STORE_INVENTORY_IN_USE) is kept as it was, and reported.
+   * Write `wanted` as the tracker's inventories of the provider when they differ from the
+   * store's (other writers' classes are kept by the store). Inventory the store refuses to
+   * drop or shrink because allocations use it (ERT_STORE_INVENTORY_IN_USE) is kept as it
+   * was, and reported.
    */
   private async writeInventories(store: Store, uuid: string, name: string, wanted: Record<ResourceClass, Inventory>, changes: string[], problems: Problem[]): Promise<void> {
     const kept: Record<ResourceClass, Inventory> = {};
     for (let attempt = 1; ; attempt++) {
-      const { generation, inventories: current } = await store.getInventories(uuid);
+      const { generation, inventories: current } = await store.getInventories(uuid, { owner: TRACKER_OWNER });
       const target = { ...wanted, ...kept };
       if (jsonEqual(current, target)) return;
       try {
-        await store.setInventories(uuid, generation, target);
+        await store.setInventories(uuid, generation, target, { owner: TRACKER_OWNER });
         const touched = [...new Set([...Object.keys(current), ...Object.keys(target)])].filter((c) => !jsonEqual(current[c], target[c]));
         changes.push(`inventories of ${name}: ${touched.sort().join(', ')}`);
         return;
@@ -616,7 +621,12 @@ class HostTracker implements Tracker {
     }
   }
 
-  /** Empty, then delete, providers of this host's tree that nothing reports any more (children first). */
+  /**
+   * Empty, then delete, the providers the tracker created in this host's tree that nothing
+   * reports any more (children first). Providers other writers created (Neutron's bandwidth
+   * providers, an operator's) are never touched, nor is a retired provider that still holds
+   * another writer's inventory or children (reported).
+   */
   private async retireProviders(store: Store, desired: DesiredProvider[], changes: string[], problems: Problem[]): Promise<void> {
     const wanted = new Set(desired.map((p) => p.uuid));
     const tree = await store.listProviders({ rootUuid: this.rootUuid });
@@ -625,11 +635,20 @@ class HostTracker implements Tracker {
       for (let p = tree.find((t) => t.uuid === uuid); p?.parentUuid; p = tree.find((t) => t.uuid === p!.parentUuid)) d++;
       return d;
     };
-    const retired = tree.filter((p) => !wanted.has(p.uuid)).sort((a, b) => depth(b.uuid) - depth(a.uuid));
+    const retired = tree.filter((p) => !wanted.has(p.uuid) && p.owner === TRACKER_OWNER).sort((a, b) => depth(b.uuid) - depth(a.uuid));
     for (const provider of retired) {
       const before = problems.length;
       await this.writeInventories(store, provider.uuid, provider.name, {}, changes, problems);
       if (problems.length > before) continue; // allocations still use it
+      const others = Object.keys((await store.getInventories(provider.uuid)).inventories);
+      if (others.length > 0) {
+        problems.push({
+          code: STORE_PROVIDER_IN_USE,
+          message: `provider ${provider.name} is no longer reported but holds inventories another writer set (${others.sort().join(', ')}); kept`,
+          provider: provider.name,
+        });
+        continue;
+      }
       try {
         await store.deleteProvider(provider.uuid);
         changes.push(`deleted provider ${provider.name}`);

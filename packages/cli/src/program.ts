@@ -216,7 +216,7 @@ export function createProgram(io: CliIo = processIo()): Command {
   program.command('flavors').description('list the configured flavors').action(action(flavorsCommand));
   program
     .command('serve')
-    .description('serve the Placement-compatible API (docs/api.md) on the store until SIGINT/SIGTERM')
+    .description('serve the Placement-compatible API and the scheduler API (docs/api.md) on the store until SIGINT/SIGTERM')
     .option('--host <address>', 'address to bind', '127.0.0.1')
     .option('--port <n>', 'TCP port (0: any free port)', '8778')
     .option('--prefix <path>', "mount point of the Placement API ('' for the root)", '/placement')

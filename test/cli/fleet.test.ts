@@ -76,6 +76,25 @@ describe('ert aggregate, host disable/enable, db status', () => {
     expect((await project.run(['host', 'disable', 'nope'])).code).toBe(2);
   });
 
+  // Issue 14 (ert trait) on issue 20's ownership: an operator's trait survives the host's
+  // syncs; a trait the host's plugins report comes back. Seen red with the CLI writing the
+  // traits as the tracker's owner (the operator's trait was then the tracker's and its next
+  // sync removed it).
+  it('ert trait: an operator\u2019s trait survives the host\u2019s syncs; a trait the plugins report comes back', async () => {
+    const added = await project.run(['trait', 'add', 'CUSTOM_OPERATOR_GOLD', '--host', 'node1']);
+    expect([added.code, added.stdout]).toEqual([0, 'added trait CUSTOM_OPERATOR_GOLD to node1\n']);
+    const removed = await project.run(['trait', 'remove', 'HW_CPU_X86_AVX2', '--host', 'node1']);
+    expect(removed.stdout).toBe('removed trait HW_CPU_X86_AVX2 from node1 (the host\u2019s plugins report it: its next sync adds it again)\n');
+    expect((await project.run(['host', 'sync'])).code).toBe(0);
+    // After the sync (another trait added to read the whole set): the operator's trait is kept, the plugins' is back.
+    const traits = json(await project.run(['--json', 'trait', 'add', 'CUSTOM_PROBE', '--host', 'node1'])).traits;
+    expect(traits).toEqual(expect.arrayContaining(['CUSTOM_OPERATOR_GOLD', 'HW_CPU_X86_AVX2']));
+    const bad = await project.run(['trait', 'add', 'gold', '--host', 'node1']);
+    expect([bad.code, bad.stderr]).toEqual([2, 'ert: "gold" is not a trait name (CUSTOM_ followed by A-Z, 0-9 and _, or a standard trait)\n']);
+    expect((await project.run(['trait', 'add', 'CUSTOM_X'])).code).toBe(2);
+    expect((await project.run(['trait', 'add', 'CUSTOM_X', '--provider', 'nope'])).code).toBe(2);
+  });
+
   it('db status: the schema against this ert, and what the store holds', async () => {
     const status = json(await project.run(['--json', 'db', 'status']));
     expect(status).toMatchObject({ client: 'sqlite3', pending: [], unknown: [], hosts: 1, aggregates: 1 });

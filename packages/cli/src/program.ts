@@ -15,7 +15,7 @@ import { flavorsCommand, hostsCommand, usageCommand } from './commands/inventory
 import { simulateCommand } from './commands/simulate.js';
 import { demoCommand } from './commands/demo.js';
 import { serveCommand } from './commands/serve.js';
-import { aggregateCreateCommand, aggregateListCommand, aggregateMembershipCommand, aggregateSetMetadataCommand, dbStatusCommand, hostDisableCommand, hostEnableCommand } from './commands/fleet.js';
+import { aggregateCreateCommand, aggregateListCommand, aggregateMembershipCommand, aggregateSetMetadataCommand, dbStatusCommand, hostDisableCommand, hostEnableCommand, traitCommand } from './commands/fleet.js';
 
 const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
 
@@ -179,6 +179,17 @@ export function createProgram(io: CliIo = processIo()): Command {
     .action(action(instancesCommand));
 
   program.command('hosts').description('list the hosts in the store').action(action(hostsCommand));
+
+  const trait = program.command('trait').description("an operator's traits on a host or provider (kept across the host's syncs)");
+  for (const change of ['add', 'remove'] as const) {
+    trait
+      .command(change)
+      .description(`${change} TRAIT ${change === 'add' ? 'to' : 'from'} a host's root provider (--host) or a provider (--provider)`)
+      .argument('<trait>', 'trait name (CUSTOM_... or a standard trait)')
+      .option('--host <name>', "the host (its root provider)")
+      .option('--provider <name>', 'a provider by name')
+      .action(action((ctx: CommandContext, name: string, opts: { host?: string; provider?: string }) => traitCommand(ctx, change, name, opts)));
+  }
 
   const aggregate = program.command('aggregate').description('aggregates of hosts and their metadata (aggregate_instance_extra_specs)');
   aggregate

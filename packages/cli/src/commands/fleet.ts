@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { createStore, isStoreConflict, type AggregateRecord, type SchemaStatus, type Store } from '@ert/store';
+import { isValidTraitName } from '@ert/plugin-api';
+import { TRACKER_OWNER, createStore, isStoreConflict, type AggregateRecord, type SchemaStatus, type Store } from '@ert/store';
 import { describeConnection, unknownHost, type CommandContext } from '../context.js';
 import { CliError, CliErrorCode } from '../errors.js';
 
@@ -180,4 +181,49 @@ export async function dbStatusCommand(ctx: CommandContext): Promise<void> {
       '',
     ].join('\n'),
   );
+}
+
+/**
+ * `ert trait add|remove TRAIT (--host H | --provider NAME)`: an operator's trait on a host's
+ * root provider or on a named provider (Placement's rule: CUSTOM_ or a standard trait). The
+ * tracker keeps traits other writers set (issue 20, ownership): an added trait survives the
+ * host's syncs; removing a trait the host's plugins report lasts until its next sync, which
+ * says so. Generation-checked, retried on a concurrent change.
+ * JSON: `{ provider, trait, traits, reportedByTracker }` (the provider's traits after).
+ */
+export async function traitCommand(ctx: CommandContext, change: 'add' | 'remove', trait: string, opts: { host?: string; provider?: string }): Promise<void> {
+  if ((opts.host === undefined) === (opts.provider === undefined)) {
+    throw new CliError(CliErrorCode.USAGE, `trait ${change}: give exactly one of --host and --provider`, { host: opts.host, provider: opts.provider });
+  }
+  if (!isValidTraitName(trait)) throw new CliError(CliErrorCode.USAGE, `${JSON.stringify(trait)} is not a trait name (CUSTOM_ followed by A-Z, 0-9 and _, or a standard trait)`, { trait });
+  const store = await ctx.store();
+  let uuid: string;
+  let label: string;
+  if (opts.host !== undefined) {
+    const host = await store.getHost(opts.host);
+    if (!host) throw unknownHost(opts.host, (await store.listHosts()).map((h) => h.name));
+    uuid = host.rootProviderUuid;
+    label = opts.host;
+  } else {
+    const provider = await store.getProviderByName(opts.provider!);
+    if (!provider) throw new CliError(CliErrorCode.USAGE, `no provider named ${JSON.stringify(opts.provider)} in the store`, { provider: opts.provider });
+    uuid = provider.uuid;
+    label = provider.name;
+  }
+  // Read before the write: removing the tracker's trait removes its row too.
+  const reportedByTracker = (await store.getTraits(uuid, { owner: TRACKER_OWNER })).includes(trait);
+  let traits: string[] = [];
+  for (let attempt = 1; ; attempt++) {
+    const provider = await store.getProvider(uuid);
+    const current = await store.getTraits(uuid);
+    traits = change === 'add' ? [...new Set([...current, trait])].sort() : current.filter((t) => t !== trait);
+    try {
+      await store.setTraits(uuid, provider!.generation, traits);
+      break;
+    } catch (err) {
+      if (attempt >= 5 || !isStoreConflict(err)) throw err;
+    }
+  }
+  const note = change === 'remove' && reportedByTracker ? ' (the host\u2019s plugins report it: its next sync adds it again)' : '';
+  ctx.out.result({ provider: label, trait, traits, reportedByTracker }, () => `${change === 'add' ? 'added' : 'removed'} trait ${trait} ${change === 'add' ? 'to' : 'from'} ${label}${note}\n`);
 }

@@ -103,4 +103,20 @@ describe('ert aggregate, host disable/enable, db status', () => {
     const human = await project.run(['db', 'status']);
     expect(human.stdout).toMatch(/^schema: \S+ \(\d+ migrations applied, none pending\)$/m);
   });
+  it('host delete: refused while the host has instances (exit 1, nothing removed); --force removes it and its tree; a sync registers it again', async () => {
+    const refused = await project.run(['host', 'delete', 'node1']);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/^ert: host node1 cannot be deleted: \d+ instance record\(s\) and \d+ consumer\(s\) with allocations on its providers \(drain them first, or force\)\n$/);
+    expect(json(await project.run(['--json', 'hosts'])).hosts).toHaveLength(1);
+    const deleted = await project.run(['--json', 'host', 'delete', 'node1', '--force']);
+    expect(deleted.code, deleted.stderr).toBe(0);
+    const deletion = json(deleted);
+    expect(deletion.providers.map((p: { name: string; owner?: string }) => [p.name, p.owner])).toEqual([['node1', 'tracker']]);
+    expect(deletion.instances.length).toBeGreaterThan(0);
+    expect(json(await project.run(['--json', 'hosts'])).hosts).toEqual([]);
+    expect(json(await project.run(['--json', 'instances'])).instances).toEqual([]);
+    expect((await project.run(['host', 'delete', 'node1'])).code).toBe(2);
+    expect((await project.run(['host', 'sync'])).code).toBe(0);
+    expect(json(await project.run(['--json', 'hosts'])).hosts.map((h: { name: string }) => h.name)).toEqual(['node1']);
+  });
 });

@@ -15,7 +15,7 @@ import { flavorsCommand, hostsCommand, usageCommand } from './commands/inventory
 import { simulateCommand } from './commands/simulate.js';
 import { demoCommand } from './commands/demo.js';
 import { serveCommand } from './commands/serve.js';
-import { aggregateCreateCommand, aggregateListCommand, aggregateMembershipCommand, aggregateSetMetadataCommand, dbStatusCommand, hostDisableCommand, hostEnableCommand, traitCommand } from './commands/fleet.js';
+import { aggregateCreateCommand, aggregateListCommand, aggregateMembershipCommand, aggregateSetMetadataCommand, dbStatusCommand, hostDeleteCommand, hostDisableCommand, hostEnableCommand, traitCommand } from './commands/fleet.js';
 
 const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
 
@@ -135,6 +135,12 @@ export function createProgram(io: CliIo = processIo()): Command {
     .option('--reason <text>', 'why (shown by ert hosts)')
     .action(action(hostDisableCommand));
   host.command('enable').description('HOST is up again for the scheduler').argument('<host>', 'host name').action(action(hostEnableCommand));
+  host
+    .command('delete')
+    .description('remove HOST, its provider tree, stats and records (refused while it has instances, unless --force)')
+    .argument('<host>', 'host name')
+    .option('--force', 'also end its instances and the allocations on its providers')
+    .action(action(hostDeleteCommand));
   host
     .command('run')
     .description('run the tracker: sync now, then every tracker.interval, until SIGINT/SIGTERM')

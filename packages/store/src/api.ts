@@ -245,6 +245,18 @@ export interface HostRecord {
   statusReason?: string;
 }
 
+/** What `deleteHost` removed. */
+export interface HostDeletion {
+  /** The host's name. */
+  host: string;
+  /** The providers of the host's tree, root first; `owner` as recorded (`tracker`, or absent: another writer). */
+  providers: Array<{ uuid: string; name: string; owner?: string }>;
+  /** Instance records of the host that were removed (only with `force`). */
+  instances: string[];
+  /** Consumers whose allocations were removed (only with `force`). */
+  consumers: string[];
+}
+
 /** One plugin's stats of one host, as last written by the host's tracker. */
 export interface StatsRecord {
   /** The plugin's configured name. */
@@ -566,6 +578,16 @@ export interface Store {
    * operator's why) and cleared by any other status. Unknown host: NOT_FOUND.
    */
   setHostStatus(name: string, status: HostStatus, reason?: string): Promise<void>;
+  /**
+   * Remove a host on purpose (`ert host delete`), in one transaction: its row, stats and
+   * instance records, and every provider of its tree (children first) with their
+   * inventories, traits and aggregate memberships, whoever wrote them. Refused
+   * (ERT_STORE_PROVIDER_IN_USE, nothing removed) while the host has instance records or its
+   * providers hold allocations, unless `force`: then those instances' records, those
+   * consumers (all their allocations, wherever they are) and their instance records go too. Returns what went, with each
+   * provider's owner, so a caller can say what other writers had put there. Unknown host: NOT_FOUND.
+   */
+  deleteHost(name: string, options?: { force?: boolean }): Promise<HostDeletion>;
   /** Mark `up` hosts whose lastUpdate is older than `before` (epoch ms) as stale; returns their names. */
   markStaleHosts(before: number): Promise<string[]>;
 

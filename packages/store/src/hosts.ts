@@ -1,9 +1,10 @@
 /** Hosts (the compute hosts' records), their plugin stats, and bulk import of whole hosts. */
 import { type HostStatus, type JsonValue } from '@ert/plugin-api';
-import type { HostImport, HostRecord, StatsRecord } from './api.js';
+import type { HostDeletion, HostImport, HostRecord, StatsRecord } from './api.js';
+import { StoreError } from './errors.js';
 import type { StoreContext } from './context.js';
 import { HOST_STATUSES, hostRecordFromRow, inventoryToRow, statsRecords, type HostRow, type StatsRow } from './rows.js';
-import { chunks, insertObjects, insertRows, type Trx } from './sql.js';
+import { chunks, inChunks, insertObjects, insertRows, type Trx } from './sql.js';
 import { checkName, invalid, notFound, validateImport } from './validate.js';
 
 export async function upsertHost(ctx: StoreContext, host: { name: string; rootProviderUuid: string; status?: HostStatus; lastUpdate?: number; machine?: string }): Promise<HostRecord> {
@@ -34,6 +35,52 @@ export async function getHost(ctx: StoreContext, name: string): Promise<HostReco
 export async function listHosts(ctx: StoreContext): Promise<HostRecord[]> {
   const rows = await ctx.hostQuery(ctx.knex).orderBy('h.name');
   return rows.map((row) => hostRecordFromRow(row));
+}
+
+export async function deleteHost(ctx: StoreContext, name: string, options: { force?: boolean } = {}): Promise<HostDeletion> {
+  checkName('host', name);
+  return ctx.write(`deleteHost ${name}`, async (trx) => {
+    const host = await ctx.hostRow(trx, name);
+    const tree: Array<{ id: number; uuid: string; name: string; owner: string | null; parent_id: number | null }> = await trx('providers')
+      .where('root_id', host.root_provider_id)
+      .select('id', 'uuid', 'name', 'owner', 'parent_id');
+    const ids = tree.map((p) => p.id);
+    const consumers: Array<{ id: number; uuid: string }> = await inChunks(ids, (part) =>
+      trx('allocations as a').join('consumers as c', 'c.id', 'a.consumer_id').whereIn('a.provider_id', part).distinct('c.id', 'c.uuid'),
+    );
+    // The host's instance records, and any record of a consumer that goes (a migration in flight).
+    const instances: Array<{ uuid: string }> = await trx('instances')
+      .where('host_id', host.id)
+      .orWhereIn('uuid', consumers.length > 0 ? consumers.map((c) => c.uuid) : [''])
+      .select('uuid');
+    if ((consumers.length > 0 || instances.length > 0) && !options.force) {
+      throw new StoreError(
+        'ERT_STORE_PROVIDER_IN_USE',
+        `host ${name} cannot be deleted: ${instances.length} instance record(s) and ${consumers.length} consumer(s) with allocations on its providers (drain them first, or force)`,
+        { host: name, instances: instances.length, consumers: consumers.length },
+      );
+    }
+    // Hosts that see a sharing provider of this tree change too.
+    await ctx.bumpHostsOf(trx, ids);
+    for (const part of chunks(consumers.map((c) => c.id))) await trx('consumers').whereIn('id', part).delete();
+    for (const part of chunks(instances.map((i) => i.uuid))) await trx('instances').whereIn('uuid', part).delete();
+    await trx('hosts').where('id', host.id).delete();
+    // Children before parents: the deepest first.
+    const parent = new Map(tree.map((p) => [p.id, p.parent_id]));
+    const depth = (id: number): number => {
+      let d = 0;
+      for (let p = parent.get(id); p !== null && p !== undefined && d < 64; p = parent.get(p)) d++;
+      return d;
+    };
+    const byDepth = [...tree].sort((a, b) => depth(b.id) - depth(a.id));
+    for (const p of byDepth) await trx('providers').where('id', p.id).delete();
+    return {
+      host: name,
+      providers: [...byDepth].reverse().map((p) => ({ uuid: p.uuid, name: p.name, ...(p.owner ? { owner: p.owner } : {}) })),
+      instances: instances.map((i) => i.uuid).sort(),
+      consumers: consumers.map((c) => c.uuid).sort(),
+    };
+  });
 }
 
 export async function setHostStatus(ctx: StoreContext, name: string, status: HostStatus, reason?: string): Promise<void> {

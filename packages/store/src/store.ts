@@ -167,6 +167,7 @@ export class KnexStore implements Store {
   upsertHost = (host: Parameters<Store['upsertHost']>[0]) => hosts.upsertHost(this.ctx, host);
   getHost = (name: string) => hosts.getHost(this.ctx, name);
   listHosts = () => hosts.listHosts(this.ctx);
+  deleteHost = (name: string, options?: { force?: boolean }) => hosts.deleteHost(this.ctx, name, options);
   setHostStatus = (name: string, status: HostStatus, reason?: string) => hosts.setHostStatus(this.ctx, name, status, reason);
   markStaleHosts = (before: number) => hosts.markStaleHosts(this.ctx, before);
   writeStats = (host: string, plugin: string, schemaVersion: number, data: JsonValue) => hosts.writeStats(this.ctx, host, plugin, schemaVersion, data);

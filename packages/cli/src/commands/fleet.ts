@@ -227,3 +227,25 @@ export async function traitCommand(ctx: CommandContext, change: 'add' | 'remove'
   const note = change === 'remove' && reportedByTracker ? ' (the host\u2019s plugins report it: its next sync adds it again)' : '';
   ctx.out.result({ provider: label, trait, traits, reportedByTracker }, () => `${change === 'add' ? 'added' : 'removed'} trait ${trait} ${change === 'add' ? 'to' : 'from'} ${label}${note}\n`);
 }
+
+/**
+ * `ert host delete HOST [--force]`: remove the host on purpose, its whole provider tree,
+ * stats and records (store.deleteHost, one transaction). Refused (exit 1, nothing removed)
+ * while it has instances or allocations, unless --force, which ends them. Says what it
+ * removed that other writers (the Placement API, the CLI) had put in the tree. A tracker still
+ * running there registers the host again at its next sync.
+ * JSON: the deletion `{ host, providers: [{ uuid, name, owner }], instances, consumers }`.
+ */
+export async function hostDeleteCommand(ctx: CommandContext, name: string, opts: { force?: boolean }): Promise<void> {
+  const store = await ctx.store();
+  await knownHost(store, name);
+  const deletion = await store.deleteHost(name, { force: opts.force === true });
+  const others = deletion.providers.filter((p) => p.owner !== TRACKER_OWNER);
+  ctx.out.result(deletion, () =>
+    [
+      `deleted host ${name}: ${deletion.providers.length} provider(s)${deletion.instances.length > 0 ? `, ${deletion.instances.length} instance(s)` : ''}${deletion.consumers.length > 0 ? `, the allocations of ${deletion.consumers.length} consumer(s)` : ''}`,
+      ...(others.length > 0 ? [`  written by others (not the host's tracker): ${others.map((p) => p.name).join(', ')}`] : []),
+      '',
+    ].join('\n'),
+  );
+}

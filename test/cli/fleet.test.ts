@@ -103,6 +103,24 @@ describe('ert aggregate, host disable/enable, db status', () => {
     const human = await project.run(['db', 'status']);
     expect(human.stdout).toMatch(/^schema: \S+ \(\d+ migrations applied, none pending\)$/m);
   });
+  // store.withdrawInstance: a reservation goes with its allocations; an active instance is its tracker's.
+  it('instance show and delete: a reservation is removed with its allocations; an active instance is left to its tracker', async () => {
+    const scheduled = json(await project.run(['--json', 'schedule', '--flavor', 'small'])).selections[0];
+    const shown = json(await project.run(['--json', 'instance', 'show', scheduled.instanceUuid])).instance;
+    expect(shown).toMatchObject({ uuid: scheduled.instanceUuid, host: 'node1', state: 'scheduled', flavor: 'small' });
+    expect(shown.allocations.map((a: { providerName: string; resourceClass: string; amount: number }) => [a.providerName, a.resourceClass, a.amount]).sort()).toEqual([
+      ['node1', 'MEMORY_MB', 2048],
+      ['node1', 'VCPU', 2],
+    ]);
+    expect((await project.run(['instance', 'delete', scheduled.instanceUuid])).stdout).toBe(`deleted instance ${scheduled.instanceUuid}\n`);
+    expect((await project.run(['instance', 'show', scheduled.instanceUuid])).code).toBe(2);
+    const claimed = json(await project.run(['--json', 'claim', '--flavor', 'small'])).instance;
+    const held = await project.run(['instance', 'delete', claimed]);
+    expect(held.code).toBe(2);
+    expect(held.stderr).toContain(`instance ${claimed} is active on host node1: its host's tracker releases it (ert release ${claimed}`);
+    expect((await project.run(['instance', 'delete', '00000000-0000-4000-8000-00000000dead'])).code).toBe(2);
+  });
+
   it('host delete: refused while the host has instances (exit 1, nothing removed); --force removes it and its tree; a sync registers it again', async () => {
     const refused = await project.run(['host', 'delete', 'node1']);
     expect(refused.code).toBe(1);

@@ -14,7 +14,7 @@ import { randomUUID } from 'node:crypto';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { capacityOf, isErtError, messageOf, type Flavor, type HostStatus, type SchedulingHints } from '@ert/plugin-api';
-import type { Allocation, InstanceRecord, InstanceState, Store } from '@ert/store';
+import { withdrawInstance, type Allocation, type InstanceRecord, type InstanceState, type Store } from '@ert/store';
 import type { Authenticator, Credentials } from './auth.js';
 import type { DecisionEvent } from './metrics.js';
 import type { Policy } from './policy.js';
@@ -531,20 +531,9 @@ export function schedulerApi(ctx: SchedulerApiContext): (app: FastifyInstance) =
     },
     deleteInstance: async (request) => {
       const { uuid } = request.params as { uuid: string };
-      // The generation first, then the record: a confirmation between the two moves the generation, and the write below fails.
-      const { generation } = await ctx.store.getAllocations(uuid);
-      const record = await ctx.store.getInstance(uuid);
-      if (!record) throw unknownInstance(uuid);
-      if (record.state !== 'scheduled' && record.state !== 'refused' && record.state !== 'expired') throw notReleasable(record);
-      try {
-        await ctx.store.writeAllocations([{ consumer: { uuid, projectId: record.projectId, userId: record.userId, generation }, allocations: [], removeInstance: true }]);
-      } catch (err) {
-        if (!isErtError(err) || !/CONFLICT/.test(err.code)) throw err;
-        const now = await ctx.store.getInstance(uuid);
-        if (!now) return { status: 204 };
-        if (now.state !== 'scheduled') throw notReleasable(now);
-        throw err;
-      }
+      const withdrawal = await withdrawInstance(ctx.store, uuid);
+      if (withdrawal.outcome === 'unknown') throw unknownInstance(uuid);
+      if (withdrawal.outcome === 'held') throw notReleasable(withdrawal.record);
       return { status: 204 };
     },
     listFlavors: async () => ({ status: 200, body: { flavors: ctx.flavors.map(flavorView) } }),

@@ -10,7 +10,7 @@ import { pluginsCommand } from './commands/plugins.js';
 import { hostDiscoverCommand, hostRunCommand, hostSyncCommand } from './commands/host.js';
 import { claimCommand, releaseCommand } from './commands/claim.js';
 import { scheduleCommand } from './commands/schedule.js';
-import { instancesCommand } from './commands/instances.js';
+import { instanceDeleteCommand, instanceShowCommand, instancesCommand } from './commands/instances.js';
 import { flavorsCommand, hostsCommand, usageCommand } from './commands/inventory.js';
 import { simulateCommand } from './commands/simulate.js';
 import { demoCommand } from './commands/demo.js';
@@ -183,6 +183,14 @@ export function createProgram(io: CliIo = processIo()): Command {
     .option('--host <name>', 'only this host')
     .option('--state <state>', 'only this state')
     .action(action(instancesCommand));
+
+  const instance = program.command('instance').description('one instance record');
+  instance.command('show').description('an instance with its allocations and assignments').argument('<uuid>', 'instance uuid').action(action(instanceShowCommand));
+  instance
+    .command('delete')
+    .description('remove a reservation or a refused/expired record (an active instance: ert release)')
+    .argument('<uuid>', 'instance uuid')
+    .action(action(instanceDeleteCommand));
 
   program.command('hosts').description('list the hosts in the store').action(action(hostsCommand));
 

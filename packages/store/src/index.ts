@@ -10,7 +10,7 @@ export type * from './api.js';
 export * from './errors.js';
 export { MIGRATIONS_TABLE } from './migrations.js';
 export { SQLITE_BUSY_TIMEOUT_MS, dropPostgresSchema } from './connection.js';
-export { endReservation, expireReservations, type ReservationEnd } from './reservations.js';
+export { endReservation, expireReservations, withdrawInstance, type ReservationEnd, type Withdrawal } from './reservations.js';
 
 /**
  * The owner a host's tracker records on the providers it creates and on the traits and

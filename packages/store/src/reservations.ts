@@ -60,3 +60,34 @@ export async function expireReservations(
   }
   return expired;
 }
+
+/** What `withdrawInstance` did. */
+export type Withdrawal = { outcome: 'removed' } | { outcome: 'unknown' } | { outcome: 'held'; record: InstanceRecord };
+
+/**
+ * Remove an instance that holds nothing its host's tracker must let go of: a reservation
+ * (`scheduled`: its allocations released) or an ended one (`refused`, `expired`). Its record
+ * and allocations go in one write, checked against the consumer generation read before the
+ * record, so a tracker confirming it meanwhile makes the write fail and nothing is removed.
+ * Returns `removed`; `unknown` (no such instance, or removed by someone else meanwhile); or
+ * `held` with the record when it is (or became) `active`, `resizing` or `error`: only its
+ * host's tracker releases those (`ert release`).
+ */
+export async function withdrawInstance(store: Store, uuid: string): Promise<Withdrawal> {
+  const { generation } = await store.getAllocations(uuid);
+  const record = await store.getInstance(uuid);
+  if (!record) return { outcome: 'unknown' };
+  if (!WITHDRAWABLE.has(record.state)) return { outcome: 'held', record };
+  try {
+    await store.writeAllocations([{ consumer: { uuid, projectId: record.projectId, userId: record.userId, generation }, allocations: [], removeInstance: true }]);
+  } catch (err) {
+    if (!isStoreError(err) || !/CONFLICT/.test(err.code)) throw err;
+    const now = await store.getInstance(uuid);
+    if (!now) return { outcome: 'unknown' };
+    if (!WITHDRAWABLE.has(now.state)) return { outcome: 'held', record: now };
+    throw err;
+  }
+  return { outcome: 'removed' };
+}
+
+const WITHDRAWABLE: ReadonlySet<string> = new Set(['scheduled', 'refused', 'expired']);

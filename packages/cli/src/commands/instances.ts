@@ -1,4 +1,4 @@
-import type { InstanceRecord, InstanceState } from '@ert/store';
+import { withdrawInstance, type InstanceRecord, type InstanceState } from '@ert/store';
 import { CliError, CliErrorCode } from '../errors.js';
 import type { CommandContext } from '../context.js';
 
@@ -42,4 +42,62 @@ export async function instancesCommand(ctx: CommandContext, opts: InstancesOptio
       { header: 'REASON', value: (i) => i.reason ?? '' },
     ]),
   );
+}
+
+/**
+ * `ert instance show UUID`: one instance record with its allocations (provider names) and its
+ * plugins' assignments and holds. An unknown uuid is exit 2.
+ * JSON: `{ instance: { uuid, host, state, flavor, reason?, createdAt, updatedAt, assignments,
+ * cpus?, units?, pools?, allocations: [{ provider, providerName, resourceClass, amount }] } }`.
+ */
+export async function instanceShowCommand(ctx: CommandContext, uuid: string): Promise<void> {
+  const store = await ctx.store();
+  const record = await store.getInstance(uuid);
+  if (!record) throw new CliError(CliErrorCode.UNKNOWN_INSTANCE, `no instance ${uuid} in the store`, { instance: uuid });
+  const { allocations } = await store.getAllocations(uuid);
+  const names = new Map<string, string>();
+  for (const a of allocations) if (!names.has(a.providerUuid)) names.set(a.providerUuid, (await store.getProvider(a.providerUuid))?.name ?? a.providerUuid);
+  const instance = {
+    uuid: record.uuid,
+    host: record.host,
+    state: record.state,
+    flavor: record.flavor.name,
+    ...(record.reason !== undefined ? { reason: record.reason } : {}),
+    createdAt: new Date(record.createdAt ?? 0).toISOString(),
+    updatedAt: new Date(record.updatedAt ?? 0).toISOString(),
+    assignments: record.assignments,
+    ...(record.cpus ? { cpus: record.cpus } : {}),
+    ...(record.units ? { units: record.units } : {}),
+    ...(record.pools ? { pools: record.pools } : {}),
+    allocations: allocations.map((a) => ({ provider: a.providerUuid, providerName: names.get(a.providerUuid)!, resourceClass: a.resourceClass, amount: a.amount })),
+  };
+  ctx.out.result({ instance }, () =>
+    [
+      `instance ${instance.uuid}: ${instance.state} on ${instance.host} (${instance.flavor})${instance.reason ? `: ${instance.reason}` : ''}`,
+      ...instance.allocations.map((a) => `  ${a.providerName}  ${a.resourceClass}  ${a.amount}`),
+      ...Object.entries(instance.assignments).map(([plugin, value]) => `  ${plugin}: ${JSON.stringify(value)}`),
+      ...(instance.cpus ? [`  pinned CPUs: ${instance.cpus.join(',')}`] : []),
+      '',
+    ].join('\n'),
+  );
+}
+
+/**
+ * `ert instance delete UUID`: remove a reservation (`scheduled`, its allocations released) or an
+ * ended record (`refused`, `expired`) in one store write (store.withdrawInstance). An instance
+ * its host's tracker holds (`active`, `resizing`, `error`) is exit 2 pointing at `ert release`;
+ * an unknown uuid is exit 2. JSON: `{ instance, deleted: true }`.
+ */
+export async function instanceDeleteCommand(ctx: CommandContext, uuid: string): Promise<void> {
+  const store = await ctx.store();
+  const withdrawal = await withdrawInstance(store, uuid);
+  if (withdrawal.outcome === 'unknown') throw new CliError(CliErrorCode.UNKNOWN_INSTANCE, `no instance ${uuid} in the store`, { instance: uuid });
+  if (withdrawal.outcome === 'held') {
+    throw new CliError(
+      CliErrorCode.USAGE,
+      `instance ${uuid} is ${withdrawal.record.state} on host ${withdrawal.record.host}: its host's tracker releases it (ert release ${uuid} --root <that host's root>)`,
+      { instance: uuid, state: withdrawal.record.state, host: withdrawal.record.host },
+    );
+  }
+  ctx.out.result({ instance: uuid, deleted: true }, () => `deleted instance ${uuid}\n`);
 }

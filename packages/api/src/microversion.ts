@@ -17,9 +17,17 @@ export const MAX_VERSION: Version = Object.freeze({ major: 1, minor: 39 });
 export const SERVICE_TYPE = 'placement';
 export const VERSION_HEADER = 'openstack-api-version';
 
+const parsed = new Map<string, Version>();
+
+/** `v('1.12')`: the version a literal names (parsed once; handlers compare with it per request and per item). */
 export function v(text: `${number}.${number}`): Version {
-  const [major, minor] = text.split('.').map(Number) as [number, number];
-  return Object.freeze({ major, minor });
+  let version = parsed.get(text);
+  if (version === undefined) {
+    const [major, minor] = text.split('.').map(Number) as [number, number];
+    version = Object.freeze({ major, minor });
+    parsed.set(text, version);
+  }
+  return version;
 }
 
 export function compare(a: Version, b: Version): number {

@@ -44,13 +44,18 @@ async function checkNames(req: ApiRequest, request: PlacementRequest): Promise<v
 
 /** The response body at `version` (PLACEMENT-API.md §3.9). */
 export function candidatesBody(result: CandidatesResult, request: PlacementRequest, version: Version): Record<string, unknown> {
+  // The version's switches, once (not per candidate and provider).
   const listForm = !atLeast(version, v('1.12'));
+  const withMappings = atLeast(version, v('1.34'));
+  const allResources = atLeast(version, v('1.27'));
+  const withTraits = atLeast(version, v('1.17'));
+  const treeSummaries = atLeast(version, v('1.29'));
   const allocationRequests = result.allocationRequests.map((candidate) => {
     const entries = Object.entries(candidate.allocations).sort(([a], [b]) => (a < b ? -1 : 1));
     const out: Record<string, unknown> = listForm
       ? { allocations: entries.map(([uuid, resources]) => ({ resource_provider: { uuid }, resources: sortedObject(Object.entries(resources)) })) }
       : { allocations: Object.fromEntries(entries.map(([uuid, resources]) => [uuid, { resources: sortedObject(Object.entries(resources)) }])) };
-    if (atLeast(version, v('1.34'))) out.mappings = candidate.mappings;
+    if (withMappings) out.mappings = candidate.mappings;
     return out;
   });
   // Before 1.27 a summary lists only the classes the request asked for.
@@ -60,11 +65,11 @@ export function candidatesBody(result: CandidatesResult, request: PlacementReque
   const used = new Set(result.allocationRequests.flatMap((c) => Object.keys(c.allocations)));
   const summaries: Record<string, unknown> = {};
   for (const [uuid, s] of Object.entries(result.providerSummaries)) {
-    if (!atLeast(version, v('1.29')) && !used.has(uuid)) continue;
-    const resources = Object.entries(s.resources).filter(([rc]) => atLeast(version, v('1.27')) || requested.has(rc));
+    if (!treeSummaries && !used.has(uuid)) continue;
+    const resources = Object.entries(s.resources).filter(([rc]) => allResources || requested.has(rc));
     const summary: Record<string, unknown> = { resources: sortedObject(resources) };
-    if (atLeast(version, v('1.17'))) summary.traits = s.traits;
-    if (atLeast(version, v('1.29'))) {
+    if (withTraits) summary.traits = s.traits;
+    if (treeSummaries) {
       summary.parent_provider_uuid = s.parentProviderUuid;
       summary.root_provider_uuid = s.rootProviderUuid;
     }

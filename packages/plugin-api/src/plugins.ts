@@ -321,6 +321,37 @@ export interface WeigherHooks {
   weigh(host: HostState, spec: RequestSpec): number;
 }
 
+/* ------------------------------- inventory field sources ---------------------------- */
+
+/**
+ * The inventory fields other writers may tune through the Placement API
+ * (`openstack resource provider inventory set --allocation-ratio/--reserved`). The tracker
+ * always writes the other fields (total, minUnit, maxUnit, stepSize) as its plugins report them.
+ */
+export type TunableInventoryField = 'allocationRatio' | 'reserved';
+
+/** Tunable fields by resource class (`{ VCPU: ['allocationRatio'] }`). */
+export type TunableFieldsByClass = Partial<Record<ResourceClass, readonly TunableInventoryField[]>>;
+
+/**
+ * Where a resource plugin's `allocationRatio` and `reserved` come from, so the tracker can
+ * apply Nova's rule (docs/ownership.md, "Allocation ratio and reserved"): a value the config
+ * sets explicitly is written on every sync (Nova's `cpu_allocation_ratio`); any other value
+ * is a default, written when the class is created on a provider and kept afterwards, so an
+ * API write persists (Nova's `initial_cpu_allocation_ratio`). Fields this declaration does
+ * not name are defaults. Classes are matched on every provider the plugin reports them on.
+ */
+export interface InventoryFieldSources {
+  /**
+   * Option key (a top-level key of `plugins.<name>`) -> the fields it sets, by class. The
+   * fields are explicit when that key is written in the config file (present in
+   * `plugins.<name>` as written, not filled in from `optionsSchema`'s default).
+   */
+  fromOptions?: Readonly<Record<string, TunableFieldsByClass>>;
+  /** Fields that are facts, not defaults (PCPU's ratio 1, cache ways reserved in hardware): always written. */
+  fixed?: TunableFieldsByClass;
+}
+
 /* ----------------------------------- the plugin ------------------------------------- */
 
 /**
@@ -337,6 +368,12 @@ export interface PluginDefinition<Options = unknown, Stats = unknown, HostData =
   stats?: StatsSchema;
   /** Extra-spec keys this plugin owns (shared by both entries). */
   extraSpecs?: readonly ExtraSpecKey<any>[];
+  /**
+   * Compute side: which options set the inventories' `allocationRatio` and `reserved`
+   * (`InventoryFieldSources`). Without it every such value is a default: written when the
+   * class is created on a provider, then kept as the store has it.
+   */
+  inventoryFields?: InventoryFieldSources;
   /*
    * The factories below are called once per process when the plugin is loaded for that
    * kind, through the dispatcher (hook name = the kind), with the plugin's validated options,

@@ -2,6 +2,7 @@ import os from 'node:os';
 import { performance } from 'node:perf_hooks';
 import {
   capacityOf,
+  inventoryProblem,
   isErtError,
   messageOf,
   type ClaimGrant,
@@ -17,6 +18,7 @@ import {
   type Logger,
   type RequestSpec,
   type ResourceClass,
+  type TunableInventoryField,
 } from '@ert/plugin-api';
 import { createLogger, createPluginRuntime, systemClock, validateStats, type ActiveResource, type DispatcherOptions, type ErtConfig, type PluginRuntime } from '@ert/core';
 import { STORE_ERROR_CODES, TRACKER_OWNER, createStore, type Allocation, type AllocationWrite, type InstanceRecord, type ProviderSnapshot, type Store } from '@ert/store';
@@ -37,6 +39,36 @@ const STORE_PROVIDER_IN_USE = 'ERT_STORE_PROVIDER_IN_USE';
 const RETRIABLE = new Set(['ERT_STORE_PROVIDER_GENERATION_CONFLICT', 'ERT_STORE_CONSUMER_GENERATION_CONFLICT', 'ERT_STORE_CONFLICT']);
 /** How often a write that lost a generation race is re-read and retried. */
 const WRITE_ATTEMPTS = 4;
+/** A provider config file's class: both fields are the file's (or Placement's defaults). */
+const TUNABLE_FIELDS: ReadonlySet<TunableInventoryField> = new Set<TunableInventoryField>(['allocationRatio', 'reserved']);
+
+/**
+ * Nova's rule for allocation ratio and reserved (`initial_*_allocation_ratio` versus
+ * `*_allocation_ratio`; docs/ownership.md): a class already in the store keeps its stored
+ * `allocationRatio` and `reserved` unless `explicit` names the field for that class; total,
+ * minUnit, maxUnit and stepSize are always `wanted`'s. A kept value that no longer fits
+ * (reserved above a total that shrank) gives way to `wanted`'s.
+ */
+export function keepTunedFields(
+  wanted: Record<ResourceClass, Inventory>,
+  stored: Record<ResourceClass, Inventory>,
+  explicit: Record<ResourceClass, ReadonlySet<TunableInventoryField>>,
+): Record<ResourceClass, Inventory> {
+  const target: Record<ResourceClass, Inventory> = {};
+  for (const [resourceClass, inventory] of Object.entries(wanted)) {
+    const before = stored[resourceClass];
+    const fields = explicit[resourceClass];
+    if (!before) {
+      target[resourceClass] = inventory;
+      continue;
+    }
+    const merged: Inventory = { ...inventory };
+    if (!fields?.has('allocationRatio')) merged.allocationRatio = before.allocationRatio;
+    if (!fields?.has('reserved')) merged.reserved = before.reserved;
+    target[resourceClass] = inventoryProblem(merged) === undefined ? merged : inventory;
+  }
+  return target;
+}
 
 export interface TrackerOptions {
   config: ErtConfig;
@@ -569,7 +601,7 @@ class HostTracker implements Tracker {
       await store.createProvider({ uuid: provider.uuid, name: provider.name, ...(provider.parentUuid ? { parentUuid: provider.parentUuid } : {}), owner: TRACKER_OWNER });
       changes.push(`created provider ${provider.name}`);
     }
-    await this.writeInventories(store, provider.uuid, provider.name, provider.inventories, changes, problems);
+    await this.writeInventories(store, provider.uuid, provider.name, provider.inventories, changes, problems, this.explicitFields(provider));
     await this.withRetries(async () => {
       const traits = await store.getTraits(provider.uuid, { owner: TRACKER_OWNER });
       if (sameSet(traits, provider.traits)) return;
@@ -580,16 +612,57 @@ class HostTracker implements Tracker {
   }
 
   /**
+   * The `allocationRatio` / `reserved` fields of the provider's classes that the config sets
+   * explicitly (docs/ownership.md, "Allocation ratio and reserved"): for a plugin's class,
+   * its `inventoryFields.fixed` ones and those of its `inventoryFields.fromOptions` keys
+   * written in `plugins.<name>` as the config file has it (the config keeps options as
+   * written; defaults are applied to a copy); for a provider config file's class, both
+   * (Nova applies provider config files on every update). The others are kept as stored.
+   */
+  private explicitFields(provider: DesiredProvider): Record<ResourceClass, ReadonlySet<TunableInventoryField>> {
+    const explicit: Record<ResourceClass, ReadonlySet<TunableInventoryField>> = {};
+    for (const [resourceClass, owner] of Object.entries(provider.owners)) {
+      const resource = this.resources.find((r) => r.name === owner);
+      if (!resource) {
+        explicit[resourceClass] = TUNABLE_FIELDS;
+        continue;
+      }
+      const fields = new Set<TunableInventoryField>(resource.plugin.inventoryFields?.fixed?.[resourceClass] ?? []);
+      const written = this.config.plugins[owner];
+      for (const [key, byClass] of Object.entries(resource.plugin.inventoryFields?.fromOptions ?? {})) {
+        if (typeof written !== 'object' || written === null || (written as Record<string, unknown>)[key] === undefined) continue;
+        for (const field of byClass[resourceClass] ?? []) fields.add(field);
+      }
+      explicit[resourceClass] = fields;
+    }
+    return explicit;
+  }
+
+  /**
    * Write `wanted` as the tracker's inventories of the provider when they differ from the
-   * store's (other writers' classes are kept by the store). Inventory the store refuses to
+   * store's (other writers' classes are kept by the store). A class already in the store
+   * keeps its stored `allocationRatio` and `reserved` (an API write persists) unless
+   * `explicit` names the field for it (`keepTunedFields`). Inventory the store refuses to
    * drop or shrink because allocations use it (ERT_STORE_INVENTORY_IN_USE) is kept as it
    * was, and reported.
    */
-  private async writeInventories(store: Store, uuid: string, name: string, wanted: Record<ResourceClass, Inventory>, changes: string[], problems: Problem[]): Promise<void> {
+  private async writeInventories(
+    store: Store,
+    uuid: string,
+    name: string,
+    wanted: Record<ResourceClass, Inventory>,
+    changes: string[],
+    problems: Problem[],
+    explicit: Record<ResourceClass, ReadonlySet<TunableInventoryField>> = {},
+  ): Promise<void> {
     const kept: Record<ResourceClass, Inventory> = {};
     for (let attempt = 1; ; attempt++) {
+      // Every class of the provider (a class another writer created first is kept as it is
+      // when the tracker adopts it), then the tracker's own, at the same generation.
+      const stored = await store.getInventories(uuid);
       const { generation, inventories: current } = await store.getInventories(uuid, { owner: TRACKER_OWNER });
-      const target = { ...wanted, ...kept };
+      if (generation !== stored.generation && attempt < WRITE_ATTEMPTS) continue;
+      const target = { ...keepTunedFields(wanted, stored.inventories, explicit), ...kept };
       if (jsonEqual(current, target)) return;
       try {
         await store.setInventories(uuid, generation, target, { owner: TRACKER_OWNER });

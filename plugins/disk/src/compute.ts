@@ -40,6 +40,9 @@ export default definePlugin<DiskOptions, DiskStatsV1>({
   name: PLUGIN_NAME,
   optionsSchema,
   stats: statsSchema,
+  // Nova's disk_allocation_ratio / initial_disk_allocation_ratio (docs/ownership.md); written
+  // `paths` set DISK_GB's reserved (their reservedGb, 0 when not given).
+  inventoryFields: { fromOptions: { allocationRatio: { [RESOURCE_CLASS]: ['allocationRatio'] }, paths: { [RESOURCE_CLASS]: ['reserved'] } } },
   resource(ctx) {
     let view: View = { available: false, reason: 'the host has not been discovered yet' };
     const instances = new Map<string, Held>();

@@ -305,5 +305,7 @@ export default definePlugin<LlcOptions, LlcStats>({
   optionsSchema,
   stats: statsSchema,
   extraSpecs,
+  // The reserved ways are taken out of cbm_mask in hardware, and ways are never overcommitted.
+  inventoryFields: { fixed: { [LLC_WAYS]: ['allocationRatio', 'reserved'] } },
   resource,
 });

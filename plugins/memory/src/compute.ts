@@ -47,6 +47,8 @@ export default definePlugin<MemoryOptions, MemoryStatsV1>({
   optionsSchema,
   stats: statsSchema,
   extraSpecs,
+  // Nova's ram_allocation_ratio / initial_ram_allocation_ratio (docs/ownership.md).
+  inventoryFields: { fromOptions: { reservedMb: { MEMORY_MB: ['reserved'] }, allocationRatio: { MEMORY_MB: ['allocationRatio'] } } },
   resource(ctx) {
     const fs = new HostFs(ctx.root);
     let view: View = { available: false, reason: 'the host has not been discovered yet' };

@@ -120,6 +120,12 @@ export default definePlugin<VcpuOptions, VcpuStats>({
   optionsSchema,
   stats: statsSchema,
   extraSpecs,
+  // Nova's cpu_allocation_ratio / initial_cpu_allocation_ratio (docs/ownership.md): written
+  // options are enforced every sync, defaults only when VCPU is created. PCPU is never overcommitted.
+  inventoryFields: {
+    fromOptions: { allocationRatio: { VCPU: ['allocationRatio'] }, reservedCpus: { VCPU: ['reserved'] } },
+    fixed: { PCPU: ['allocationRatio', 'reserved'] },
+  },
   resource(ctx) {
     const reserved = optionCpus(ctx, 'reservedCpus');
     // `isolated`: the CPUs the kernel isolates (isolcpus=), read at each discovery.

@@ -1,3 +1,4 @@
+import { servedAt } from './served.js';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { rm, writeFile } from 'node:fs/promises';
@@ -32,23 +33,6 @@ function openstack(endpoint: string, args: string[], opts: { mv?: string; json?:
     child.stderr.on('data', (d) => (stderr += d));
     child.on('error', reject);
     child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
-
-/** Waits for `ert serve` to print where it listens. */
-function listening(child: ChildProcess): Promise<string> {
-  return new Promise((resolve, reject) => {
-    let stderr = '';
-    const timer = setTimeout(() => reject(new Error(`ert serve did not start:\n${stderr}`)), 20_000);
-    child.stderr!.on('data', (d) => {
-      stderr += d;
-      const m = /Placement API on (http:\/\/127\.0\.0\.1:\d+)(\S*) /.exec(stderr);
-      if (m) {
-        clearTimeout(timer);
-        resolve(`${m[1]}${m[2] === '/' ? '' : m[2]}`);
-      }
-    });
-    child.on('exit', (code) => reject(new Error(`ert serve exited ${code}:\n${stderr}`)));
   });
 }
 
@@ -118,7 +102,7 @@ describe('ert serve with the openstack CLI (osc-placement)', () => {
     instances = (json(scheduled).selections as Array<{ instanceUuid: string }>).map((sel) => sel.instanceUuid);
     expect(instances).toHaveLength(2);
     server = startErt(['--config', config(), 'serve', '--port', '0', '--log-level', 'warn'], { cwd: dir });
-    endpoint = await listening(server);
+    endpoint = (await servedAt(server, 20_000)).url;
     expect(endpoint).toMatch(/\/placement$/);
     const res = await fetch(`${endpoint}/resource_providers/${rootUuid}/usages`, { headers: { 'x-auth-token': 'admin' } });
     expect(await res.json()).toMatchObject({ usages: { VCPU: 4, MEMORY_MB: 4096, CUSTOM_CU: 0 } });

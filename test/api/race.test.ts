@@ -1,3 +1,4 @@
+import { servedAt, stopAll } from './served.js';
 import type { ChildProcess } from 'node:child_process';
 import { rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -23,23 +24,6 @@ import { REPO, scratchDir, startErt } from '../cli/helpers.js';
 const PROVIDER = '10101010-1010-4010-8010-101010101010';
 const CLIENTS = 64;
 const CAPACITY = 10;
-
-/** Waits for `ert serve` to print where it listens. */
-function listening(child: ChildProcess): Promise<string> {
-  return new Promise((resolve, reject) => {
-    let stderr = '';
-    const timer = setTimeout(() => reject(new Error(`ert serve did not start:\n${stderr}`)), 30_000);
-    child.stderr!.on('data', (d) => {
-      stderr += d;
-      const m = /Placement API on (http:\/\/127\.0\.0\.1:\d+)(\S*) /.exec(stderr);
-      if (m) {
-        clearTimeout(timer);
-        resolve(`${m[1]}${m[2] === '/' ? '' : m[2]}`);
-      }
-    });
-    child.on('exit', (code) => reject(new Error(`ert serve exited ${code}:\n${stderr}`)));
-  });
-}
 
 interface Attempt {
   server: number;
@@ -98,12 +82,7 @@ describe.each(cases)('64 Nova-like clients racing for VCPU 10 through ert serve 
   const children: ChildProcess[] = [];
   const cleanups: Array<() => Promise<void>> = [];
   afterAll(async () => {
-    for (const child of children) {
-      if (child.exitCode === null) {
-        child.kill('SIGTERM');
-        await new Promise((resolve) => child.once('exit', resolve));
-      }
-    }
+    await stopAll(children);
     for (const cleanup of cleanups) await cleanup();
   });
 
@@ -123,7 +102,7 @@ describe.each(cases)('64 Nova-like clients racing for VCPU 10 through ert serve 
     await writeFile(config, stringify({ store: client === 'pg' ? { client, connection: options.connection, schema } : { client, connection: './ert.db' } }));
 
     for (let i = 0; i < servers; i++) children.push(startErt(['--config', config, 'serve', '--port', '0', '--prefix', ''], { cwd: dir }));
-    const bases = await Promise.all(children.map(listening));
+    const bases = await Promise.all(children.map(async (c) => (await servedAt(c)).url));
 
     const log: Attempt[] = [];
     const consumers = Array.from({ length: CLIENTS }, (_, i) => `c0000000-0000-4000-8000-${String(i).padStart(12, '0')}`);

@@ -1,3 +1,4 @@
+import { servedAt, stopAll } from './served.js';
 import type { ChildProcess } from 'node:child_process';
 import { rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -24,23 +25,6 @@ const CAPACITY = 10;
 const CLIENTS = 32;
 const SERVERS = 2;
 const HEADERS = { 'x-auth-token': 'admin', 'content-type': 'application/json' };
-
-/** Waits for `ert serve` to print where it listens. */
-function listening(child: ChildProcess): Promise<string> {
-  return new Promise((resolve, reject) => {
-    let stderr = '';
-    const timer = setTimeout(() => reject(new Error(`ert serve did not start:\n${stderr}`)), 30_000);
-    child.stderr!.on('data', (d) => {
-      stderr += d;
-      const m = /Placement API on (http:\/\/127\.0\.0\.1:\d+)/.exec(stderr);
-      if (m) {
-        clearTimeout(timer);
-        resolve(m[1]!);
-      }
-    });
-    child.on('exit', (code) => reject(new Error(`ert serve exited ${code}:\n${stderr}`)));
-  });
-}
 
 interface Attempt {
   server: number;
@@ -81,12 +65,7 @@ describe.each(cases)('POST /scheduler/v1/select from 32 clients of two ert serve
   const children: ChildProcess[] = [];
   const cleanups: Array<() => Promise<void>> = [];
   afterAll(async () => {
-    for (const child of children) {
-      if (child.exitCode === null) {
-        child.kill('SIGTERM');
-        await new Promise((resolve) => child.once('exit', resolve));
-      }
-    }
+    await stopAll(children);
     for (const cleanup of cleanups) await cleanup();
   });
 
@@ -117,7 +96,7 @@ describe.each(cases)('POST /scheduler/v1/select from 32 clients of two ert serve
       }),
     );
     for (let i = 0; i < SERVERS; i++) children.push(startErt(['--config', config, 'serve', '--port', '0'], { cwd: dir }));
-    const bases = await Promise.all(children.map(listening));
+    const bases = await Promise.all(children.map(async (c) => (await servedAt(c)).origin));
 
     const log: Attempt[] = [];
     const results = await Promise.all(Array.from({ length: CLIENTS }, (_, i) => select(bases[i % SERVERS]!, i % SERVERS, log)));

@@ -1,3 +1,4 @@
+import { servedAt } from './served.js';
 import type { ChildProcess } from 'node:child_process';
 import { request } from 'node:http';
 import { rm, writeFile } from 'node:fs/promises';
@@ -28,23 +29,6 @@ function get(url: string, headers: Record<string, string> = {}): Promise<Answer>
     });
     req.on('error', reject);
     req.end();
-  });
-}
-
-/** Waits for `ert serve` to print where it listens. */
-function listening(child: ChildProcess): Promise<string> {
-  return new Promise((resolve, reject) => {
-    let stderr = '';
-    const timer = setTimeout(() => reject(new Error(`ert serve did not start:\n${stderr}`)), 30_000);
-    child.stderr!.on('data', (d) => {
-      stderr += d;
-      const m = /Placement API on (http:\/\/127\.0\.0\.1:\d+\/placement) /.exec(stderr);
-      if (m) {
-        clearTimeout(timer);
-        resolve(m[1]!);
-      }
-    });
-    child.on('exit', (code) => reject(new Error(`ert serve exited ${code}:\n${stderr}`)));
   });
 }
 
@@ -117,7 +101,7 @@ describe('ert serve: auth, policy and workers options', () => {
     );
     let stdout = '';
     server.stdout!.on('data', (d) => (stdout += d));
-    const base = await listening(server);
+    const base = (await servedAt(server)).url;
     const ops = { 'x-auth-token': 'ops-token-0123456789' };
     const workers = new Set<string>();
     for (let i = 0; i < 40 && workers.size < 2; i++) {

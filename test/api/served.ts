@@ -1,0 +1,32 @@
+import type { ChildProcess } from 'node:child_process';
+
+/**
+ * Where a started `ert serve` listens, read from the line it prints on stderr: `origin`
+ * (`http://127.0.0.1:<port>`, where /metrics and /scheduler/v1 are) and `url` (the origin and
+ * the Placement API's prefix; the origin itself when it is mounted at the root).
+ */
+export function servedAt(child: ChildProcess, timeoutMs = 30_000): Promise<{ origin: string; url: string }> {
+  return new Promise((resolve, reject) => {
+    let stderr = '';
+    const timer = setTimeout(() => reject(new Error(`ert serve did not start:\n${stderr}`)), timeoutMs);
+    child.stderr!.on('data', (d) => {
+      stderr += d;
+      const m = /Placement API on (http:\/\/127\.0\.0\.1:\d+)(\S*) /.exec(stderr);
+      if (m) {
+        clearTimeout(timer);
+        resolve({ origin: m[1]!, url: `${m[1]}${m[2] === '/' ? '' : m[2]}` });
+      }
+    });
+    child.on('exit', (code) => reject(new Error(`ert serve exited ${code}:\n${stderr}`)));
+  });
+}
+
+/** SIGTERM every child still running, and wait until each has exited. */
+export async function stopAll(children: readonly ChildProcess[]): Promise<void> {
+  for (const child of children) {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGTERM');
+      await new Promise((resolve) => child.once('exit', resolve));
+    }
+  }
+}

@@ -1,10 +1,7 @@
 import { ErtError } from '@ert/plugin-api';
-import type { Store } from '@ert/store';
 import type { FastifyInstance } from 'fastify';
-import { createApi, normalizePrefix } from './app.js';
-import { AUTH_MODES, isLoopback, type Authenticator, type AuthMode } from './auth.js';
-import type { Policy } from './policy.js';
-import type { SchedulerApiOptions } from './scheduler-api.js';
+import { createApi, normalizePrefix, type ApiOptions } from './app.js';
+import { AUTH_MODES, isLoopback, type AuthMode } from './auth.js';
 
 export const ServeErrorCodes = {
   AUTH_REQUIRED: 'ERT_API_AUTH_REQUIRED',
@@ -15,24 +12,11 @@ export const ServeErrorCodes = {
 /** `ert serve` refused to start (an auth mode missing or unknown). */
 export class ServeError extends ErtError<(typeof ServeErrorCodes)[keyof typeof ServeErrorCodes]> {}
 
-export interface ServeOptions {
-  store: Store;
+/** `createApi`'s options, and where to listen; `auth` is a mode asked for (`--auth`, `ERT_API_AUTH`), required unless `host` is a loopback address. */
+export interface ServeOptions extends Omit<ApiOptions, 'auth'> {
   host: string;
   port: number;
-  prefix?: string;
-  /** The auth mode asked for explicitly (`--auth`, `ERT_API_AUTH`); required unless `host` is a loopback address. */
   auth?: string;
-  /** The token-file mode's authenticator (`tokenFileAuthenticator(tokensFromFile(...))`): required in that mode. */
-  authenticate?: Authenticator;
-  /** The policy; default: Placement 8.0.0's legacy defaults. */
-  policy?: Policy;
-  /** `x-ert-worker: <pid>` on every response (one of several `--workers`). */
-  workerHeader?: boolean;
-  logger?: boolean | Record<string, unknown>;
-  /** Called with the Fastify instance before the Placement routes (`ApiOptions.setup`): the operator's endpoints, ops.ts. */
-  setup?: (app: FastifyInstance) => void;
-  /** Serve the scheduler API at `/scheduler/v1` too (`ApiOptions.scheduler`). */
-  scheduler?: SchedulerApiOptions;
 }
 
 export interface RunningServer {
@@ -71,17 +55,8 @@ export async function serve(options: ServeOptions): Promise<RunningServer> {
     throw new ServeError(ServeErrorCodes.TOKEN_FILE_REQUIRED, 'the token-file auth mode needs a token file (--token-file, or api.tokenFile in the config)', {});
   }
   const prefix = normalizePrefix(options.prefix);
-  const app = await createApi({
-    store: options.store,
-    prefix,
-    auth,
-    ...(options.authenticate === undefined ? {} : { authenticate: options.authenticate }),
-    ...(options.policy === undefined ? {} : { policy: options.policy }),
-    ...(options.workerHeader ? { workerHeader: true } : {}),
-    ...(options.logger === undefined ? {} : { logger: options.logger }),
-    ...(options.setup === undefined ? {} : { setup: options.setup }),
-    ...(options.scheduler === undefined ? {} : { scheduler: options.scheduler }),
-  });
+  const { host: _host, port: _port, auth: _auth, ...api } = options;
+  const app = await createApi({ ...api, prefix, auth });
   await app.listen({ host: options.host, port: options.port });
   const address = app.server.address();
   const port = typeof address === 'object' && address !== null ? address.port : options.port;

@@ -48,7 +48,8 @@ function inventorySchema(required: string[], extra: Record<string, unknown> = {}
   };
 }
 
-const PUT_INVENTORIES_SCHEMA = {
+/** `PUT_INVENTORY_SCHEMA` (schemas/inventory.py): a provider's generation and its whole inventory set (also the reshaper's, per provider). */
+export const PUT_INVENTORIES_SCHEMA = {
   type: 'object',
   properties: {
     resource_provider_generation: { type: 'integer' },
@@ -60,7 +61,7 @@ const PUT_INVENTORIES_SCHEMA = {
 
 const aggregateList = { type: 'array', items: uuidSchema, uniqueItems: true };
 
-interface InventoryBody {
+export interface InventoryBody {
   total: number;
   reserved?: number;
   min_unit?: number;
@@ -69,8 +70,8 @@ interface InventoryBody {
   allocation_ratio?: number;
 }
 
-/** A body's inventory record with Placement's defaults (INVENTORY_DEFAULTS). */
-function inventoryOf(body: InventoryBody): Inventory {
+/** A body's inventory record with Placement's defaults (handlers/inventory.py INVENTORY_DEFAULTS); also the reshaper's. */
+export function inventoryOf(body: InventoryBody): Inventory {
   return {
     total: body.total,
     reserved: body.reserved ?? 0,

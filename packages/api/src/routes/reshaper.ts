@@ -1,51 +1,16 @@
-import type { Inventory } from '@ert/plugin-api';
 import { isStoreError, type ReshapeInventory } from '@ert/store';
 import { ApiError, CODES } from '../errors.js';
 import { v, type Version } from '../microversion.js';
 import type { ApiReply, ApiRequest, RouteDef } from '../route.js';
+import { PUT_INVENTORIES_SCHEMA, inventoryOf, type InventoryBody } from './provider-writes.js';
 import { allocationError, consumerWrite, manyConsumersSchema, precheck, storeWrites, UUID_PATTERN, withRetries, type WriteMessages } from './allocation-writes.js';
-
-/** Placement's `db_const.MAX_INT` and `SQL_SP_FLOAT_MAX`, the inventory schema's bounds. */
-const MAX_INT = 2147483647;
-const SQL_SP_FLOAT_MAX = 3.40282e38;
-
-const int = (minimum: number) => ({ type: 'integer', maximum: MAX_INT, minimum });
-
-/** `PUT_INVENTORY_SCHEMA` (schemas/inventory.py): a provider's generation and its whole inventory set. */
-const PUT_INVENTORY_SCHEMA = {
-  type: 'object',
-  properties: {
-    resource_provider_generation: { type: 'integer' },
-    inventories: {
-      type: 'object',
-      patternProperties: {
-        '^[A-Z0-9_]+$': {
-          type: 'object',
-          properties: {
-            resource_provider_generation: { type: 'integer' },
-            total: int(1),
-            reserved: int(0),
-            min_unit: int(1),
-            max_unit: int(1),
-            step_size: int(1),
-            allocation_ratio: { type: 'number', maximum: SQL_SP_FLOAT_MAX },
-          },
-          required: ['total'],
-          additionalProperties: false,
-        },
-      },
-    },
-  },
-  required: ['resource_provider_generation', 'inventories'],
-  additionalProperties: false,
-};
 
 /** `POST_RESHAPER_SCHEMA` (1.30), `_V1_34` (mappings), `_V1_38` (consumer_type): allocations may be empty. */
 function reshaperSchema(version: Version): Record<string, unknown> {
   return {
     type: 'object',
     properties: {
-      inventories: { type: 'object', patternProperties: { [UUID_PATTERN]: PUT_INVENTORY_SCHEMA }, minProperties: 1, additionalProperties: false },
+      inventories: { type: 'object', patternProperties: { [UUID_PATTERN]: PUT_INVENTORIES_SCHEMA }, minProperties: 1, additionalProperties: false },
       allocations: manyConsumersSchema(version, 0),
     },
     required: ['inventories', 'allocations'],
@@ -59,20 +24,8 @@ const MESSAGES: WriteMessages = {
 };
 
 interface ReshaperBody {
-  inventories: Record<string, { resource_provider_generation: number; inventories: Record<string, Record<string, number>> }>;
+  inventories: Record<string, { resource_provider_generation: number; inventories: Record<string, InventoryBody> }>;
   allocations: Record<string, Parameters<typeof consumerWrite>[1]>;
-}
-
-/** An inventory of the body with Placement's defaults (handlers/inventory.py `INVENTORY_DEFAULTS`). */
-function inventoryOf(raw: Record<string, number>): Inventory {
-  return {
-    total: raw.total!,
-    reserved: raw.reserved ?? 0,
-    minUnit: raw.min_unit ?? 1,
-    maxUnit: raw.max_unit ?? MAX_INT,
-    stepSize: raw.step_size ?? 1,
-    allocationRatio: raw.allocation_ratio ?? 1,
-  };
 }
 
 /**

@@ -89,9 +89,9 @@ export class SchedulerApiError extends Error {
 
 /** The HTTP status of an ErtError's code (docs/api.md, "Scheduler API", Errors). */
 export function statusOfCode(code: string): number {
-  if (code === 'ERT_SCHEDULER_NO_VALID_HOST' || code === 'ERT_SCHEDULER_INSTANCE_EXISTS' || /^ERT_STORE_.*(CONFLICT|CAPACITY_EXCEEDED|ASSIGNMENT_TAKEN)/.test(code)) return 409;
-  if (code === 'ERT_SCHEDULER_INVALID_REQUEST' || code.startsWith('ERT_SPEC_') || code.startsWith('ERT_PLACEMENT_')) return 400;
-  if (code === 'ERT_SCHEDULER_CLOSED' || code === 'ERT_STORE_UNAVAILABLE') return 503;
+  if (code === 'ERT_SCHEDULER_NO_VALID_HOST' || code === 'ERT_SCHEDULER_INSTANCE_EXISTS' || /^ERT_STORE_.*(CONFLICT|CAPACITY_EXCEEDED|ASSIGNMENT_TAKEN|IN_USE)$/.test(code)) return 409;
+  if (code === 'ERT_SCHEDULER_INVALID_REQUEST' || code === 'ERT_STORE_INVALID' || code.startsWith('ERT_SPEC_') || code.startsWith('ERT_PLACEMENT_')) return 400;
+  if (code === 'ERT_SCHEDULER_CLOSED' || code === 'ERT_STORE_UNAVAILABLE' || code === 'ERT_STORE_LOCKED' || code.startsWith('ERT_STORE_SCHEMA_')) return 503;
   if (code === 'ERT_STORE_NOT_FOUND') return 404;
   return 500;
 }
@@ -387,7 +387,7 @@ function instanceView(r: InstanceRecord): Record<string, unknown> {
 const flavorView = (f: Flavor) => ({ name: f.name, vcpus: f.vcpus, memory_mb: f.memoryMb, disk_gb: f.diskGb, extra_specs: f.extraSpecs });
 
 /** Ajv's first error as one line (`/count must be >= 1`). */
-function schemaProblem(errors: ErrorObject[] | null | undefined): string {
+export function schemaProblem(errors: ErrorObject[] | null | undefined): string {
   const e = errors?.[0];
   if (!e) return 'invalid';
   const where = e.instancePath || 'body';

@@ -31,6 +31,21 @@ export interface WeigherRef extends PluginRef {
 export type Isolation = 'inprocess' | 'worker';
 export const ISOLATIONS: readonly Isolation[] = ['inprocess', 'worker'];
 
+/**
+ * The scheduler's request filters, by name (docs/request-filters.md): Nova's placement request
+ * filters, each a narrowing of the candidate hosts by aggregate membership.
+ */
+export type RequestFilterName = 'availability-zone' | 'tenant-isolation' | 'isolated-aggregates' | 'forbidden-aggregates';
+export const REQUEST_FILTERS: readonly RequestFilterName[] = ['availability-zone', 'tenant-isolation', 'isolated-aggregates', 'forbidden-aggregates'];
+/**
+ * `scheduler.requestFilters` when the config has none, as Nova's defaults: zones are a
+ * placement query (query_placement_for_availability_zone, on since Xena), a request's own
+ * forbidden aggregates apply; tenant isolation (limit_tenants_to_placement_aggregate,
+ * AggregateMultiTenancyIsolation) and isolated aggregates (enable_isolated_aggregate_filtering)
+ * are off until configured.
+ */
+export const DEFAULT_REQUEST_FILTERS: readonly RequestFilterName[] = ['availability-zone', 'forbidden-aggregates'];
+
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 export const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
@@ -80,6 +95,12 @@ export interface ErtConfig {
      * a request that needs more is refused for that host with a reason naming the limit.
      */
     placementSearchBudget: number;
+    /**
+     * Request filters (docs/request-filters.md), run in this order before any host is looked
+     * at: each narrows the candidate hosts by aggregate membership (Placement's `member_of` /
+     * `!member_of`). Default `DEFAULT_REQUEST_FILTERS`.
+     */
+    requestFilters: RequestFilterName[];
   };
   /** Reservations: a scheduled instance until its host's tracker confirms it (ARCHITECTURE.md, "Reservations"). */
   reservations: {
@@ -213,6 +234,7 @@ export const CONFIG_SCHEMA = {
         refreshInterval: duration('1s'),
         hookTimeout: duration('1s'),
         placementSearchBudget: { type: 'integer', minimum: 100, maximum: 100000000, default: 50000 },
+        requestFilters: { type: 'array', items: { enum: [...REQUEST_FILTERS] }, uniqueItems: true, default: [...DEFAULT_REQUEST_FILTERS] },
       },
     },
     reservations: {
@@ -541,6 +563,7 @@ export function configFromObject(input: unknown, source: ConfigSource): ErtConfi
       refreshInterval,
       hookTimeout: schedulerHookTimeout,
       placementSearchBudget: s.placementSearchBudget,
+      requestFilters: s.requestFilters,
     },
     reservations: { timeout: reservationTimeout, pollInterval: Math.max(reservationPoll, 1) },
     ...(data.api === undefined

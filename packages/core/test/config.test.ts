@@ -151,7 +151,7 @@ describe('defaults and resolution', () => {
         enforcementFailure: 'report',
         isolation: 'inprocess',
       },
-      scheduler: { consumers: [], filters: [], weighers: [], maxAttempts: 3, hostSubsetSize: 1, refreshInterval: 1000, hookTimeout: 1000, placementSearchBudget: 50000 },
+      scheduler: { consumers: [], filters: [], weighers: [], maxAttempts: 3, hostSubsetSize: 1, refreshInterval: 1000, hookTimeout: 1000, placementSearchBudget: 50000, requestFilters: ['availability-zone', 'forbidden-aggregates'] },
       reservations: { timeout: 120_000, pollInterval: 500 },
       plugins: {},
       flavors: [],
@@ -264,6 +264,15 @@ describe('validation errors: one line per problem naming file, key, value and ex
     expect(err.message).toBe(
       `Invalid config ${file} (1 problem):\n${file}: trackr: got {}, expected no such key; known keys here: store, log, tracker, scheduler, reservations, api, plugins, flavors`,
     );
+  });
+
+  it('an unknown or repeated request filter (scheduler.requestFilters names built-in ones)', async () => {
+    const err = await invalid({ scheduler: { requestFilters: ['availability-zone', 'tenant-isolaton'] } });
+    expect(err.message.split('\n')[1]).toContain('scheduler.requestFilters[1]: got "tenant-isolaton"');
+    expect(err.message).toContain('tenant-isolation');
+    const twice = await invalid({ scheduler: { requestFilters: ['tenant-isolation', 'tenant-isolation'] } });
+    expect(twice.message).toContain('scheduler.requestFilters');
+    expect(configFromObject({ scheduler: { requestFilters: [] } }, { configDir: '/etc/ert' }).scheduler.requestFilters).toEqual([]);
   });
 
   it('an unknown section key (a typo)', async () => {

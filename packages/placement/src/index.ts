@@ -3,7 +3,8 @@
  * (`parseFlavor`), fitting a request to a host's provider tree by Placement's
  * allocation-candidate rules (`fitRequest`), every candidate of a deployment
  * (`allocationCandidates`), and Nova's extra-spec operators
- * (`matchCapability`, `matchAggregateExtraSpecs`). No I/O, no state.
+ * (`matchCapability`, `matchAggregateExtraSpecs`), Nova's availability zones of aggregates
+ * (`availabilityZonesOf`). No I/O, no state.
  */
 export * from './errors.js';
 export { BUILTIN_EXTRA_SPEC_PREFIXES, isBuiltinExtraSpecKey, parseFlavor, type ParseFlavorOptions } from './parse.js';
@@ -53,3 +54,4 @@ export {
   type CandidatesQuery,
   type Microversion,
 } from './query.js';
+export { AVAILABILITY_ZONE_KEY, availabilityZonesOf, type AvailabilityZone, type AvailabilityZones, type ZoneAggregate, type ZoneHost } from './zones.js';

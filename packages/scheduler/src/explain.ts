@@ -1,7 +1,8 @@
 import type { PlacementRequest } from '@ert/plugin-api';
 import { placementRequestOf } from '@ert/placement';
 import type { Host } from './host-state.js';
-import { EXCLUDED_BY_HOST_MANAGER, EXCLUDED_BY_WEIGHER, PASSED } from './ranking.js';
+import { EXCLUDED_BY_HOST_MANAGER, EXCLUDED_BY_WEIGHER, PASSED, REQUEST_FILTER_BASE } from './ranking.js';
+import { narrowingQuery } from './request-filters.js';
 import type { Memo, Ranking } from './ranking.js';
 
 /** Name under which host-manager exclusions (consumer plugins) are counted. */
@@ -11,8 +12,15 @@ export const WEIGHERS = 'weighers';
 
 /** How many hosts one filter removed, and why (examples are capped in summaries). */
 export interface FilterCount {
-  /** Filter name, or `host-manager` / `weighers` for hosts removed before / after the filters. */
+  /**
+   * Filter name, or `host-manager` / `weighers` for hosts removed before / after the filters,
+   * or a request filter's name (with `stage: 'request-filter'`).
+   */
   filter: string;
+  /** Present for request filters (docs/request-filters.md), which narrow the hosts before anything else. */
+  stage?: 'request-filter';
+  /** A request filter's narrowing as a Placement query (`member_of=in:...`, `member_of=!in:...`). */
+  query?: string;
   removed: number;
   examples: Array<{ host: string; reason: string }>;
 }
@@ -24,7 +32,7 @@ export interface ExplanationSummary {
   hosts: number;
   /** Hosts that passed every filter and weigher. */
   passed: number;
-  /** In order: host-manager, each applied filter in configured order, weighers. */
+  /** In order: the request filters that narrowed the request, host-manager, each applied filter in configured order, weighers. */
   filters: FilterCount[];
 }
 
@@ -60,12 +68,17 @@ const SUMMARY_EXAMPLES = 5;
 export function buildExplanation(slots: ReadonlyArray<Host | undefined>, memo: Memo, ranking: Ranking): Explanation {
   const { prepared } = memo;
   const counts = new Map<number, FilterCount>();
+  const steps = prepared.narrowing?.steps ?? [];
   const order: Array<[number, string]> = [
+    ...steps.map((n, i): [number, string] => [REQUEST_FILTER_BASE - i, n.filter]),
     [EXCLUDED_BY_HOST_MANAGER, HOST_MANAGER],
     ...prepared.filters.map((f, i): [number, string] => [i, f.name]),
     [EXCLUDED_BY_WEIGHER, WEIGHERS],
   ];
-  for (const [code, filter] of order) counts.set(code, { filter, removed: 0, examples: [] });
+  for (const [code, filter] of order) {
+    const step = code <= REQUEST_FILTER_BASE ? steps[REQUEST_FILTER_BASE - code]! : undefined;
+    counts.set(code, { filter, ...(step ? { stage: 'request-filter' as const, query: narrowingQuery(step) } : {}), removed: 0, examples: [] });
+  }
   const rejected: Explanation['rejected'] = [];
   let hosts = 0;
   for (let slot = 0; slot < slots.length; slot++) {
@@ -109,6 +122,12 @@ export function summarize(explanation: ExplanationSummary): ExplanationSummary {
     flavor: explanation.flavor,
     hosts: explanation.hosts,
     passed: explanation.passed,
-    filters: explanation.filters.map((f) => ({ filter: f.filter, removed: f.removed, examples: f.examples.slice(0, SUMMARY_EXAMPLES) })),
+    filters: explanation.filters.map((f) => ({
+      filter: f.filter,
+      ...(f.stage !== undefined ? { stage: f.stage } : {}),
+      ...(f.query !== undefined ? { query: f.query } : {}),
+      removed: f.removed,
+      examples: f.examples.slice(0, SUMMARY_EXAMPLES),
+    })),
   };
 }

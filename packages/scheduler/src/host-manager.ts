@@ -3,6 +3,7 @@ import type { Clock, ConsumerHooks, HostStatus, InstanceRequest, JsonValue, Logg
 import type { Allocation, AllocationWriteResult, HostSnapshot, ProviderSnapshot, Store } from '@ert/store';
 import { Host, Interner, NO_PROVIDERS, Provider, instanceSet, internStatus } from './host-state.js';
 import type { HostShape } from './host-state.js';
+import type { AggregateInfo } from './request-filters.js';
 
 /** A consumer plugin as the host manager calls it. */
 export interface ConsumerEntry {
@@ -22,7 +23,12 @@ export interface HostChanges {
   /** Names whose snapshots were asked for (one missing from `snapshots` was removed meanwhile). */
   requested: string[];
   removed: string[];
+  /** The aggregates with their metadata, when they were read again (see `HostManager.aggregates`). */
+  aggregates?: AggregateInfo[];
 }
+
+/** The aggregates are read again at least this often (ms) while hosts change, whatever changed. */
+const AGGREGATES_MAX_AGE = 60_000;
 
 /** Changed slots (see `HostManager.changes`) kept at least, whatever the fleet's size. */
 const MIN_JOURNAL = 4096;
@@ -57,6 +63,14 @@ export class HostManager {
   private readonly shape: HostShape;
   private stamp = 0;
   private loaded = false;
+  /**
+   * Every aggregate with its metadata, for the request filters. Read with the first load and
+   * again by `fetch` when a changed host's root aggregates or aggregate metadata differ from
+   * the ones held (a change of an aggregate's metadata or members bumps its hosts'
+   * generations), or when the last read is older than AGGREGATES_MAX_AGE.
+   */
+  aggregates: readonly AggregateInfo[] = [];
+  private aggregatesReadAt = -Infinity;
 
   constructor(
     private readonly store: Store,
@@ -146,7 +160,11 @@ export class HostManager {
    * are skipped there).
    */
   async fetch(): Promise<HostChanges> {
-    if (!this.loaded) return { snapshots: await this.store.loadHosts(), requested: [], removed: [] };
+    if (!this.loaded) {
+      // Hosts first: aggregates read after them are never older than what the hosts show.
+      const snapshots = await this.store.loadHosts();
+      return { snapshots, requested: [], removed: [], aggregates: await this.readAggregates() };
+    }
     const generations = await this.store.hostGenerations();
     const changed: string[] = [];
     for (const [name, generation] of generations) {
@@ -154,13 +172,36 @@ export class HostManager {
       if (!host || host.generation !== generation) changed.push(name);
     }
     const removed = [...this.byName.keys()].filter((name) => !generations.has(name));
-    return { snapshots: await this.loadBatches(changed), requested: changed, removed };
+    const snapshots = await this.loadBatches(changed);
+    const stale = changed.length > 0 && this.clock.now() - this.aggregatesReadAt > AGGREGATES_MAX_AGE;
+    const aggregates = stale || snapshots.some((s) => this.aggregatesMoved(s)) ? await this.readAggregates() : undefined;
+    return { snapshots, requested: changed, removed, ...(aggregates ? { aggregates } : {}) };
+  }
+
+  private async readAggregates(): Promise<AggregateInfo[]> {
+    const read = this.clock.now();
+    const aggregates = (await this.store.listAggregates()).map((a) => ({ uuid: a.uuid, ...(a.name !== undefined ? { name: a.name } : {}), metadata: a.metadata }));
+    this.aggregatesReadAt = read;
+    return aggregates;
+  }
+
+  /** Does the snapshot show other root aggregates or aggregate metadata than the host held? */
+  private aggregatesMoved(snapshot: HostSnapshot): boolean {
+    const held = this.byName.get(snapshot.host.name);
+    const now = snapshot.providers[0]?.aggregates ?? [];
+    if (!held) return now.length > 0;
+    const before = held.providers[0]?.aggregates ?? new Set<string>();
+    if (before.size !== now.length || now.some((a) => !before.has(a))) return true;
+    const keys = Object.keys(snapshot.aggregateMetadata);
+    if (keys.length !== Object.keys(held.aggregateMetadata).length) return true;
+    return keys.some((k) => held.aggregateMetadata[k] !== snapshot.aggregateMetadata[k]);
   }
 
   /** Apply what `fetch` read. Returns how many hosts were (re)loaded and removed. */
   apply(changes: HostChanges): { loaded: number; removed: number } {
     let loaded = 0;
     let removed = 0;
+    if (changes.aggregates) this.aggregates = changes.aggregates;
     const seen = new Set<string>();
     for (const snapshot of changes.snapshots) {
       seen.add(snapshot.host.name);

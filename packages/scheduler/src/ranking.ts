@@ -2,6 +2,7 @@ import type { FilterHooks, RequestSpec, WeigherHooks } from '@ert/plugin-api';
 import type { Host } from './host-state.js';
 import { messageOf } from '@ert/plugin-api';
 import type { ChangeJournal, HookCaller } from './host-manager.js';
+import type { HostNarrowing } from './request-filters.js';
 
 /** What a ranking reads of the host table (the HostManager). */
 export interface HostIndex {
@@ -32,6 +33,8 @@ export interface WeigherEntry {
   multiplier: number;
 }
 
+const NO_AGGREGATES: ReadonlySet<string> = new Set();
+
 /** Outcome codes of one host's evaluation (a filter's index when >= 0). */
 const PASSED = -1;
 /** Kept out by the host manager (a consumer's exclusion). */
@@ -40,6 +43,8 @@ export const EXCLUDED_BY_HOST_MANAGER = -2;
 export const EXCLUDED_BY_WEIGHER = -3;
 /** No host in this slot. */
 const EMPTY_SLOT = -4;
+/** Removed by request filter `i` (request-filters.ts): outcome `REQUEST_FILTER_BASE - i`. */
+export const REQUEST_FILTER_BASE = -16;
 
 /**
  * A filter or weigher as one request uses it. `broken`: its `appliesTo` threw (or returned a
@@ -56,6 +61,8 @@ export interface Prepared {
   weighers: PreparedWeigher[];
   /** Aggregate metadata key overriding each weigher's multiplier: `<weigher>_weight_multiplier`. */
   multiplierKeys: string[];
+  /** The request filters' narrowing by aggregate membership, judged before anything else. */
+  narrowing?: HostNarrowing;
 }
 
 /**
@@ -158,7 +165,7 @@ export class Ranker {
    * rejects every host it is asked about with a reason naming the plugin and hook (fail
    * closed), without its `filter` or `weigh` being called.
    */
-  prepare(spec: RequestSpec): Prepared {
+  prepare(spec: RequestSpec, narrowing?: HostNarrowing): Prepared {
     const prepared = <E extends FilterEntry | WeigherEntry>(kind: 'filter' | 'weigher', entry: E): Array<E & { broken?: string }> => {
       const appliesTo = entry.hooks.appliesTo;
       if (!appliesTo) return [entry];
@@ -174,6 +181,7 @@ export class Ranker {
       filters: this.filters.flatMap((f) => prepared('filter', f)),
       weighers,
       multiplierKeys: weighers.map((w) => `${w.name}_weight_multiplier`),
+      ...(narrowing !== undefined && narrowing.steps.length > 0 ? { narrowing } : {}),
     };
   }
 
@@ -187,6 +195,13 @@ export class Ranker {
     const slot = host.slot;
     memo.stamps[slot] = version;
     memo.reasons[slot] = undefined;
+    // The request filters' narrowing: a host outside it is out before anything looks at it.
+    const narrowed = prepared.narrowing?.judge(host.providers[0]?.aggregates ?? NO_AGGREGATES);
+    if (narrowed !== undefined) {
+      memo.outcomes[slot] = REQUEST_FILTER_BASE - narrowed.step;
+      memo.reasons[slot] = narrowed.reason;
+      return;
+    }
     if (host.exclusion !== undefined) {
       memo.outcomes[slot] = EXCLUDED_BY_HOST_MANAGER;
       memo.reasons[slot] = host.exclusion;

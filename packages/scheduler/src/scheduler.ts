@@ -15,6 +15,8 @@ import { Memo, Ranker } from './ranking.js';
 import { awaitOutcomes } from './confirmation.js';
 import type { Refusal, SelectOptions } from './confirmation.js';
 import type { FilterEntry, Ranking, WeigherEntry } from './ranking.js';
+import { HostNarrowing, narrowRequest } from './request-filters.js';
+import type { RequestScope } from './request-filters.js';
 
 /** One instance of a scheduling request. */
 export interface InstanceToSchedule {
@@ -35,6 +37,17 @@ export interface ScheduleRequest {
   placement?: PlacementRequest;
   instances: InstanceToSchedule[];
   hints?: SchedulingHints;
+  /**
+   * The availability zone the instances must go to: the hosts of the aggregates whose
+   * `availability_zone` metadata is this name (the `availability-zone` request filter,
+   * docs/request-filters.md).
+   */
+  availabilityZone?: string;
+  /**
+   * Aggregates (uuids or names) the instances must stay out of (the `forbidden-aggregates`
+   * request filter; Nova's requested_destination.forbidden_aggregates).
+   */
+  forbiddenAggregates?: string[];
 }
 
 /** Where one instance went: the host claimed in the store, the allocations written, alternates. */
@@ -123,6 +136,11 @@ const PARSED_LIMIT = 64;
 interface ParsedRequest {
   spec: RequestSpec;
   key: string;
+}
+
+/** A parsed request with what its request filters read of it. */
+interface ScopedRequest extends ParsedRequest {
+  scope: RequestScope;
 }
 
 const RETRY_ON_OTHER_HOST = new Set(['ERT_STORE_CAPACITY_EXCEEDED', 'ERT_STORE_PROVIDER_GENERATION_CONFLICT', 'ERT_STORE_CONFLICT']);
@@ -214,7 +232,7 @@ class DefaultScheduler implements Scheduler {
 
   explain(request: ScheduleRequest): Promise<Explanation> {
     return this.serial(async () => {
-      const parsed = this.parse(request);
+      const parsed = this.scoped(request);
       await this.refreshIfDue();
       const memo = this.memoFor(parsed);
       const ranking = this.rank(memo, this.manager.slots.length);
@@ -289,8 +307,28 @@ class DefaultScheduler implements Scheduler {
     return parsed;
   }
 
-  private async selectNow(request: ScheduleRequest, locked: Locked, options: SelectOptions = {}): Promise<Selection[]> {
+  /** `parse`, plus the request's scope for the request filters (refused when no configured request filter reads a field it sets). */
+  private scoped(request: ScheduleRequest): ScopedRequest {
     const parsed = this.parse(request);
+    const configured = this.config.scheduler.requestFilters;
+    const unread = (field: string, filter: string) =>
+      new SchedulerError(
+        SchedulerErrorCode.INVALID_REQUEST,
+        `invalid scheduling request: ${field} needs the request filter ${filter}, which scheduler.requestFilters does not list (configured: ${configured.join(', ') || 'none'})`,
+        { key: field },
+      );
+    if (request.availabilityZone !== undefined && !configured.includes('availability-zone')) throw unread('availabilityZone', 'availability-zone');
+    if ((request.forbiddenAggregates?.length ?? 0) > 0 && !configured.includes('forbidden-aggregates')) throw unread('forbiddenAggregates', 'forbidden-aggregates');
+    const scope: RequestScope = {
+      projects: [...new Set(request.instances.map((i) => i.projectId))].sort(),
+      ...(request.availabilityZone !== undefined ? { availabilityZone: request.availabilityZone } : {}),
+      ...(request.forbiddenAggregates !== undefined ? { forbiddenAggregates: [...request.forbiddenAggregates] } : {}),
+    };
+    return { ...parsed, scope };
+  }
+
+  private async selectNow(request: ScheduleRequest, locked: Locked, options: SelectOptions = {}): Promise<Selection[]> {
+    const parsed = this.scoped(request);
     await this.reapIfDue();
     await locked(() => this.refreshIfDue());
     const selections: Selection[] = [];
@@ -315,7 +353,7 @@ class DefaultScheduler implements Scheduler {
    * decision need not wait for the store. A lost race or a failed write reloads that host
    * (undoing the placement counted in memory) and tries the next candidate.
    */
-  private async placeOne(instance: InstanceRequest, parsed: ParsedRequest, locked: Locked, carry: PlaceAttempts = { tried: new Set(), attempts: [] }): Promise<Selection> {
+  private async placeOne(instance: InstanceRequest, parsed: ScopedRequest, locked: Locked, carry: PlaceAttempts = { tried: new Set(), attempts: [] }): Promise<Selection> {
     const { spec } = parsed;
     const { maxAttempts, hostSubsetSize } = this.config.scheduler;
     // Hosts tried so far for this instance (a reservation refused by its host counts as one).
@@ -399,7 +437,7 @@ class DefaultScheduler implements Scheduler {
    * (generation-checked: one its tracker confirms meanwhile stays). Throws NoValidHostError
    * (its attempts name each refusing host and reason) when an instance runs out of hosts.
    */
-  private async confirm(request: ScheduleRequest, parsed: ParsedRequest, locked: Locked, selections: Selection[], tries: Map<string, PlaceAttempts>, options: SelectOptions): Promise<void> {
+  private async confirm(request: ScheduleRequest, parsed: ScopedRequest, locked: Locked, selections: Selection[], tries: Map<string, PlaceAttempts>, options: SelectOptions): Promise<void> {
     const timeout = options.confirmTimeout ?? this.config.reservations.timeout;
     const byUuid = new Map(request.instances.map((i) => [i.uuid, i]));
     let pending = selections.map((_, i) => i);
@@ -478,10 +516,12 @@ class DefaultScheduler implements Scheduler {
   /**
    * The memo of this request. The key is the whole spec (flavor, extra specs, hints) plus the
    * hosts of an affinity group's placed members, the only thing outside one host a built-in
-   * filter reads.
+   * filter reads, plus the request filters' narrowing (worked out from the aggregates now
+   * held: a change of their metadata makes another key).
    */
-  private memoFor({ spec, key: specKey }: ParsedRequest): Memo {
-    const key = `${specKey}|${affinityHosts(spec, { hostOf: (uuid) => this.manager.hostOfInstance(uuid)?.name }).join(',')}`;
+  private memoFor({ spec, key: specKey, scope }: ScopedRequest): Memo {
+    const narrowing = narrowRequest(this.config.scheduler.requestFilters, spec, scope, this.manager.aggregates);
+    const key = `${specKey}|${affinityHosts(spec, { hostOf: (uuid) => this.manager.hostOfInstance(uuid)?.name }).join(',')}|${JSON.stringify(narrowing)}`;
     const capacity = this.manager.slots.length;
     let memo = this.memos.get(key);
     if (memo && memo.capacity >= capacity && this.env.strategy === 'indexed') {
@@ -489,7 +529,7 @@ class DefaultScheduler implements Scheduler {
       this.memos.set(key, memo);
       return memo;
     }
-    memo = new Memo(this.ranker.prepare(spec), Math.max(capacity, 16));
+    memo = new Memo(this.ranker.prepare(spec, new HostNarrowing(narrowing)), Math.max(capacity, 16));
     // A plugin whose appliesTo threw rejects every host of this memo: prepare again next time
     // rather than keep a passing failure for as long as the memo lives.
     const broken = memo.prepared.filters.some((f) => f.broken !== undefined) || memo.prepared.weighers.some((w) => w.broken !== undefined);
@@ -515,6 +555,12 @@ function validateRequest(request: ScheduleRequest): void {
   if ((request.flavor === undefined) === (request.placement === undefined)) throw problem('give either flavor or placement (a Placement-style request), not both or neither');
   if (request.flavor !== undefined && (request.flavor === null || typeof request.flavor !== 'object')) throw problem('flavor must be an object');
   if (!Array.isArray(request.instances) || request.instances.length === 0) throw problem('instances must be a non-empty list');
+  if (request.availabilityZone !== undefined && (typeof request.availabilityZone !== 'string' || request.availabilityZone.length === 0)) {
+    throw problem('availabilityZone must be a non-empty string', { key: 'availabilityZone', value: request.availabilityZone });
+  }
+  if (request.forbiddenAggregates !== undefined && (!Array.isArray(request.forbiddenAggregates) || request.forbiddenAggregates.some((a) => typeof a !== 'string' || a.length === 0))) {
+    throw problem('forbiddenAggregates must be a list of aggregate uuids or names', { key: 'forbiddenAggregates', value: request.forbiddenAggregates });
+  }
   // A BigInt (from a library caller) would otherwise end in JSON.stringify's TypeError.
   for (const [key, value] of [['flavor', request.flavor], ['placement', request.placement], ['hints', request.hints]] as const) {
     const at = bigintPath(value, key);

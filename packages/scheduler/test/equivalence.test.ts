@@ -12,6 +12,8 @@ import type { HostSpec } from './helpers.js';
  * full scan (every filter and weigher on every host, every decision) chooses. Both run the same
  * random sequence of requests against identical fleets in separate stores, with writes of a
  * foreign scheduler interleaved, and must agree on every selection and every failure.
+ * Requests may name an availability zone and forbid an aggregate (request filters); seen red
+ * with the full scan dropping the forbidden-aggregates narrowing.
  */
 
 const hostArb = fc.record({
@@ -21,6 +23,7 @@ const hostArb = fc.record({
   avx: fc.boolean(),
   gold: fc.boolean(),
   level: fc.integer({ min: 0, max: 5 }),
+  zone: fc.constantFrom<'az1' | 'az2' | undefined>('az1', 'az2', undefined),
 });
 
 const requestArb = fc.record({
@@ -31,6 +34,9 @@ const requestArb = fc.record({
   gold: fc.boolean(),
   count: fc.integer({ min: 1, max: 3 }),
   antiAffinity: fc.boolean(),
+  /** The availability zone named (the availability-zone request filter), and whether the gold aggregate is forbidden. */
+  zone: fc.constantFrom<'az1' | 'az2' | undefined>('az1', 'az2', undefined, undefined),
+  forbidGold: fc.boolean(),
   /** Before this request, a foreign writer takes one vCPU of host #n (when it fits). */
   foreign: fc.option(fc.nat(), { nil: undefined }),
 });
@@ -52,7 +58,7 @@ describe('indexed ranking chooses what a full scan chooses', () => {
           name: `e${run}-h${i}`,
           inventories: { VCPU: h.vcpus, MEMORY_MB: h.memory },
           traits: h.avx ? ['HW_CPU_X86_AVX2'] : [],
-          aggregates: h.gold ? [uuidFor('gold')] : [],
+          aggregates: [...(h.gold ? [uuidFor('gold')] : []), ...(h.zone ? [uuidFor(h.zone)] : [])],
           children: h.ways ? [{ key: 'llc_0', inventories: { CUSTOM_LLC_WAYS: h.ways } }] : [],
           stats: { level: { schemaVersion: 2, data: { level: h.level } } },
         }));
@@ -62,6 +68,7 @@ describe('indexed ranking chooses what a full scan chooses', () => {
             open.push(store);
             await store.importHosts(fleet.map(hostImport));
             await store.upsertAggregate({ uuid: uuidFor('gold'), name: 'gold', metadata: { tier: 'gold', 'free-ram_weight_multiplier': '3' } });
+            for (const zone of ['az1', 'az2']) await store.upsertAggregate({ uuid: uuidFor(zone), name: zone, metadata: { availability_zone: zone } });
             const config = schedulerConfig(options, tmp.dir, {
               consumers: [level],
               filters: ['status', 'traits', 'resources', 'aggregate-extra-specs', 'anti-affinity', level],
@@ -88,6 +95,7 @@ describe('indexed ranking chooses what a full scan chooses', () => {
           const f = flavor(`f${r}`, req.vcpus, req.memory, extraSpecs);
           const batch = Array.from({ length: req.count }, (_, i) => ({ uuid: uuidFor(`run${run}-r${r}-i${i}`), projectId: 'p', userId: 'u' }));
           const hints = req.antiAffinity ? { serverGroup: { uuid: `sg-${r}`, policy: 'anti-affinity' as const, members: [] } } : undefined;
+          const scope = { ...(req.zone ? { availabilityZone: req.zone } : {}), ...(req.forbidGold ? { forbiddenAggregates: ['gold'] } : {}) };
           const foreign = req.foreign === undefined ? undefined : fleet[req.foreign % fleet.length]!.name;
           for (const [s, setup] of setups.entries()) {
             if (foreign && setup.scheduler.host(foreign)!.free('VCPU') > 0) {
@@ -96,14 +104,14 @@ describe('indexed ranking chooses what a full scan chooses', () => {
               ]);
             }
             try {
-              const selections = await setup.scheduler.select({ flavor: f, instances: batch, hints });
+              const selections = await setup.scheduler.select({ flavor: f, instances: batch, hints, ...scope });
               outcomes[s]!.push(selections.map((x) => `${x.host}[${x.alternates.join(',')}]`).join(' '));
             } catch (error) {
               if (!(error instanceof NoValidHostError)) throw error;
               outcomes[s]!.push(`none: ${(error.details as { summary: { passed: number } }).summary.passed}`);
             }
             // Every candidate's weight and every rejection must agree too, not only the winner.
-            const explanation = await setup.scheduler.explain({ flavor: f, instances: [{ uuid: uuidFor(`run${run}-explain`), projectId: 'p', userId: 'u' }] });
+            const explanation = await setup.scheduler.explain({ flavor: f, instances: [{ uuid: uuidFor(`run${run}-explain`), projectId: 'p', userId: 'u' }], ...scope });
             outcomes[s]!.push(JSON.stringify([explanation.weighed.map((w) => [w.host, w.weight]), explanation.rejected]));
           }
           foreignCount += 2;

@@ -86,7 +86,7 @@ type PluginItem = string | Plugin | { name: string; multiplier?: number; plugin?
 export function schedulerConfig(
   storeOptions: StoreOptions,
   dir: string,
-  scheduler: { consumers?: PluginItem[]; filters?: PluginItem[]; weighers?: PluginItem[]; maxAttempts?: number; hostSubsetSize?: number; refreshInterval?: number | string },
+  scheduler: { consumers?: PluginItem[]; filters?: PluginItem[]; weighers?: PluginItem[]; maxAttempts?: number; hostSubsetSize?: number; refreshInterval?: number | string; requestFilters?: string[] },
   extra: { plugins?: Record<string, unknown>; staleAfter?: string } = {},
 ): ErtConfig {
   return configFromObject(

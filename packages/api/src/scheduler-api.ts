@@ -1,7 +1,7 @@
 /**
  * The scheduler API of `ert serve` (docs/api.md, "Scheduler API"): `POST /select`,
  * `POST /explain`, `GET /hosts`, `GET /instances`, `GET|DELETE /instances/{uuid}`,
- * `GET /flavors` and this module's OpenAPI document, under `/scheduler/v1`, outside the
+ * `GET /flavors`, `GET /availability-zones` and this module's OpenAPI document, under `/scheduler/v1`, outside the
  * Placement prefix. Same authentication as the Placement API (the serve process's
  * authenticator); its policy's base rules decide: `system_reader_api` for reads and
  * `explain`, `system_admin_api` for `select` and `DELETE`. Every error is
@@ -14,6 +14,7 @@ import { randomUUID } from 'node:crypto';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { capacityOf, isErtError, messageOf, type Flavor, type HostStatus, type SchedulingHints } from '@ert/plugin-api';
+import { availabilityZonesOf } from '@ert/placement';
 import { withdrawInstance, type Allocation, type InstanceRecord, type InstanceState, type Store } from '@ert/store';
 import type { Authenticator, Credentials } from './auth.js';
 import type { DecisionEvent } from './metrics.js';
@@ -42,15 +43,24 @@ interface InstanceToSchedule {
   userId: string;
 }
 
+/** A request as `@ert/scheduler`'s ScheduleRequest takes it (the fields this API sets). */
+interface BackendRequest {
+  flavor: Flavor;
+  instances: InstanceToSchedule[];
+  hints?: SchedulingHints;
+  availabilityZone?: string;
+  forbiddenAggregates?: string[];
+}
+
 /** What this module needs of a scheduler (`@ert/scheduler`'s Scheduler, structurally). */
 export interface SchedulerBackend {
   select(
-    request: { flavor: Flavor; instances: InstanceToSchedule[]; hints?: SchedulingHints },
+    request: BackendRequest,
     options?: { awaitConfirmation?: boolean; confirmTimeout?: number },
   ): Promise<
     Array<{ instanceUuid: string; host: string; allocations: Allocation[]; alternates: string[]; state?: 'active'; refusals?: Array<{ host: string; state: string; reason: string }> }>
   >;
-  explain(request: { flavor: Flavor; instances: InstanceToSchedule[]; hints?: SchedulingHints }): Promise<unknown>;
+  explain(request: BackendRequest): Promise<unknown>;
   close?(): Promise<void>;
 }
 
@@ -136,6 +146,16 @@ const REQUEST_BODY = {
         },
       },
     },
+    availability_zone: {
+      type: 'string',
+      minLength: 1,
+      description: 'The availability zone the instances must go to: the hosts of the aggregates whose availability_zone metadata is this name (request filter availability-zone, docs/request-filters.md).',
+    },
+    forbidden_aggregates: {
+      type: 'array',
+      items: { type: 'string', minLength: 1 },
+      description: 'Aggregates (uuids or names) the instances must stay out of (request filter forbidden-aggregates).',
+    },
     wait: { type: 'boolean', default: false, description: "select: wait until each host's tracker confirmed its reservation (placing a refused one elsewhere)." },
     confirm_timeout_ms: { type: 'integer', minimum: 1, description: 'select with wait: how long one round of confirmations may take (default reservations.timeout).' },
   },
@@ -208,6 +228,16 @@ const HOST = {
       type: 'array',
       items: { type: 'object', properties: { plugin: { type: 'string' }, schema_version: { type: 'integer' }, updated_at: { type: 'string', format: 'date-time' }, age_ms: { type: 'integer' }, stale: { type: 'boolean' } } },
     },
+  },
+} as const;
+
+const ZONE = {
+  type: 'object',
+  required: ['name', 'aggregates', 'hosts'],
+  properties: {
+    name: { type: 'string' },
+    aggregates: { type: 'array', items: { type: 'string' }, description: 'Uuids of the aggregates whose availability_zone metadata names the zone.' },
+    hosts: { type: 'array', items: { type: 'string' }, description: 'Hosts whose root provider is in one of them.' },
   },
 } as const;
 
@@ -314,6 +344,17 @@ export const SCHEDULER_ROUTES: readonly SchedulerRoute[] = [
   },
   {
     method: 'GET',
+    path: '/availability-zones',
+    operationId: 'listAvailabilityZones',
+    summary: 'The availability zones (aggregates with availability_zone metadata) with their hosts, and the hosts in no zone.',
+    rule: 'system_reader_api',
+    responses: {
+      200: ['The zones', { type: 'object', required: ['zones', 'hosts_without_zone'], properties: { zones: { type: 'array', items: ZONE }, hosts_without_zone: { type: 'array', items: { type: 'string' } } } }],
+      ...errors(401, 403),
+    },
+  },
+  {
+    method: 'GET',
     path: '/openapi.json',
     operationId: 'openapi',
     summary: 'This document (no authentication).',
@@ -358,6 +399,8 @@ interface RequestBody {
   count: number;
   instance_uuids?: string[];
   hints?: { same_host?: string[]; different_host?: string[]; server_group?: { uuid: string; policy: 'affinity' | 'anti-affinity'; members?: string[] } };
+  availability_zone?: string;
+  forbidden_aggregates?: string[];
   wait: boolean;
   confirm_timeout_ms?: number;
 }
@@ -444,7 +487,13 @@ export function schedulerApi(ctx: SchedulerApiContext): (app: FastifyInstance) =
             ...(h.different_host ? { differentHost: h.different_host } : {}),
             ...(h.server_group ? { serverGroup: { uuid: h.server_group.uuid, policy: h.server_group.policy, members: h.server_group.members ?? [] } } : {}),
           };
-    return { flavor, instances, ...(hints ? { hints } : {}) };
+    return {
+      flavor,
+      instances,
+      ...(hints ? { hints } : {}),
+      ...(body.availability_zone !== undefined ? { availabilityZone: body.availability_zone } : {}),
+      ...(body.forbidden_aggregates !== undefined ? { forbiddenAggregates: body.forbidden_aggregates } : {}),
+    };
   };
 
   type Handler = (request: FastifyRequest, body: unknown) => Promise<{ status: number; body?: unknown }>;
@@ -537,6 +586,11 @@ export function schedulerApi(ctx: SchedulerApiContext): (app: FastifyInstance) =
       return { status: 204 };
     },
     listFlavors: async () => ({ status: 200, body: { flavors: ctx.flavors.map(flavorView) } }),
+    listAvailabilityZones: async () => {
+      const [aggregates, hosts] = await Promise.all([ctx.store.listAggregates(), ctx.store.listHosts()]);
+      const { zones, hostsWithoutZone } = availabilityZonesOf(aggregates, hosts);
+      return { status: 200, body: { zones, hosts_without_zone: hostsWithoutZone } };
+    },
     openapi: async () => ({ status: 200, body: schedulerOpenApi() }),
   };
 

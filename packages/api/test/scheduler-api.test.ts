@@ -195,4 +195,31 @@ describe('the scheduler API', () => {
     expect(registered).toEqual(documented);
     expect(documented).toHaveLength(SCHEDULER_ROUTES.length);
   });
+
+  // Issue 20, point 2: zones through the API. Seen red with scheduleRequest dropping
+  // availability_zone (explain weighed both hosts) and with the route listing no hosts.
+  it('GET /availability-zones lists zones with their hosts; select and explain take availability_zone and forbidden_aggregates', async () => {
+    expect((await get('/availability-zones')).json()).toEqual({ zones: [], hosts_without_zone: ['big', 'small'] });
+    const zone = '0a000000-0000-4000-8000-0000000000a1';
+    await store.upsertAggregate({ uuid: zone, name: 'rack-small', metadata: { availability_zone: 'az-small' } });
+    await store.setAggregates(SMALL, (await store.getProvider(SMALL))!.generation, [zone]);
+    expect((await get('/availability-zones')).json()).toEqual({ zones: [{ name: 'az-small', aggregates: [zone], hosts: ['small'] }], hosts_without_zone: ['big'] });
+
+    const explained = (await post('/explain', { flavor: { name: 'one', vcpus: 0, memory_mb: 1 }, availability_zone: 'az-small' })).json() as {
+      filters: Array<{ filter: string; stage?: string; query?: string; removed: number }>;
+      weighed: Array<{ host: string }>;
+    };
+    expect(explained.filters[0]).toMatchObject({ filter: 'availability-zone', stage: 'request-filter', query: `member_of=in:${zone}`, removed: 1 });
+    expect(explained.weighed.map((w) => w.host)).toEqual(['small']);
+    const forbidden = (await post('/explain', { flavor: { name: 'one', vcpus: 0, memory_mb: 1 }, forbidden_aggregates: ['rack-small'] })).json() as { weighed: Array<{ host: string }> };
+    expect(forbidden.weighed.map((w) => w.host)).toEqual(['big']);
+
+    const placed = await post('/select', { flavor: { name: 'one', vcpus: 0, memory_mb: 1 }, availability_zone: 'az-small' });
+    expect(placed.statusCode, placed.body).toBe(200);
+    expect(placed.json().instances[0].host).toBe('small');
+    const nowhere = await post('/select', { flavor: 'two', availability_zone: 'az-none' });
+    expect(nowhere.statusCode).toBe(409);
+    expect(nowhere.json().error.details.summary.filters[0]).toMatchObject({ filter: 'availability-zone', removed: 2 });
+    expect((await post('/select', { flavor: 'two', availability_zone: '' })).statusCode).toBe(400);
+  });
 });

@@ -5,8 +5,15 @@
  * provides: the dispatcher's `onCall` (every plugin hook), the store's `onTransaction`, the
  * tracker's `onClaim` / `onConfirm`, and `observeDecision` for a scheduler running in the
  * process. Hosts by status are read from the store at scrape time.
+ *
+ * Under `ert serve --workers N` each worker keeps its own registry and a scrape of any worker
+ * answers the sum over all workers: the worker asks the primary (`ErtMetrics.aggregateCluster`),
+ * which gathers every worker's registry with prom-client's `AggregatorRegistry`
+ * (`ErtMetrics.shareWithCluster` in the workers).
  */
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import cluster, { type Worker } from 'node:cluster';
+import { messageOf } from '@ert/plugin-api';
+import { AggregatorRegistry, Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Store } from '@ert/store';
 
 /** Seconds buckets for HTTP requests, hook calls, claims and decisions (1 ms .. 10 s). */
@@ -83,6 +90,8 @@ export class ErtMetrics {
   readonly storeDuration: Histogram<'kind' | 'operation' | 'outcome'>;
 
   private store: Store | undefined;
+  /** Set in a cluster worker (`shareWithCluster`): the exposition comes from the primary. */
+  private fromPrimary: (() => Promise<string>) | undefined;
 
   constructor(options: MetricsOptions = {}) {
     const registers = [this.registry];
@@ -139,6 +148,8 @@ export class ErtMetrics {
       name: 'ert_hosts',
       help: 'Hosts in the store by status (up, stale, disabled), read at scrape time.',
       labelNames: ['status'],
+      // Every worker of `ert serve --workers N` reads the same store: summing would count each host N times.
+      aggregator: 'max',
       registers,
       async collect() {
         this.reset();
@@ -203,10 +214,114 @@ export class ErtMetrics {
     this.httpDuration.observe(labels, seconds);
   }
 
-  /** The exposition (text format 0.0.4) and its content type. */
-  async expose(): Promise<{ contentType: string; body: string }> {
-    return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+  /**
+   * In the primary of `ert serve --workers N`: answer each worker's scrape request with the
+   * exposition of all workers, their series summed by prom-client's `AggregatorRegistry`
+   * (counters and histograms summed per label set; `ert_hosts` the max, since all read the same
+   * store; the default process metrics as prom-client aggregates them). The primary's own
+   * process is not among them. Workers call `shareWithCluster`. Returns the function that
+   * stops answering.
+   */
+  static aggregateCluster(): () => void {
+    return aggregateClusterMetrics();
   }
+
+  /**
+   * In a worker of `ert serve --workers N` (node:cluster): let the primary read this registry
+   * (prom-client's worker side of `AggregatorRegistry`), and make `expose()` answer the sum
+   * over all workers, asked of the primary (`ErtMetrics.aggregateCluster` must run there). Outside
+   * a cluster worker, nothing changes.
+   */
+  shareWithCluster(options: { timeoutMs?: number } = {}): void {
+    if (!cluster.isWorker) return;
+    AggregatorRegistry.setRegistries([this.registry]);
+    // Constructing one is what installs the worker's listener for the primary's requests.
+    new AggregatorRegistry();
+    const timeoutMs = options.timeoutMs ?? CLUSTER_SCRAPE_TIMEOUT_MS;
+    this.fromPrimary = () => askPrimary(timeoutMs);
+  }
+
+  /**
+   * The exposition (text format 0.0.4) and its content type: this registry's, or in a worker
+   * that `shareWithCluster` was called in, all workers' summed (rejects when the primary does
+   * not answer in time: a scrape never passes one worker's numbers off as the service's).
+   */
+  async expose(): Promise<{ contentType: string; body: string }> {
+    const body = this.fromPrimary ? await this.fromPrimary() : await this.registry.metrics();
+    return { contentType: this.registry.contentType, body };
+  }
+}
+
+/** How long a worker waits for the primary's aggregated exposition (prom-client's own per-gather timeout is 5 s). */
+const CLUSTER_SCRAPE_TIMEOUT_MS = 8_000;
+const SCRAPE_REQUEST = 'ert-metrics-scrape';
+const SCRAPE_RESULT = 'ert-metrics-scrape-result';
+
+interface ScrapeRequest {
+  type: typeof SCRAPE_REQUEST;
+  id: number;
+}
+
+interface ScrapeResult {
+  type: typeof SCRAPE_RESULT;
+  id: number;
+  body?: string;
+  error?: string;
+}
+
+let nextScrape = 0;
+const pendingScrapes = new Map<number, { resolve(body: string): void; reject(err: Error): void; timer: NodeJS.Timeout }>();
+let resultListener = false;
+
+/** A worker's request for the aggregated exposition, answered over the IPC channel. */
+function askPrimary(timeoutMs: number): Promise<string> {
+  if (!resultListener) {
+    resultListener = true;
+    process.on('message', (message: Partial<ScrapeResult> | null) => {
+      if (message?.type !== SCRAPE_RESULT || message.id === undefined) return;
+      const pending = pendingScrapes.get(message.id);
+      if (!pending) return;
+      pendingScrapes.delete(message.id);
+      clearTimeout(pending.timer);
+      if (message.error !== undefined || message.body === undefined) pending.reject(new Error(`the primary could not gather the workers' metrics: ${message.error ?? 'no body'}`));
+      else pending.resolve(message.body);
+    });
+  }
+  return new Promise((resolve, reject) => {
+    if (!process.send || !process.connected) {
+      reject(new Error('not connected to the primary of ert serve --workers'));
+      return;
+    }
+    const id = nextScrape++;
+    const timer = setTimeout(() => {
+      pendingScrapes.delete(id);
+      reject(new Error(`the primary did not answer with the workers' metrics within ${timeoutMs} ms`));
+    }, timeoutMs);
+    timer.unref();
+    pendingScrapes.set(id, { resolve, reject, timer });
+    const request: ScrapeRequest = { type: SCRAPE_REQUEST, id };
+    process.send(request);
+  });
+}
+
+/** The primary's side of `ErtMetrics.aggregateCluster`. */
+function aggregateClusterMetrics(): () => void {
+  const aggregator = new AggregatorRegistry();
+  const onMessage = (worker: Worker, message: Partial<ScrapeRequest> | null): void => {
+    if (message?.type !== SCRAPE_REQUEST || message.id === undefined) return;
+    const id = message.id;
+    const answer = (result: ScrapeResult): void => {
+      if (worker.isConnected()) worker.send(result);
+    };
+    aggregator.clusterMetrics().then(
+      (body) => answer({ type: SCRAPE_RESULT, id, body }),
+      (err: unknown) => answer({ type: SCRAPE_RESULT, id, error: messageOf(err) }),
+    );
+  };
+  cluster.on('message', onMessage);
+  return () => {
+    cluster.off('message', onMessage);
+  };
 }
 
 /** A registry with ert's metrics (and, unless asked otherwise, the default process metrics). */

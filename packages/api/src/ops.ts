@@ -19,7 +19,7 @@ export type CheckResult = { ok: true; detail?: unknown } | { ok: false; reason: 
 export type ReadinessChecks = Record<string, () => Promise<CheckResult> | CheckResult>;
 
 /** The store reachable and its schema exactly this ert's (`store.checkSchema`). */
-export function storeCheck(store: Store): () => Promise<CheckResult> {
+export function storeCheck(store: Pick<Store, 'checkSchema'>): () => Promise<CheckResult> {
   return async () => {
     try {
       await store.checkSchema();
@@ -52,9 +52,17 @@ export function instrumentRequests(app: FastifyInstance, metrics: ErtMetrics): v
 
 /** `GET /metrics`, `/healthz`, `/readyz` on `app`, at its root. */
 export function registerOpsRoutes(app: FastifyInstance, options: OpsOptions): void {
-  app.get('/metrics', QUIET, async (_request, reply) => {
-    const { contentType, body } = await options.metrics.expose();
-    return reply.header('content-type', contentType).send(body);
+  app.get('/metrics', QUIET, async (request, reply) => {
+    let exposition: { contentType: string; body: string };
+    try {
+      exposition = await options.metrics.expose();
+    } catch (err) {
+      // A worker of `ert serve --workers N` whose primary did not gather the workers' series:
+      // no partial numbers, a failed scrape (Prometheus's `up` is 0 for it).
+      request.log.warn({ err }, 'metrics unavailable');
+      return reply.code(503).header('content-type', 'text/plain; charset=utf-8').send(`metrics unavailable: ${messageOf(err)}\n`);
+    }
+    return reply.header('content-type', exposition.contentType).send(exposition.body);
   });
   app.get('/healthz', QUIET, async (_request, reply) => reply.header('content-type', 'application/json').send(JSON.stringify({ status: 'ok' })));
   app.get('/readyz', QUIET, async (request, reply) => {

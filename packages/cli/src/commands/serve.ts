@@ -2,6 +2,7 @@ import cluster, { type Worker } from 'node:cluster';
 import { readFile } from 'node:fs/promises';
 import {
   AuthConfigError,
+  ErtMetrics,
   AuthErrorCodes,
   POLICY_DEFAULTS,
   PolicyError,
@@ -137,6 +138,8 @@ async function serveOne(ctx: CommandContext, opts: ServeCommandOptions, config: 
   const worker = cluster.isWorker;
   // Metrics (docs/operations.md): the store's transactions, HTTP requests, hosts by status.
   const metrics = processMetrics();
+  // A worker's /metrics answers the sum over all workers, gathered by the primary.
+  if (worker) metrics.shareWithCluster();
   const store = await openExisting(observedStore(config, metrics));
   metrics.useStore(store);
   try {
@@ -200,14 +203,17 @@ async function serveOne(ctx: CommandContext, opts: ServeCommandOptions, config: 
  * `--workers N`: checks what every worker will need (token file, policy file, store), forks
  * N workers that share the port (node:cluster hands each the listening socket; `--port 0`
  * is one port for all), reports once all listen, replaces a worker that dies afterwards,
- * forwards SIGHUP, and at SIGINT or SIGTERM stops them all (each finishes its requests:
- * Fastify's close) and waits for them.
+ * gathers the workers' metrics (summed) for whichever worker is scraped, forwards SIGHUP,
+ * and at SIGINT or SIGTERM stops them all (each finishes its requests: Fastify's close) and
+ * waits for them.
  */
 async function servePrimary(ctx: CommandContext, opts: ServeCommandOptions, config: ErtConfig, setup: ServeSetup): Promise<void> {
   if (setup.tokenFile !== undefined) await tokenFileAuth(setup.tokenFile);
   const policy = await loadPolicy(setup.policyDefaults, setup.policyFile);
   await (await openExisting(config)).close();
   const stopped = untilStopSignal();
+  // Each worker's /metrics asks this process for the series of all workers, summed.
+  const stopAggregating = ErtMetrics.aggregateCluster();
   const workers = new Set<Worker>();
   const exited: Array<Promise<void>> = [];
   let stopping = false;
@@ -267,6 +273,7 @@ async function servePrimary(ctx: CommandContext, opts: ServeCommandOptions, conf
     }, 30_000);
     await Promise.all(exited);
     clearTimeout(force);
+    stopAggregating();
   }
   const url = listening!.url;
   const prefix = listening!.prefix;

@@ -65,7 +65,7 @@ export function renderExplanation(out: Output, explanation: ExplanationSummary |
   const lines = [`flavor ${explanation.flavor}: ${explanation.passed} of ${explanation.hosts} hosts passed`];
   if ('request' in explanation) lines.push(`request: ${toCandidatesQuery(explanation.request) || '(nothing to place)'}`);
   const filters = out.table(explanation.filters, [
-    { header: 'FILTER', value: (f) => f.filter },
+    { header: 'FILTER', value: (f) => (f.stage === 'request-filter' ? `${f.filter} (request filter: ${f.query})` : f.filter) },
     { header: 'REMOVED', value: (f) => f.removed },
     { header: 'EXAMPLE', value: (f) => (f.examples[0] ? `${f.examples[0].host}: ${f.examples[0].reason}` : '') },
   ]);

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { isValidTraitName } from '@ert/plugin-api';
+import { availabilityZonesOf } from '@ert/placement';
 import { TRACKER_OWNER, createStore, isStoreConflict, type AggregateRecord, type SchemaStatus, type Store } from '@ert/store';
 import { describeConnection, unknownHost, type CommandContext } from '../context.js';
 import { CliError, CliErrorCode } from '../errors.js';
@@ -101,6 +102,29 @@ export async function aggregateListCommand(ctx: CommandContext): Promise<void> {
       { header: 'HOSTS', value: (a) => a.hosts.join(', ') || '-' },
     ]),
   );
+}
+
+/**
+ * `ert az list`: the availability zones (aggregates with `availability_zone` metadata, as
+ * Nova's) with their hosts, and the hosts in no zone (docs/request-filters.md).
+ * JSON: `{ zones: [{ name, aggregates, hosts }], hostsWithoutZone }`.
+ */
+export async function azListCommand(ctx: CommandContext): Promise<void> {
+  const store = await ctx.store();
+  const [aggregates, hosts] = await Promise.all([store.listAggregates(), store.listHosts()]);
+  const zones = availabilityZonesOf(aggregates, hosts);
+  const names = new Map(aggregates.map((a) => [a.uuid, a.name ?? a.uuid]));
+  ctx.out.result(zones, () => {
+    const rows = [
+      ...zones.zones.map((z) => ({ zone: z.name, aggregates: z.aggregates.map((a) => names.get(a) ?? a).join(', '), hosts: z.hosts.join(', ') || '-' })),
+      ...(zones.hostsWithoutZone.length > 0 ? [{ zone: '(no zone)', aggregates: '-', hosts: zones.hostsWithoutZone.join(', ') }] : []),
+    ];
+    return ctx.out.table(rows, [
+      { header: 'ZONE', value: (r) => r.zone },
+      { header: 'AGGREGATES', value: (r) => r.aggregates },
+      { header: 'HOSTS', value: (r) => r.hosts },
+    ]);
+  });
 }
 
 /**

@@ -12,6 +12,9 @@ interface ScheduleOptions {
   explain?: boolean;
   wait?: boolean;
   confirmTimeout?: string;
+  availabilityZone?: string;
+  forbidAggregate?: string[];
+  project?: string;
 }
 
 /**
@@ -25,6 +28,8 @@ interface ScheduleOptions {
  * before the command succeeds: a host that refuses (or does not confirm within
  * `--confirm-timeout`, default `reservations.timeout`) is replaced by another; the
  * selections then carry `state: "active"` and the hosts that refused (`refusals`).
+ * `--availability-zone`, `--forbid-aggregate` and `--project` (the instances' project, default
+ * `ert-cli`) are what the request filters read (docs/request-filters.md).
  */
 export async function scheduleCommand(ctx: CommandContext, opts: ScheduleOptions): Promise<void> {
   const config = await ctx.config();
@@ -38,19 +43,32 @@ export async function scheduleCommand(ctx: CommandContext, opts: ScheduleOptions
       throw new CliError(CliErrorCode.USAGE, `--confirm-timeout must be a duration (500ms, 60s, 2m), got "${opts.confirmTimeout}"`, { option: '--confirm-timeout', value: opts.confirmTimeout });
     }
   }
+  // A zone or forbidden aggregate that no configured request filter reads is the operator's to fix (exit 2).
+  for (const [option, given, filter] of [
+    ['--availability-zone', opts.availabilityZone !== undefined, 'availability-zone'],
+    ['--forbid-aggregate', (opts.forbidAggregate?.length ?? 0) > 0, 'forbidden-aggregates'],
+  ] as const) {
+    if (given && !config.scheduler.requestFilters.includes(filter)) {
+      throw new CliError(CliErrorCode.USAGE, `${option} needs the request filter ${filter}, which scheduler.requestFilters does not list (configured: ${config.scheduler.requestFilters.join(', ') || 'none'})`, { option });
+    }
+  }
   const store = await ctx.store(config);
   const scheduler = await createScheduler({ config, store, logger: await ctx.logger() });
   try {
-    const instances = Array.from({ length: count }, () => ({ uuid: randomUUID(), projectId: 'ert-cli', userId: 'ert-cli' }));
+    const instances = Array.from({ length: count }, () => ({ uuid: randomUUID(), projectId: opts.project ?? 'ert-cli', userId: 'ert-cli' }));
+    const scope = {
+      ...(opts.availabilityZone !== undefined ? { availabilityZone: opts.availabilityZone } : {}),
+      ...(opts.forbidAggregate !== undefined ? { forbiddenAggregates: opts.forbidAggregate } : {}),
+    };
     if (opts.explain) {
-      const explanation = await scheduler.explain({ flavor, instances }).catch((err: unknown) => {
+      const explanation = await scheduler.explain({ flavor, instances, ...scope }).catch((err: unknown) => {
         throw inFlavor(err, config, flavor);
       });
       ctx.out.result(explanation, () => renderExplanation(ctx.out, explanation));
       return;
     }
     try {
-      const selections = await scheduler.select({ flavor, instances }, opts.wait ? { awaitConfirmation: true, ...(confirmTimeout !== undefined ? { confirmTimeout } : {}) } : {});
+      const selections = await scheduler.select({ flavor, instances, ...scope }, opts.wait ? { awaitConfirmation: true, ...(confirmTimeout !== undefined ? { confirmTimeout } : {}) } : {});
       ctx.out.result({ flavor: flavor.name, selections }, () =>
         ctx.out.table(selections, [
           { header: 'INSTANCE', value: (s) => s.instanceUuid },

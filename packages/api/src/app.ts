@@ -7,6 +7,7 @@ import { ApiError, apiErrorOfStore, errorBody, unauthorizedBody } from './errors
 import { formatVersion, inRange, negotiate, VERSION_HEADER, atLeast, v, type Version } from './microversion.js';
 import { LEGACY_POLICY, type Policy } from './policy.js';
 import { Reads } from './reads.js';
+import { AGENT_PREFIX, agentApi } from './agent-api.js';
 import { SCHEDULER_PREFIX, schedulerApi, type SchedulerApiOptions } from './scheduler-api.js';
 import type { ApiReply, ApiRequest, Method, QuerySchema, RouteDef, VersionedHandler } from './route.js';
 import { allocationCandidateRoutes } from './routes/allocation-candidates.js';
@@ -249,6 +250,7 @@ export async function createApi(options: ApiOptions): Promise<FastifyInstance> {
   });
   options.setup?.(app);
   if (options.scheduler) await app.register(schedulerApi({ ...options.scheduler, store: options.store, authenticate, policy }), { prefix: SCHEDULER_PREFIX });
+  await app.register(agentApi({ store: options.store, authenticate, policy }), { prefix: AGENT_PREFIX });
 
   await app.register(
     async (api) => {

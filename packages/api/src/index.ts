@@ -33,6 +33,8 @@ export {
   type SchedulerApiOptions,
   type SchedulerBackend,
 } from './scheduler-api.js';
+export { AGENT_PREFIX, AGENT_RULE, agentApi, type AgentApiOptions } from './agent-api.js';
+export { remoteStore, AgentClientErrorCodes, type RemoteStoreOptions } from './agent-client.js';
 export { STANDARD_CLASSES, STANDARD_TRAITS, STANDARDS_SOURCE } from './standards.js';
 export { Reads, type ProviderView, type ConsumerView } from './reads.js';
 export {

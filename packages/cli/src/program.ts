@@ -148,6 +148,8 @@ export function createProgram(io: CliIo = processIo()): Command {
     .option('--name <host>', 'host name (default: tracker.hostName, else the machine\'s)')
     .option('--metrics-port <n>', 'serve /metrics, /healthz and /readyz on this TCP port (0: any free port; docs/operations.md)')
     .option('--metrics-host <address>', 'address of the metrics port', '127.0.0.1')
+    .option('--server <url>', 'report through this ert serve (its agent API) instead of opening the store: no database credentials on the host (docs/operations.md)')
+    .option('--token-file <file>', 'with --server: a file holding the X-Auth-Token to send (first line)')
     .action(action(hostRunCommand, { daemon: true }));
 
   program

@@ -52,3 +52,4 @@ export {
 export { startWorkerResource, workerEntry, type WorkerResourceOptions } from './isolation/host.js';
 export { validateStats } from './stats.js';
 export { seededRandom } from './random.js';
+export { Backoff } from './backoff.js';

@@ -94,6 +94,15 @@ interface DriverError {
 }
 
 const PG_RETRIABLE = new Set(['40001', '40P01', '55P03']);
+/** Socket errors, PostgreSQL's connection-exception class (08) and shutdown codes (57P01-57P03). */
+const UNREACHABLE = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE', '57P01', '57P02', '57P03']);
+
+/** True when a driver error says the database server cannot be reached (refused, dropped, shutting down, no connection in time). */
+function unreachable(err: object): boolean {
+  const { code, message = '' } = err as DriverError;
+  if (code !== undefined && (UNREACHABLE.has(code) || code.startsWith('08'))) return true;
+  return (err as { name?: string }).name === 'KnexTimeoutError' || /Connection terminated|connect ECONNREFUSED/.test(message);
+}
 
 /**
  * Maps a driver error to the store's typed errors: a lost race (SQLite busy, PostgreSQL
@@ -112,6 +121,9 @@ export function mapDriverError(err: unknown, what: string, sqlite?: { file: stri
   const sqliteProblem = sqlite === undefined ? undefined : sqliteFileError(err, sqlite.file, what);
   if (sqliteProblem) return sqliteProblem;
   if (code !== undefined && PG_RETRIABLE.has(code)) return conflict('lost a race with a concurrent transaction');
+  if (sqlite === undefined && unreachable(err)) {
+    return new StoreError('ERT_STORE_UNAVAILABLE', `${what}: the database cannot be reached (${message.replace(/^.* - /, '') || code})`, { driverCode: code }, { cause: err });
+  }
   if (code === '23505' || (code === 'SQLITE_CONSTRAINT' && /UNIQUE|PRIMARY KEY/.test(message))) {
     return conflict(`a row already exists (${message.replace(/^.* - /, '')})`);
   }

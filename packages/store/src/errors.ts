@@ -33,6 +33,10 @@ import { ErtError, isErtError } from '@ert/plugin-api';
  * - ERT_STORE_FULL: the disk (or the database's page limit) is full (details file).
  * - ERT_STORE_READ_ONLY: the SQLite file (or its directory, where SQLite keeps -wal and -shm)
  *   cannot be written by this process (details file).
+ * - ERT_STORE_UNAVAILABLE: the store cannot be reached: the PostgreSQL server refuses or drops
+ *   the connection, or (for a host agent, `--server`) the ert server in front of it does not
+ *   answer (details driverCode or url). Transient: retry later, re-reading what the write
+ *   depended on (a write whose answer was lost may have committed).
  */
 export const STORE_ERROR_CODES = {
   capacityExceeded: 'ERT_STORE_CAPACITY_EXCEEDED',
@@ -52,6 +56,7 @@ export const STORE_ERROR_CODES = {
   corrupt: 'ERT_STORE_CORRUPT',
   full: 'ERT_STORE_FULL',
   readOnly: 'ERT_STORE_READ_ONLY',
+  unavailable: 'ERT_STORE_UNAVAILABLE',
 } as const;
 
 /** One of the codes of `STORE_ERROR_CODES` (the catalogue above). */
@@ -139,6 +144,11 @@ const retriableCodes: ReadonlySet<string> = new Set([
 /** True for the retriable conflicts (generation conflicts and lost races), also across copies of this package. */
 export function isStoreConflict(err: unknown): err is StoreConflictError {
   return isErtError(err) && retriableCodes.has(err.code);
+}
+
+/** True for ERT_STORE_UNAVAILABLE (the store or the server in front of it cannot be reached), also across copies of this package. */
+export function isStoreUnavailable(err: unknown): err is StoreError {
+  return isErtError(err) && err.code === STORE_ERROR_CODES.unavailable;
 }
 
 /** True for any StoreError (by code, so copies of this package loaded from another path count). */

@@ -1,4 +1,7 @@
 import type { InstanceRecord, Store } from './api.js';
+
+/** The calls the reservation helpers make (a host agent's `HostStore` has them). */
+type ReservationStore = Pick<Store, 'writeAllocations' | 'getInstance' | 'listInstances' | 'getAllocations'>;
 import { isStoreError } from './errors.js';
 
 /** What `endReservation` did. */
@@ -12,7 +15,7 @@ export type ReservationEnd = { ended: true; record: InstanceRecord } | { ended: 
  * ended it, it was scheduled again) nothing is written and the current record is returned.
  */
 export async function endReservation(
-  store: Store,
+  store: ReservationStore,
   reservation: InstanceRecord,
   generation: number | null,
   state: 'refused' | 'expired',
@@ -39,7 +42,7 @@ export async function endReservation(
  * replaces the recorded reason. Returns the records it expired.
  */
 export async function expireReservations(
-  store: Store,
+  store: ReservationStore,
   options: { now: number; timeoutMs: number; host?: string; uuids?: readonly string[]; reason?: string },
 ): Promise<InstanceRecord[]> {
   // Only the candidates are read: the named instances, or the reservations old enough (an index on state and time).

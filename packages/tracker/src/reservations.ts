@@ -1,6 +1,7 @@
 import type { Clock, InstanceRequest, Logger } from '@ert/plugin-api';
-import { endReservation, expireReservations, type InstanceRecord, type Store } from '@ert/store';
+import { endReservation, expireReservations, type InstanceRecord, type HostStore } from '@ert/store';
 import type { ClaimResult } from './types.js';
+import type { FailureLog } from './failure-log.js';
 
 /**
  * Reservations, the compute side (ARCHITECTURE.md, "Reservations"). A scheduler's claim is a
@@ -26,7 +27,7 @@ export interface ConfirmReport {
 /** What the tracker lends the confirmation: its identity, store, clock and claim path. */
 export interface ReservationContext {
   hostName: string;
-  store: Store;
+  store: HostStore;
   clock: Clock;
   logger: Logger;
   timeoutMs: number;
@@ -109,11 +110,11 @@ export class ReservationWatch {
   private stopped = false;
 
   constructor(
-    private readonly store: () => Store | undefined,
+    private readonly store: () => HostStore | undefined,
     private readonly hostName: string,
     private readonly pollMs: number,
     private readonly confirm: () => Promise<unknown>,
-    private readonly logger: Logger,
+    private readonly failures: FailureLog,
   ) {}
 
   start(): void {
@@ -132,7 +133,10 @@ export class ReservationWatch {
     this.timer = setTimeout(() => {
       this.timer = undefined;
       this.look()
-        .catch((err: unknown) => this.logger.error({ err }, 'reservation watch failed'))
+        .then(
+          () => this.failures.succeeded('reservation watch'),
+          (err: unknown) => this.failures.failed('reservation watch', err, this.pollMs),
+        )
         .finally(() => this.arm());
     }, this.pollMs);
   }

@@ -20,14 +20,15 @@ import {
   type ResourceClass,
   type TunableInventoryField,
 } from '@ert/plugin-api';
-import { createLogger, createPluginRuntime, systemClock, validateStats, type ActiveResource, type DispatcherOptions, type ErtConfig, type PluginRuntime } from '@ert/core';
-import { STORE_ERROR_CODES, TRACKER_OWNER, createStore, type Allocation, type AllocationWrite, type InstanceRecord, type ProviderSnapshot, type Store } from '@ert/store';
+import { Backoff, createLogger, createPluginRuntime, systemClock, validateStats, type ActiveResource, type DispatcherOptions, type ErtConfig, type PluginRuntime } from '@ert/core';
+import { STORE_ERROR_CODES, TRACKER_OWNER, createStore, isStoreUnavailable, type Allocation, type AllocationWrite, type InstanceRecord, type ProviderSnapshot, type HostStore } from '@ert/store';
 import { fitRequest, parseFlavor, type FitProvider, type FitTree } from '@ert/placement';
 import { formatCpuList } from '@ert/sysfs';
 import { machineIdentity, onlineCpus } from './machine.js';
 import { TrackerError, TrackerErrorCodes } from './errors.js';
 import { childProviderName, migrationUuid, providerUuid } from './ids.js';
 import { Mutex } from './mutex.js';
+import { FailureLog } from './failure-log.js';
 import { PluginAvailability } from './availability.js';
 import { ReservationWatch, confirmReservations, type ConfirmReport } from './reservations.js';
 import { loadProviderConfigs, type ProviderConfigEntry } from './provider-config.js';
@@ -73,7 +74,7 @@ export function keepTunedFields(
 export interface TrackerOptions {
   config: ErtConfig;
   /** The store to write to. When omitted the tracker opens `config.store` on first write and closes it in `stop()`; `discover()` never opens it. */
-  store?: Store;
+  store?: HostStore;
   logger?: Logger;
   /** Default: `config.tracker.hostName`, then `os.hostname()`. */
   hostName?: string;
@@ -129,8 +130,14 @@ export interface Tracker {
    * `sync()`, emitting `updated` for each live instance (so enforcement is re-applied after a
    * restart), then a periodic `sync()` every `config.tracker.interval`, which re-adds the live
    * instances to the plugins' views but emits no events. Throws on start-up errors.
+   *
+   * A periodic update (or a reservation pass) that fails is retried with capped exponential
+   * backoff and jitter (from 1 s up to `tracker.interval`), and the failure is logged once when
+   * it starts and once when it ends. With `waitForStore`, a store that cannot be reached at
+   * start (ERT_STORE_UNAVAILABLE: PostgreSQL or the `--server` down) is retried the same way
+   * until it answers; `stop()` meanwhile makes `start` reject with ERT_TRACKER_STATE.
    */
-  start(): Promise<SyncReport>;
+  start(options?: { waitForStore?: boolean }): Promise<SyncReport>;
   /** Stop the timer, wait for operations in flight, call every plugin's `close`, close the store if the tracker opened it. Idempotent: a second call waits for the same shutdown. */
   stop(): Promise<void>;
   /**
@@ -245,9 +252,9 @@ class HostTracker implements Tracker {
   private readonly clock: Clock;
   private readonly mutex = new Mutex();
   private readonly listeners = new Map<InstanceEventType, Set<TrackerListener>>();
-  private store: Store | undefined;
+  private store: HostStore | undefined;
   private readonly ownsStore: boolean;
-  private storeOpening: Promise<Store> | undefined;
+  private storeOpening: Promise<HostStore> | undefined;
   private available = new Set<string>();
   /** Which plugins are unavailable and the classes they own: claims of those classes are refused (availability.ts). */
   private readonly availability = new PluginAvailability();
@@ -257,6 +264,12 @@ class HostTracker implements Tracker {
   private stopping: Promise<void> | undefined;
   /** Looks for reservations on this host between periodic updates (reservations.ts); set by start(). */
   private watch: ReservationWatch | undefined;
+  /** Failures of the periodic update, the reservation passes and the start, logged once per change. */
+  private readonly failures: FailureLog;
+  /** The wait before retrying a failed periodic update or start (reset by a success). */
+  private readonly backoff: Backoff;
+  /** Wakes a start waiting for the store when `stop()` is called. */
+  private wakeStart: (() => void) | undefined;
 
   /** The machine this tracker reads (machine.ts); the host records it at its first sync. */
   private readonly machine: string;
@@ -269,7 +282,7 @@ class HostTracker implements Tracker {
 
   private readonly observer: TrackerObserver;
 
-  constructor(init: { config: ErtConfig; hostName: string; machine: string; root: string; logger: Logger; runtime: PluginRuntime; entries: ProviderConfigEntry[]; store: Store | undefined; clock: Clock; observer: TrackerObserver }) {
+  constructor(init: { config: ErtConfig; hostName: string; machine: string; root: string; logger: Logger; runtime: PluginRuntime; entries: ProviderConfigEntry[]; store: HostStore | undefined; clock: Clock; observer: TrackerObserver }) {
     this.config = init.config;
     this.hostName = init.hostName;
     this.machine = init.machine;
@@ -282,6 +295,8 @@ class HostTracker implements Tracker {
     this.ownsStore = init.store === undefined;
     this.clock = init.clock;
     this.observer = init.observer;
+    this.failures = new FailureLog(this.logger, () => this.clock.now());
+    this.backoff = new Backoff({ baseMs: Math.min(1000, this.config.tracker.interval), capMs: this.config.tracker.interval });
   }
 
   /** Tell an observer; its failure is logged, never the tracker's. */
@@ -304,7 +319,7 @@ class HostTracker implements Tracker {
     return this.runtime.dispatcher.call(resource.name, hook, fn, { timeoutMs: this.config.tracker.hookTimeout, ...(validate ? { validate } : {}) });
   }
 
-  private async openStore(): Promise<Store> {
+  private async openStore(): Promise<HostStore> {
     if (this.store) return this.store;
     this.storeOpening ??= (async () => {
       const store = await createStore(this.config.store);
@@ -484,21 +499,45 @@ class HostTracker implements Tracker {
     return this.mutex.run(() => this.syncLocked(false));
   }
 
-  async start(): Promise<SyncReport> {
+  async start(options: { waitForStore?: boolean } = {}): Promise<SyncReport> {
     if (this.state !== 'created') throw new TrackerError(TrackerErrorCodes.STATE, `tracker of host ${this.hostName} was already started`, { state: this.state });
     this.state = 'started';
-    const report = await this.mutex.run(async () => {
-      const synced = await this.syncLocked(true);
-      await this.confirmQuietly(true);
-      return synced;
-    });
+    const firstSync = () =>
+      this.mutex.run(async () => {
+        const synced = await this.syncLocked(true);
+        await this.confirmQuietly(true);
+        return synced;
+      });
+    let report: SyncReport;
+    for (;;) {
+      try {
+        report = await firstSync();
+        this.failures.succeeded('start');
+        this.backoff.reset();
+        break;
+      } catch (err) {
+        if (!options.waitForStore || !isStoreUnavailable(err) || this.state !== 'started') throw err;
+        const wait = this.backoff.next();
+        this.failures.failed('start', err, wait);
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, wait);
+          this.wakeStart = () => {
+            clearTimeout(timer);
+            resolve();
+          };
+        });
+        this.wakeStart = undefined;
+        if (this.state !== 'started') throw new TrackerError(TrackerErrorCodes.STATE, `tracker of host ${this.hostName} was stopped before it could reach the store`, { state: this.state });
+      }
+    }
     this.scheduleUpdate();
-    this.watch = new ReservationWatch(() => this.store, this.hostName, this.config.reservations.pollInterval, () => this.mutex.run(() => (this.state === 'started' ? this.confirmQuietly(false) : Promise.resolve())), this.logger);
+    this.watch = new ReservationWatch(() => this.store, this.hostName, this.config.reservations.pollInterval, () => this.mutex.run(() => (this.state === 'started' ? this.confirmQuietly(false) : Promise.resolve())), this.failures);
     this.watch.start();
     return report;
   }
 
-  private scheduleUpdate(): void {
+  /** The periodic update: every `tracker.interval`, sooner (with backoff) after a failure. */
+  private scheduleUpdate(delay = this.config.tracker.interval): void {
     if (this.state !== 'started') return;
     this.timer = setTimeout(() => {
       this.timer = undefined;
@@ -507,9 +546,19 @@ class HostTracker implements Tracker {
           await this.syncLocked(false);
           await this.confirmQuietly(true);
         })
-        .catch((err: unknown) => this.logger.error({ err }, 'periodic update failed'))
-        .finally(() => this.scheduleUpdate());
-    }, this.config.tracker.interval);
+        .then(
+          () => {
+            this.failures.succeeded('periodic update');
+            this.backoff.reset();
+            this.scheduleUpdate();
+          },
+          (err: unknown) => {
+            const wait = this.backoff.next();
+            this.failures.failed('periodic update', err, wait);
+            this.scheduleUpdate(wait);
+          },
+        );
+    }, delay);
   }
 
   stop(): Promise<void> {
@@ -519,6 +568,7 @@ class HostTracker implements Tracker {
 
   private async stopOnce(): Promise<void> {
     this.state = 'stopped';
+    this.wakeStart?.();
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
     this.watch?.stop();
@@ -590,7 +640,7 @@ class HostTracker implements Tracker {
    * traits the tracker owns on it to what was discovered; other writers' are left alone
    * (docs/ownership.md).
    */
-  private async reconcileProvider(store: Store, provider: DesiredProvider, changes: string[], problems: Problem[]): Promise<void> {
+  private async reconcileProvider(store: HostStore, provider: DesiredProvider, changes: string[], problems: Problem[]): Promise<void> {
     const existing = await store.getProvider(provider.uuid);
     if (!existing) {
       const clash = await store.getProviderByName(provider.name);
@@ -647,7 +697,7 @@ class HostTracker implements Tracker {
    * was, and reported.
    */
   private async writeInventories(
-    store: Store,
+    store: HostStore,
     uuid: string,
     name: string,
     wanted: Record<ResourceClass, Inventory>,
@@ -700,7 +750,7 @@ class HostTracker implements Tracker {
    * providers, an operator's) are never touched, nor is a retired provider that still holds
    * another writer's inventory or children (reported).
    */
-  private async retireProviders(store: Store, desired: DesiredProvider[], changes: string[], problems: Problem[]): Promise<void> {
+  private async retireProviders(store: HostStore, desired: DesiredProvider[], changes: string[], problems: Problem[]): Promise<void> {
     const wanted = new Set(desired.map((p) => p.uuid));
     const tree = await store.listProviders({ rootUuid: this.rootUuid });
     const depth = (uuid: string | undefined): number => {
@@ -732,7 +782,7 @@ class HostTracker implements Tracker {
     }
   }
 
-  private async writeStats(store: Store, reports: Map<string, { stats?: { schemaVersion: number; data: JsonValue }; statsProblem?: Problem }>, changes: string[]): Promise<void> {
+  private async writeStats(store: HostStore, reports: Map<string, { stats?: { schemaVersion: number; data: JsonValue }; statsProblem?: Problem }>, changes: string[]): Promise<void> {
     const current = await store.readStats(this.hostName);
     for (const [plugin, { stats }] of reports) {
       if (!stats) continue;
@@ -768,7 +818,7 @@ class HostTracker implements Tracker {
 
   /* ------------------------------------------------------------------ instances and views */
 
-  private async liveInstances(store: Store): Promise<LiveInstance[]> {
+  private async liveInstances(store: HostStore): Promise<LiveInstance[]> {
     // Reservations not confirmed yet (`scheduled`) and ended ones (`refused`, `expired`) are not in the plugins' views.
     const records = (await store.listInstances({ host: this.hostName })).filter((r) => r.state !== 'scheduled' && r.state !== 'refused' && r.state !== 'expired');
     const result: LiveInstance[] = [];
@@ -779,7 +829,7 @@ class HostTracker implements Tracker {
     return result;
   }
 
-  private async providerNames(store: Store, allocations: Allocation[]): Promise<Map<string, string>> {
+  private async providerNames(store: HostStore, allocations: Allocation[]): Promise<Map<string, string>> {
     const names = new Map<string, string>();
     for (const p of await store.listProviders({ rootUuid: this.rootUuid })) names.set(p.uuid, p.name);
     for (const a of allocations) {
@@ -841,7 +891,7 @@ class HostTracker implements Tracker {
    * host is back, and the instance's reference cleared, in one write (a change). A pending
    * migration's record stays held.
    */
-  private async rebuildViews(store: Store, problems: Problem[], changes: string[] = []): Promise<Array<{ instance: ClaimedInstance; assignments: Record<string, JsonValue> }>> {
+  private async rebuildViews(store: HostStore, problems: Problem[], changes: string[] = []): Promise<Array<{ instance: ClaimedInstance; assignments: Record<string, JsonValue> }>> {
     this.inViews.clear();
     for (const resource of this.resources) {
       const reset = resource.hooks.reset;
@@ -901,7 +951,7 @@ class HostTracker implements Tracker {
   }
 
   /** Rewrite the stats of available plugins after a change of instances; refused stats are problems. */
-  private async refreshStats(store: Store, problems: Problem[]): Promise<void> {
+  private async refreshStats(store: HostStore, problems: Problem[]): Promise<void> {
     const { reports, problems: statsProblems } = await this.collectStats(this.available);
     problems.push(...statsProblems);
     await this.writeStats(store, reports, []);
@@ -930,7 +980,8 @@ class HostTracker implements Tracker {
     try {
       await this.confirmLocked(reapEverywhere);
     } catch (err) {
-      this.logger.error({ err }, 'confirming reservations failed');
+      // The next pass is the retry (the watch's poll or the periodic update).
+      this.failures.failed('confirming reservations', err, this.config.reservations.pollInterval);
     }
   }
 
@@ -1026,7 +1077,7 @@ class HostTracker implements Tracker {
   }
 
   /** The host's tree as placement fits it, with usages minus the allocations of `exclude` (an adopted consumer). */
-  private async fitTree(store: Store, exclude: Allocation[]): Promise<{ tree: FitTree; providers: ProviderSnapshot[] }> {
+  private async fitTree(store: HostStore, exclude: Allocation[]): Promise<{ tree: FitTree; providers: ProviderSnapshot[] }> {
     const [snapshot] = await store.loadHosts([this.hostName]);
     if (!snapshot) throw new TrackerError(TrackerErrorCodes.HOST_NOT_SYNCED, `host ${this.hostName} is not in the store yet; run sync() or start() first`, { host: this.hostName });
     const toFit = (p: ProviderSnapshot): FitProvider => {
@@ -1053,7 +1104,7 @@ class HostTracker implements Tracker {
    * holds (CPUs a plugin pinned the instance to, units and pools), or every reason.
    */
   private async place(
-    store: Store,
+    store: HostStore,
     request: InstanceRequest,
     kind: 'claim' | 'resize',
     adopt: Allocation[],
@@ -1163,7 +1214,7 @@ class HostTracker implements Tracker {
    * rejection. The release is announced (a `released` event, and `enforce` again) so that
    * plugins whose enforcement did succeed take it back.
    */
-  private async applyEnforcementPolicy(store: Store, uuid: string, enforcement: Problem[], problems: Problem[]): Promise<ClaimResult | undefined> {
+  private async applyEnforcementPolicy(store: HostStore, uuid: string, enforcement: Problem[], problems: Problem[]): Promise<ClaimResult | undefined> {
     problems.push(...enforcement);
     if (enforcement.length === 0 || this.config.tracker.enforcementFailure !== 'undo') return undefined;
     await this.releaseLocked(store, uuid, true);
@@ -1175,7 +1226,7 @@ class HostTracker implements Tracker {
     return this.mutex.run(async () => this.releaseLocked(await this.openStore(), uuid, true));
   }
 
-  private async releaseLocked(store: Store, uuid: string, announce: boolean): Promise<ReleaseResult> {
+  private async releaseLocked(store: HostStore, uuid: string, announce: boolean): Promise<ReleaseResult> {
     const record = await store.getInstance(uuid);
     if (!record || record.host !== this.hostName) return { released: false, problems: [] };
     const { allocations } = await store.getAllocations(uuid);
@@ -1304,7 +1355,7 @@ class HostTracker implements Tracker {
    * moves its source allocations to its migration consumer (written in that order, so no
    * write counts anything twice).
    */
-  private async moveInLocked(store: Store, uuid: string, kind: 'migrate' | 'evacuate'): Promise<ClaimResult> {
+  private async moveInLocked(store: HostStore, uuid: string, kind: 'migrate' | 'evacuate'): Promise<ClaimResult> {
     const record = await store.getInstance(uuid);
     const verb = kind === 'migrate' ? 'migrated' : 'evacuated';
     if (!record || record.state !== 'active' || record.host === this.hostName) {
@@ -1353,13 +1404,13 @@ class HostTracker implements Tracker {
   }
 
   /** A refusal while an evacuated instance's allocations are still held on the host it left (until that host's tracker starts again). */
-  private async evacuationHeld(store: Store, record: InstanceRecord): Promise<ClaimResult | undefined> {
+  private async evacuationHeld(store: HostStore, record: InstanceRecord): Promise<ClaimResult | undefined> {
     if (record.state !== 'active' || !record.migrationUuid) return undefined;
     const held = await store.getInstance(record.migrationUuid);
     return { ok: false, reasons: [{ reason: `instance ${record.uuid} was evacuated from host ${held?.host ?? '(unknown)'}, which still holds its old allocations until its tracker starts again` }] };
   }
 
-  private async resizing(store: Store, uuid: string): Promise<{ record: InstanceRecord; migration: string } | { ok: false; reasons: Array<{ reason: string }> }> {
+  private async resizing(store: HostStore, uuid: string): Promise<{ record: InstanceRecord; migration: string } | { ok: false; reasons: Array<{ reason: string }> }> {
     const record = await store.getInstance(uuid);
     if (!record || record.host !== this.hostName || record.state !== 'resizing' || !record.migrationUuid) {
       return { ok: false, reasons: [{ reason: `instance ${uuid} has no resize pending on host ${this.hostName}` }] };
@@ -1398,7 +1449,7 @@ class HostTracker implements Tracker {
     return this.mutex.run(async () => this.revertLocked(await this.openStore(), uuid, true));
   }
 
-  private async revertLocked(store: Store, uuid: string, announce: boolean): Promise<ClaimResult> {
+  private async revertLocked(store: HostStore, uuid: string, announce: boolean): Promise<ClaimResult> {
     const pending = await this.resizing(store, uuid);
     if ('ok' in pending) return pending;
     const { record, migration } = pending;

@@ -87,6 +87,9 @@ function resource(ctx: ResourceContext<LlcOptions>): ResourceHooks<LlcStats> {
     return slot;
   }
 
+  /** The reason last logged for offering no cache allocation (undefined: none logged, or offered). */
+  let loggedReason: string | undefined;
+
   async function discover(): Promise<Discovery> {
     const cache = await readLastLevelCache(fs);
     const resctrl = await readResctrl(fs);
@@ -102,8 +105,13 @@ function resource(ctx: ResourceContext<LlcOptions>): ResourceHooks<LlcStats> {
       else if (reservedWays >= bitCount(cbmMask)) hw.reason = `reservedWays ${reservedWays} leaves none of the ${bitCount(cbmMask)} ways of cbm_mask ${formatMask(cbmMask)}`;
       else hw.reservedMask = runMask(lowest, reservedWays);
     }
+    if (hw.reason !== loggedReason) {
+      // Once per change, not once per periodic update.
+      if (hw.reason !== undefined) ctx.logger.info({ reason: hw.reason }, 'llc: no cache allocation offered');
+      else if (loggedReason !== undefined) ctx.logger.info('llc: cache allocation offered');
+      loggedReason = hw.reason;
+    }
     if (hw.reason !== undefined) {
-      ctx.logger.info({ reason: hw.reason }, 'llc: no cache allocation offered');
       // A host without CAT still has a cache: staying available (with no capacity) is what
       // gets the stats, its geometry and the reason, recorded. A broken file makes it unavailable.
       const withoutCat = cache.problem === undefined && resctrl.problem !== undefined && resctrl.absent === true;

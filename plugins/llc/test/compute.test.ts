@@ -4,7 +4,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { ClaimGrant, ClaimedInstance, ClaimRequest, RequestSpec } from '@ert/plugin-api';
 import llc from '../src/compute.js';
 import type { LlcStats } from '../src/shared.js';
-import { HOSTS, group, removeTemp, resourceOf, snapshot, specOf, tempProfile, validator, withDefaults } from './helpers.js';
+import { HOSTS, group, removeTemp, resourceOf, silentLogger, snapshot, specOf, tempProfile, validator, withDefaults } from './helpers.js';
 
 const validStats = validator(llc.stats!.schema);
 const temps: string[] = [];
@@ -136,6 +136,16 @@ describe('llc discovery on the host profiles', () => {
       resctrl: null,
       domains: [],
     });
+  });
+
+  it('says once, not at every periodic discovery, that it offers no cache allocation', async () => {
+    // Mutation seen caught: the log line back in every discover (red: 3 lines for 3 discoveries).
+    const lines: string[] = [];
+    const logger = { ...silentLogger, info: (_fields: unknown, msg?: string) => void lines.push(msg ?? '') };
+    const { h } = await hooks('epyc-1s', { logger });
+    await h.discover();
+    await h.discover();
+    expect(lines).toEqual(['llc: no cache allocation offered']);
   });
 
   it('cloud-vm: one 36608K 11-way L3 shared by CPUs 0-3, no resctrl', async () => {

@@ -52,12 +52,12 @@ export function withDefaults<O>(plugin: Plugin<O, any, any>, options: Partial<O>
 export async function resourceOf<O, S>(
   plugin: Plugin<O, S, any>,
   root: string,
-  opts: { options?: Partial<O>; enforce?: boolean } = {},
+  opts: { options?: Partial<O>; enforce?: boolean; logger?: Logger } = {},
 ): Promise<ResourceHooks<S>> {
   const ctx: ResourceContext<O> = {
     name: plugin.name,
     options: withDefaults(plugin, opts.options),
-    logger: silentLogger,
+    logger: opts.logger ?? silentLogger,
     services: services(),
     hostName: 'host1',
     root,

@@ -2,7 +2,11 @@ import { createTracker } from '@ert/tracker';
 import { checkRoot, type CommandContext } from '../context.js';
 import { renderDiscovery, renderSync } from '../render.js';
 import { untilStopSignal } from '../io.js';
-import { startOpsServer, storeCheck, type CheckResult, type RunningOpsServer } from '@ert/api';
+import { readFile } from 'node:fs/promises';
+import { remoteStore, startOpsServer, storeCheck, type CheckResult, type ErtMetrics, type RunningOpsServer } from '@ert/api';
+import { Backoff, type ErtConfig } from '@ert/core';
+import { messageOf } from '@ert/plugin-api';
+import { isStoreUnavailable, type HostStore } from '@ert/store';
 import { CliError, CliErrorCode } from '../errors.js';
 import { observedStore, processMetrics, trackerObserver } from '../ops.js';
 
@@ -51,6 +55,8 @@ export async function hostSyncCommand(ctx: CommandContext, opts: HostOptions): P
 interface HostRunOptions extends HostOptions {
   metricsPort?: string;
   metricsHost: string;
+  server?: string;
+  tokenFile?: string;
 }
 
 /**
@@ -59,15 +65,23 @@ interface HostRunOptions extends HostOptions {
  * flight finish, plugins and the store are closed, exit status 0. With `--metrics-port`,
  * `/metrics`, `/healthz` and `/readyz` are served there (docs/operations.md) from before the
  * first sync (ready once it is done) until the tracker has stopped.
+ *
+ * With `--server URL` the tracker reports through that `ert serve`'s agent API instead of
+ * opening the store (no database credentials on the host; `--token-file` holds the
+ * X-Auth-Token). Either way a store (or server) that cannot be reached, at start or later, is
+ * retried with capped exponential backoff and logged once per change, not once per attempt.
  */
 export async function hostRunCommand(ctx: CommandContext, opts: HostRunOptions): Promise<void> {
   const metricsPort = opts.metricsPort === undefined ? undefined : metricsPortOf(opts.metricsPort);
   const options = await trackerOptions(ctx, opts);
   const metrics = metricsPort === undefined ? undefined : processMetrics();
-  const store = await ctx.store(observedStore(options.config, metrics), { create: true });
-  metrics?.useStore(store);
-  const tracker = await createTracker({ ...options, store, ...(metrics ? { observer: trackerObserver(metrics) } : {}) });
   const stopped = untilStopSignal();
+  const store = opts.server !== undefined ? await agentStore(opts.server, opts.tokenFile, metrics) : await directStore(ctx, opts, options.config, metrics, stopped);
+  if (store === undefined) {
+    ctx.out.status('ert: stop signal received before the store could be reached, stopping');
+    return;
+  }
+  const tracker = await createTracker({ ...options, store, ...(metrics ? { observer: trackerObserver(metrics) } : {}) });
   let ops: RunningOpsServer | undefined;
   let started = false;
   try {
@@ -82,7 +96,14 @@ export async function hostRunCommand(ctx: CommandContext, opts: HostRunOptions):
       ops = await startOpsServer({ host: opts.metricsHost, port: metricsPort, metrics, readiness: { store: storeCheck(store), tracker: tracking }, logger });
       ctx.out.status(`ert: metrics on ${ops.url}/metrics (/healthz, /readyz)`);
     }
-    await tracker.start();
+    const first = tracker.start({ waitForStore: true });
+    // A stop signal while the store is still out of reach ends the wait (start then rejects).
+    if ((await Promise.race([first.then(() => 'started' as const), stopped])) !== 'started') {
+      ctx.out.status('ert: stop signal received before the first sync, stopping');
+      await tracker.stop();
+      await first.catch(() => undefined);
+      return;
+    }
     started = true;
     ctx.out.status(`ert: tracking host ${tracker.hostName} every ${options.config.tracker.interval / 1000}s (SIGINT or SIGTERM to stop)`);
     const signal = await stopped;
@@ -92,6 +113,55 @@ export async function hostRunCommand(ctx: CommandContext, opts: HostRunOptions):
     await ops?.close();
   }
   ctx.out.result({ host: tracker.hostName, stopped: true }, () => `stopped tracking ${tracker.hostName}\n`);
+}
+
+/**
+ * The store of `host run` without `--server`: opened from the config (created and migrated
+ * when missing). A database that cannot be reached (ERT_STORE_UNAVAILABLE) is tried again with
+ * capped exponential backoff until it answers; undefined when a stop signal came first.
+ */
+async function directStore(ctx: CommandContext, opts: HostRunOptions, config: ErtConfig, metrics: ErtMetrics | undefined, stopped: Promise<string>): Promise<HostStore | undefined> {
+  if (opts.tokenFile !== undefined) throw new CliError(CliErrorCode.USAGE, '--token-file needs --server (the token is sent to that server)', { option: '--token-file' });
+  const backoff = new Backoff({ baseMs: Math.min(1000, config.tracker.interval), capMs: config.tracker.interval });
+  for (;;) {
+    try {
+      const store = await ctx.store(observedStore(config, metrics), { create: true });
+      metrics?.useStore(store);
+      if (backoff.attempts > 0) ctx.out.status(`ert: the store answers again after ${backoff.attempts} failed attempt(s)`);
+      return store;
+    } catch (err) {
+      if (!isStoreUnavailable(err)) throw err;
+      const wait = backoff.next();
+      if (backoff.attempts === 1) ctx.out.status(`ert: ${messageOf(err)}; retrying with backoff (up to tracker.interval) until it answers`);
+      let timer: NodeJS.Timeout | undefined;
+      const outcome = await Promise.race([new Promise<'retry'>((resolve) => (timer = setTimeout(() => resolve('retry'), wait))), stopped]);
+      clearTimeout(timer);
+      if (outcome !== 'retry') return undefined;
+    }
+  }
+}
+
+/** The store of `host run --server URL`: the server's agent API, with the token of `--token-file` (first line). */
+async function agentStore(server: string, tokenFile: string | undefined, metrics: ErtMetrics | undefined): Promise<HostStore> {
+  let url: URL;
+  try {
+    url = new URL(server);
+  } catch {
+    url = new URL('invalid:');
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new CliError(CliErrorCode.USAGE, `--server must be an http:// or https:// URL of an ert serve, got "${server}"`, { option: '--server', value: server });
+  let token: string | undefined;
+  if (tokenFile !== undefined) {
+    let text: string;
+    try {
+      text = await readFile(tokenFile, 'utf8');
+    } catch (err) {
+      throw new CliError(CliErrorCode.USAGE, `--token-file ${tokenFile}: ${messageOf(err)}`, { option: '--token-file', file: tokenFile });
+    }
+    token = text.split('\n')[0]!.trim();
+    if (token === '') throw new CliError(CliErrorCode.USAGE, `--token-file ${tokenFile}: the first line is empty (it should hold the token)`, { option: '--token-file', file: tokenFile });
+  }
+  return remoteStore({ url: server, ...(token !== undefined ? { token } : {}), ...(metrics ? { onCall: metrics.onTransaction } : {}) });
 }
 
 /** `--metrics-port`: 0 (any free port) to 65535. */

@@ -1,0 +1,195 @@
+import { once } from 'node:events';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, type Server, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { FastifyInstance } from 'fastify';
+import { configFromObject } from '@ert/core';
+import { isErtError, normalizeInventory } from '@ert/plugin-api';
+import { createStore, HOST_STORE_METHODS, isStoreUnavailable, type HostStore, type Store } from '@ert/store';
+import { createTracker } from '@ert/tracker';
+import { AGENT_PREFIX, createApi, remoteStore } from '@ert/api';
+import { PROFILES } from '../cli/helpers.js';
+
+/**
+ * The agent API (`/agent/v1`, packages/api/src/agent-api.ts) and its client (agent-client.ts)
+ * over real HTTP on 127.0.0.1, on a SQLite store file: the store's semantics and typed errors
+ * cross the wire unchanged, bad calls are refused naming the method, credentials are checked,
+ * and a server that cannot be reached is ERT_STORE_UNAVAILABLE, which a tracker started with
+ * `waitForStore` waits out.
+ *
+ * Mutations seen caught: the server's error body without `details` (red: the conflict's
+ * provider and the capacity's amounts lost); the client raising every server error under one
+ * made-up code (red: the conflict, capacity, invalid and forbidden codes lost); the policy
+ * check removed from the agent API (red: the reader's call answered).
+ */
+
+const P = 'a9e00000-0000-4000-8000-000000000001';
+let dir: string;
+let store: Store;
+let app: FastifyInstance;
+let url: string;
+
+beforeAll(async () => {
+  dir = mkdtempSync(path.join(tmpdir(), 'ert-agent-api-'));
+  store = await createStore({ client: 'sqlite3', connection: path.join(dir, 'ert.db') });
+  await store.migrate();
+  app = await createApi({ store, auth: 'noauth2' });
+  url = await app.listen({ host: '127.0.0.1', port: 0 });
+});
+
+afterAll(async () => {
+  await app?.close();
+  await store?.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+async function post(method: string, body: unknown, token = 'admin', contentType = 'application/json'): Promise<{ status: number; json: any }> {
+  const response = await fetch(`${url}${AGENT_PREFIX}/store/${method}`, { method: 'POST', headers: { 'x-auth-token': token, 'content-type': contentType }, body: typeof body === 'string' ? body : JSON.stringify(body) });
+  return { status: response.status, json: await response.json() };
+}
+
+/** The error a promise rejects with (fails the test when it resolves). */
+async function rejection(promise: Promise<unknown>): Promise<any> {
+  try {
+    await promise;
+  } catch (err) {
+    return err;
+  }
+  throw new Error('expected a rejection');
+}
+
+describe('agent API through remoteStore', () => {
+  it('carries the store calls and their results both ways', async () => {
+    const remote = remoteStore({ url, token: 'admin' });
+    await remote.ensureResourceClasses(['VCPU']);
+    const created = await remote.createProvider({ uuid: P, name: 'agent-p' });
+    expect(created).toEqual(expect.objectContaining({ uuid: P, name: 'agent-p', generation: 0 }));
+    const written = await remote.setInventories(P, 0, { VCPU: normalizeInventory({ total: 4 }) });
+    expect(written.generation).toBe(1);
+    // An omitted argument in the middle (no generation check) travels as null and means undefined.
+    await remote.setTraits(P, undefined, ['HW_CPU_X86_AVX2']);
+    expect(await store.getTraits(P)).toEqual(['HW_CPU_X86_AVX2']);
+    expect(await remote.getProvider('a9e00000-0000-4000-8000-0000000000ff')).toBeUndefined();
+    expect((await remote.getInventories(P)).inventories['VCPU']!.total).toBe(4);
+    await remote.writeAllocations([{ consumer: { uuid: 'a9e00000-0000-4000-8000-00000000c001', projectId: 'p', userId: 'u', generation: null }, allocations: [{ providerUuid: P, resourceClass: 'VCPU', amount: 3 }] }]);
+    expect(await remote.getUsages(P)).toEqual({ VCPU: 3 });
+  });
+
+  it('raises the server-side StoreError with its code and details', async () => {
+    const remote = remoteStore({ url, token: 'admin' });
+    const stale = await rejection(remote.setInventories(P, 0, { VCPU: normalizeInventory({ total: 8 }) }));
+    expect(stale.code).toBe('ERT_STORE_PROVIDER_GENERATION_CONFLICT');
+    expect(stale.details).toEqual(expect.objectContaining({ provider: P }));
+    const full = await rejection(remote.writeAllocations([{ consumer: { uuid: 'a9e00000-0000-4000-8000-00000000c002', projectId: 'p', userId: 'u', generation: null }, allocations: [{ providerUuid: P, resourceClass: 'VCPU', amount: 2 }] }]));
+    expect(full.code).toBe('ERT_STORE_CAPACITY_EXCEEDED');
+    expect(full.details).toEqual(expect.objectContaining({ resourceClass: 'VCPU', requested: 2, free: 1 }));
+    const invalid = await rejection(remote.ensureResourceClasses(['not a class']));
+    expect(invalid.code).toBe('ERT_STORE_INVALID');
+    // Nothing half-written: the refused claim left the usage as it was.
+    expect(await store.getUsages(P)).toEqual({ VCPU: 3 });
+  });
+
+  it('answers with the status of each code', async () => {
+    expect((await post('setInventories', { args: [P, 0, { VCPU: normalizeInventory({ total: 8 }) }] })).status).toBe(409);
+    expect((await post('ensureResourceClasses', { args: [['not a class']] })).status).toBe(400);
+    expect((await post('getHost', { args: ['nobody'] }))).toEqual({ status: 200, json: {} });
+  });
+
+  it('refuses malformed calls, naming the method', async () => {
+    expect(await post('dropEverything', { args: [] })).toEqual({ status: 404, json: { error: expect.objectContaining({ code: 'ERT_API_NOT_FOUND', message: expect.stringContaining('dropEverything') }) } });
+    // A Store method the host agent does not need is not served.
+    expect((await post('deleteHost', { args: ['x'] })).status).toBe(404);
+    const wrongType = await post('getProvider', { args: [42] });
+    expect(wrongType.status).toBe(400);
+    expect(wrongType.json.error.message).toMatch(/invalid arguments of getProvider/);
+    expect((await post('getProvider', { args: [P, 'extra'] })).status).toBe(400);
+    expect((await post('setTraits', { args: [P] })).status).toBe(400);
+    expect((await post('checkSchema', { args: ['x'] })).status).toBe(400);
+    expect((await post('getProvider', '{"args": [')).status).toBe(400);
+    expect((await post('getProvider', { args: [P] }, 'admin', 'text/plain')).status).toBe(415);
+  });
+
+  it('checks credentials as the Placement API does: 401 without a token, 403 without the admin role', async () => {
+    const anonymous = await fetch(`${url}${AGENT_PREFIX}/store/getHost`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"args":["x"]}' });
+    expect(anonymous.status).toBe(401);
+    const reader = await rejection(remoteStore({ url, token: 'reader' }).getHost('x'));
+    expect(isErtError(reader) && reader.code).toBe('ERT_API_FORBIDDEN');
+    expect(reader.message).toMatch(/system_admin_api/);
+    const listing = await (await fetch(`${url}${AGENT_PREFIX}/`, { headers: { 'x-auth-token': 'admin' } })).json();
+    expect(listing).toEqual({ methods: [...HOST_STORE_METHODS] });
+  });
+
+  it('is ERT_STORE_UNAVAILABLE when nothing answers, or a proxy says 503, or the answer is late', async () => {
+    const closed = await listeningThenClosed();
+    const refused = await rejection(remoteStore({ url: closed }).getHost('x'));
+    expect(isStoreUnavailable(refused)).toBe(true);
+    expect(refused.message).toMatch(/ECONNREFUSED/);
+
+    const proxy = createServer((socket) => socket.end('HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\nconnection: close\r\n\r\n'));
+    const sockets: Socket[] = [];
+    const silent = createServer((socket) => void sockets.push(socket));
+    try {
+      const behindProxy = await rejection(remoteStore({ url: await listen(proxy) }).getHost('x'));
+      expect(isStoreUnavailable(behindProxy)).toBe(true);
+      const late = await rejection(remoteStore({ url: await listen(silent), timeoutMs: 200 }).getHost('x'));
+      expect(isStoreUnavailable(late)).toBe(true);
+      expect(late.message).toMatch(/no answer within 200 ms/);
+    } finally {
+      proxy.close();
+      for (const socket of sockets) socket.destroy();
+      silent.close();
+    }
+  });
+});
+
+describe('a tracker reporting through the agent API', () => {
+  it('waits for a server that is not up yet (waitForStore), then syncs through it; stop() ends the wait', async () => {
+    const port = Number(new URL(await listeningThenClosed()).port);
+    const config = configFromObject({ log: { level: 'silent' }, tracker: { hostName: 'agent-late', root: path.join(PROFILES, 'epyc-1s'), resources: ['vcpu', 'memory'], interval: '1s' } }, { configDir: dir });
+    const tracker = await createTracker({ config, store: remoteStore({ url: `http://127.0.0.1:${port}`, token: 'admin' }) });
+    const started = tracker.start({ waitForStore: true });
+    let settled = false;
+    void started.finally(() => (settled = true)).catch(() => undefined);
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    expect(settled).toBe(false); // still retrying: nothing listens yet
+    const late = await createApi({ store, auth: 'noauth2' });
+    await late.listen({ host: '127.0.0.1', port });
+    try {
+      const report = await started;
+      expect(report.host).toBe('agent-late');
+      expect(await store.getHost('agent-late')).toEqual(expect.objectContaining({ status: 'up' }));
+    } finally {
+      await tracker.stop();
+      await late.close();
+    }
+
+    // Stopped while the server is away: start gives up with ERT_TRACKER_STATE instead of waiting forever.
+    const away = await createTracker({ config, store: remoteStore({ url: await listeningThenClosed(), token: 'admin' }) });
+    const waiting = away.start({ waitForStore: true });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    await away.stop();
+    expect((await rejection(waiting)).code).toBe('ERT_TRACKER_STATE');
+
+    // Without waitForStore, start fails at once with the unavailable error (a library caller decides).
+    const impatient = await createTracker({ config, store: remoteStore({ url: await listeningThenClosed(), token: 'admin' }) as HostStore });
+    expect(isStoreUnavailable(await rejection(impatient.start()))).toBe(true);
+    await impatient.stop();
+  }, 30_000);
+});
+
+async function listen(server: Server): Promise<string> {
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  return `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+}
+
+/** A URL on a port nothing listens on (it was free a moment ago). */
+async function listeningThenClosed(): Promise<string> {
+  const server = createServer();
+  const at = await listen(server);
+  server.close();
+  await once(server, 'close');
+  return at;
+}

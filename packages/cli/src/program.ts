@@ -15,7 +15,7 @@ import { flavorsCommand, hostsCommand, usageCommand } from './commands/inventory
 import { simulateCommand } from './commands/simulate.js';
 import { demoCommand } from './commands/demo.js';
 import { serveCommand } from './commands/serve.js';
-import { aggregateCreateCommand, aggregateListCommand, aggregateMembershipCommand, aggregateSetMetadataCommand, dbStatusCommand, hostDeleteCommand, hostDisableCommand, hostEnableCommand, traitCommand } from './commands/fleet.js';
+import { aggregateCreateCommand, aggregateListCommand, aggregateMembershipCommand, aggregateSetMetadataCommand, azListCommand, dbStatusCommand, hostDeleteCommand, hostDisableCommand, hostEnableCommand, traitCommand } from './commands/fleet.js';
 
 const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
 
@@ -177,6 +177,9 @@ export function createProgram(io: CliIo = processIo()): Command {
     .option('--explain', 'explain which filter removed each host instead of placing')
     .option('--wait', 'wait until each host\'s tracker confirms its reservation (active); place a refused one elsewhere')
     .option('--confirm-timeout <duration>', 'with --wait: how long to wait for a confirmation (default: reservations.timeout)')
+    .option('--availability-zone <zone>', 'place only on the hosts of this availability zone (request filter availability-zone)')
+    .option('--forbid-aggregate <aggregate...>', 'stay out of these aggregates, by name or uuid (request filter forbidden-aggregates)')
+    .option('--project <id>', "the instances' project (request filter tenant-isolation)", 'ert-cli')
     .action(action(scheduleCommand));
 
   program
@@ -235,6 +238,8 @@ export function createProgram(io: CliIo = processIo()): Command {
     .argument('[pairs...]', 'key=value pairs')
     .option('--unset <key...>', 'keys to remove')
     .action(action(aggregateSetMetadataCommand));
+  const az = program.command('az').description('availability zones: aggregates with availability_zone metadata (docs/request-filters.md)');
+  az.command('list').description('zones with their aggregates and hosts, and the hosts in no zone').action(action(azListCommand));
   program
     .command('usage')
     .description('capacity, used and free per host and resource class')

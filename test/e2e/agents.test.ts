@@ -6,8 +6,8 @@
 //
 // What it shows: POST /scheduler/v1/select with wait places instances that the agents'
 // plugins confirm (state active, CPUs and ways assigned on the compute side); a disabled host
-// receives nothing; the server's /metrics counts the decisions and an agent's /metrics the
-// per-plugin hook timings and its store calls; the server killed (SIGKILL) and restarted on
+// receives nothing; the server's /metrics counts the decisions and the scheduler's plugin hook
+// calls, and an agent's /metrics the per-plugin hook timings and its store calls; the server killed (SIGKILL) and restarted on
 // the same port loses nothing: the instances and allocations placed before are all there, the
 // agents come back by themselves (backoff) and confirm new placements; each agent logs the
 // outage once when it starts and once when it ends, not once per retry.
@@ -16,7 +16,8 @@
 // lines in one agent's log for one 4-second outage); the agent client raising a plain Error,
 // not ERT_STORE_UNAVAILABLE, for a server it cannot reach (red: no "store unreachable" line,
 // and one "failed" line per distinct socket error: ECONNRESET, "other side closed",
-// ECONNREFUSED).
+// ECONNREFUSED); ert serve not handing its scheduler's counters to the metrics (red: no
+// ert_scheduler_hook_calls_total sample).
 import type { ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdir, writeFile } from 'node:fs/promises';
@@ -177,6 +178,9 @@ describe(`ert host run --server: agents that report over HTTP (${PG_URL ? 'Postg
 
     const serverMetrics = parseExposition(await (await fetch(`${origin}/metrics`)).text());
     expect(valueOf(serverMetrics, 'ert_scheduler_decisions_total', { outcome: 'placed' }) ?? 0).toBe(2); // one per request
+    // The scheduler's plugin hooks, counted in the server: vcpu's filter judged hosts, memory's consumer read their stats.
+    expect(valueOf(serverMetrics, 'ert_scheduler_hook_calls_total', { plugin: 'vcpu', hook: 'filter' }) ?? 0).toBeGreaterThan(0);
+    expect(valueOf(serverMetrics, 'ert_scheduler_hook_calls_total', { plugin: 'memory', hook: 'consume' }) ?? 0).toBeGreaterThanOrEqual(3);
     const onHosts = new Set(before.map((s) => s.host));
     const busy = agents.find((a) => onHosts.has(a.name))!;
     const agentMetrics = parseExposition(await (await fetch(`${await busy.metrics}/metrics`)).text());

@@ -21,7 +21,7 @@ export {
   type TokenEntry,
 } from './auth.js';
 export { negotiate, MIN_VERSION, MAX_VERSION, type Version } from './microversion.js';
-export { createMetrics, ErtMetrics, UNMATCHED_ROUTE, type MetricsOptions, type HookCallEvent, type TransactionEvent, type ClaimEvent, type ConfirmEvent, type DecisionEvent } from './metrics.js';
+export { createMetrics, ErtMetrics, UNMATCHED_ROUTE, type MetricsOptions, type HookCallEvent, type TransactionEvent, type ClaimEvent, type ConfirmEvent, type DecisionEvent, type SchedulerHookCount } from './metrics.js';
 export { instrumentRequests, registerOpsRoutes, startOpsServer, storeCheck, type CheckResult, type ReadinessChecks, type OpsOptions, type OpsServerOptions, type RunningOpsServer } from './ops.js';
 export {
   SCHEDULER_PREFIX,

@@ -65,6 +65,14 @@ export interface DecisionEvent {
   instances?: number;
 }
 
+/** One plugin hook's counters in a scheduler (`@ert/core`'s HookTiming, structurally). */
+export interface SchedulerHookCount {
+  plugin: string;
+  hook: string;
+  calls: number;
+  failures: number;
+}
+
 export interface MetricsOptions {
   /** Where `ert_hosts` is read at scrape time (`listHosts`). Without it the gauge is absent. */
   store?: Store;
@@ -90,6 +98,8 @@ export class ErtMetrics {
   readonly storeDuration: Histogram<'kind' | 'operation' | 'outcome'>;
 
   private store: Store | undefined;
+  /** The scheduler's hook counters (`useSchedulerHooks`), read at scrape time. */
+  private schedulerHooks: (() => readonly SchedulerHookCount[]) | undefined;
   /** Set in a cluster worker (`shareWithCluster`): the exposition comes from the primary. */
   private fromPrimary: (() => Promise<string>) | undefined;
 
@@ -143,6 +153,27 @@ export class ErtMetrics {
       buckets: STORE_BUCKETS,
       registers,
     });
+    const hooksOf = () => this.schedulerHooks?.() ?? [];
+    new Counter({
+      name: 'ert_scheduler_hook_calls_total',
+      help: "Calls of the scheduler's plugin hooks (consumers, filters, weighers, built-ins), by plugin and hook; read from the scheduler's counters at scrape time.",
+      labelNames: ['plugin', 'hook'],
+      registers,
+      collect() {
+        this.reset();
+        for (const t of hooksOf()) this.inc({ plugin: t.plugin, hook: t.hook }, t.calls);
+      },
+    });
+    new Counter({
+      name: 'ert_scheduler_hook_failures_total',
+      help: "Calls of the scheduler's plugin hooks that threw or returned an invalid result (the host is then left out, naming the plugin), by plugin and hook.",
+      labelNames: ['plugin', 'hook'],
+      registers,
+      collect() {
+        this.reset();
+        for (const t of hooksOf()) if (t.failures > 0) this.inc({ plugin: t.plugin, hook: t.hook }, t.failures);
+      },
+    });
     const storeOf = () => this.store;
     new Gauge({
       name: 'ert_hosts',
@@ -166,6 +197,18 @@ export class ErtMetrics {
         for (const [status, n] of counts) this.set({ status }, n);
       },
     });
+  }
+
+  /**
+   * Where `ert_scheduler_hook_calls_total` and `ert_scheduler_hook_failures_total` are read at
+   * scrape time: the process's scheduler's hook counters (`Scheduler.timings()`). The
+   * scheduler calls its filters, weighers and consumers on the dispatcher's cheap path (no
+   * clock, no observer per call: a decision may make tens of thousands), so these are counts
+   * read when scraped, not timed per call; `ert_scheduler_decision_duration_seconds` times the
+   * decisions.
+   */
+  useSchedulerHooks(source: (() => readonly SchedulerHookCount[]) | undefined): void {
+    this.schedulerHooks = source;
   }
 
   /** Set (or replace) the store `ert_hosts` is read from. */

@@ -13,7 +13,8 @@
 import { randomUUID } from 'node:crypto';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { capacityOf, isErtError, messageOf, type Flavor, type HostStatus, type SchedulingHints } from '@ert/plugin-api';
+import { capacityOf, isErtError, messageOf, type Flavor, type HostStatus, type PlacementRequest, type SchedulingHints } from '@ert/plugin-api';
+import { PlacementQueryError, parseCandidatesQuery } from '@ert/placement';
 import { availabilityZonesOf } from '@ert/placement';
 import { withdrawInstance, type Allocation, type InstanceRecord, type InstanceState, type Store } from '@ert/store';
 import type { Authenticator, Credentials } from './auth.js';
@@ -45,7 +46,8 @@ interface InstanceToSchedule {
 
 /** A request as `@ert/scheduler`'s ScheduleRequest takes it (the fields this API sets). */
 interface BackendRequest {
-  flavor: Flavor;
+  flavor?: Flavor;
+  placement?: PlacementRequest;
   instances: InstanceToSchedule[];
   hints?: SchedulingHints;
   availabilityZone?: string;
@@ -127,9 +129,14 @@ const INLINE_FLAVOR = {
 const REQUEST_BODY = {
   type: 'object',
   additionalProperties: false,
-  required: ['flavor'],
+  oneOf: [{ required: ['flavor'] }, { required: ['placement'] }],
   properties: {
-    flavor: { description: 'A configured flavor by name, or a flavor given inline.', oneOf: [{ type: 'string', minLength: 1 }, INLINE_FLAVOR] },
+    flavor: { description: 'A configured flavor by name, or a flavor given inline. Give either flavor or placement.', oneOf: [{ type: 'string', minLength: 1 }, INLINE_FLAVOR] },
+    placement: {
+      description:
+        "Instead of a flavor, a Placement-style request: the query string of GET /allocation_candidates at microversion 1.39 (`resources=VCPU:2,MEMORY_MB:2048&required=HW_CPU_X86_AVX2&resources1=...&group_policy=isolate`; no `limit`), or the same as an object (@ert/placement's PlacementRequest: groups, groupPolicy, sameSubtree, rootRequiredTraits, rootForbiddenTraits). The instances are recorded with the flavor `placement-request`; plugin extra specs need a flavor.",
+      oneOf: [{ type: 'string', minLength: 1 }, { type: 'object' }],
+    },
     count: { type: 'integer', minimum: 1, maximum: 1000, default: 1, description: 'Instances to place (all or none).' },
     instance_uuids: { ...UUID_LIST, minItems: 1, maxItems: 1000, description: "The instances' uuids (as many as count); default: new ones." },
     hints: {
@@ -395,7 +402,8 @@ export function schedulerOpenApi(): Record<string, unknown> {
 // ---- the routes ------------------------------------------------------------------------------
 
 interface RequestBody {
-  flavor: string | { name: string; vcpus: number; memory_mb: number; disk_gb?: number; extra_specs?: Record<string, string> };
+  flavor?: string | { name: string; vcpus: number; memory_mb: number; disk_gb?: number; extra_specs?: Record<string, string> };
+  placement?: string | Record<string, unknown>;
   count: number;
   instance_uuids?: string[];
   hints?: { same_host?: string[]; different_host?: string[]; server_group?: { uuid: string; policy: 'affinity' | 'anti-affinity'; members?: string[] } };
@@ -429,6 +437,25 @@ function instanceView(r: InstanceRecord): Record<string, unknown> {
 
 const flavorView = (f: Flavor) => ({ name: f.name, vcpus: f.vcpus, memory_mb: f.memoryMb, disk_gb: f.diskGb, extra_specs: f.extraSpecs });
 
+/**
+ * A body's `placement`: a query string of GET /allocation_candidates (parsed as Placement
+ * 1.39 parses it: its refusals are 400 `ERT_API_BAD_REQUEST` with Placement's code in
+ * `details.placementCode`) or an object, which the scheduler
+ * checks (`checkPlacementRequest`: `ERT_SPEC_INVALID_VALUE` naming the field).
+ */
+function placementOf(placement: string | Record<string, unknown>): PlacementRequest {
+  if (typeof placement !== 'string') return placement as unknown as PlacementRequest;
+  let parsed;
+  try {
+    parsed = parseCandidatesQuery(new URLSearchParams(placement.replace(/^\?/, '')), { major: 1, minor: 39 });
+  } catch (err) {
+    if (!(err instanceof PlacementQueryError)) throw err;
+    throw new SchedulerApiError(400, SchedulerApiErrorCodes.BAD_REQUEST, `placement: ${err.message}`, { field: 'placement', placementCode: err.code });
+  }
+  if (parsed.limit !== undefined) throw new SchedulerApiError(400, SchedulerApiErrorCodes.BAD_REQUEST, 'placement: limit is a GET /allocation_candidates parameter, not part of a request to place', { field: 'placement' });
+  return parsed.request;
+}
+
 /** Ajv's first error as one line (`/count must be >= 1`). */
 export function schemaProblem(errors: ErrorObject[] | null | undefined): string {
   const e = errors?.[0];
@@ -456,7 +483,7 @@ export function schedulerApi(ctx: SchedulerApiContext): (app: FastifyInstance) =
       .header('content-type', 'application/json')
       .send(JSON.stringify({ error: { code: err.code, message: err.message, details: err.details } }));
 
-  const flavorOf = (body: RequestBody): Flavor => {
+  const flavorOf = (body: RequestBody & { flavor: NonNullable<RequestBody['flavor']> }): Flavor => {
     if (typeof body.flavor !== 'string') {
       const f = body.flavor;
       return { name: f.name, vcpus: f.vcpus, memoryMb: f.memory_mb, diskGb: f.disk_gb ?? 0, extraSpecs: f.extra_specs ?? {} };
@@ -475,7 +502,7 @@ export function schedulerApi(ctx: SchedulerApiContext): (app: FastifyInstance) =
     if (body.instance_uuids !== undefined && body.instance_uuids.length !== body.count) {
       throw new SchedulerApiError(400, SchedulerApiErrorCodes.BAD_REQUEST, `instance_uuids has ${body.instance_uuids.length} uuids for count ${body.count}`, { count: body.count });
     }
-    const flavor = flavorOf(body);
+    const what = body.flavor !== undefined ? { flavor: flavorOf({ ...body, flavor: body.flavor }) } : { placement: placementOf(body.placement!) };
     const owner = { projectId: credentials.projectId ?? credentials.userId, userId: credentials.userId };
     const instances = (body.instance_uuids ?? Array.from({ length: body.count }, () => randomUUID())).map((uuid) => ({ uuid, ...owner }));
     const h = body.hints;
@@ -488,7 +515,7 @@ export function schedulerApi(ctx: SchedulerApiContext): (app: FastifyInstance) =
             ...(h.server_group ? { serverGroup: { uuid: h.server_group.uuid, policy: h.server_group.policy, members: h.server_group.members ?? [] } } : {}),
           };
     return {
-      flavor,
+      ...what,
       instances,
       ...(hints ? { hints } : {}),
       ...(body.availability_zone !== undefined ? { availabilityZone: body.availability_zone } : {}),

@@ -22,6 +22,8 @@ const FLAVORS: Flavor[] = [
 const ADMIN = { 'x-auth-token': 'admin', 'content-type': 'application/json' };
 const BIG = '0b000000-0000-4000-8000-000000000001';
 const SMALL = '0b000000-0000-4000-8000-000000000002';
+/** The aggregate the availability-zone test puts small in. */
+const RACK = '0a000000-0000-4000-8000-0000000000a1';
 
 let dir: string;
 let store: Store;
@@ -200,7 +202,7 @@ describe('the scheduler API', () => {
   // availability_zone (explain weighed both hosts) and with the route listing no hosts.
   it('GET /availability-zones lists zones with their hosts; select and explain take availability_zone and forbidden_aggregates', async () => {
     expect((await get('/availability-zones')).json()).toEqual({ zones: [], hosts_without_zone: ['big', 'small'] });
-    const zone = '0a000000-0000-4000-8000-0000000000a1';
+    const zone = RACK;
     await store.upsertAggregate({ uuid: zone, name: 'rack-small', metadata: { availability_zone: 'az-small' } });
     await store.setAggregates(SMALL, (await store.getProvider(SMALL))!.generation, [zone]);
     expect((await get('/availability-zones')).json()).toEqual({ zones: [{ name: 'az-small', aggregates: [zone], hosts: ['small'] }], hosts_without_zone: ['big'] });
@@ -221,5 +223,51 @@ describe('the scheduler API', () => {
     expect(nowhere.statusCode).toBe(409);
     expect(nowhere.json().error.details.summary.filters[0]).toMatchObject({ filter: 'availability-zone', removed: 2 });
     expect((await post('/select', { flavor: 'two', availability_zone: '' })).statusCode).toBe(400);
+  });
+
+  // Issue 14: "or a Placement-style request instead of the flavor" (after the zone test above:
+  // small is in the aggregate RACK). Seen red with scheduleRequest ignoring `placement` (400:
+  // neither flavor nor placement) and with the parsed query's member_of dropped (explain
+  // weighed both hosts).
+  it('POST /select and /explain take a Placement-style request instead of a flavor: a query string or an object', async () => {
+    const query = await post('/select', { placement: `resources=MEMORY_MB:1&member_of=!${RACK}` });
+    expect(query.statusCode, query.body).toBe(200);
+    const [byQuery] = query.json().instances as Array<{ uuid: string; host: string; allocations: unknown }>;
+    expect(byQuery!.host).toBe('big');
+    expect(byQuery!.allocations).toEqual({ [BIG]: { resources: { MEMORY_MB: 1 } } });
+    expect(await store.getInstance(byQuery!.uuid)).toMatchObject({ host: 'big', flavor: expect.objectContaining({ name: 'placement-request' }) });
+
+    const object = await post('/select', { placement: { groups: [{ resources: { MEMORY_MB: 1 }, memberOf: [[RACK]] }] } });
+    expect(object.statusCode, object.body).toBe(200);
+    expect(object.json().instances[0].host).toBe('small');
+
+    const explainedRes = await post('/explain', { placement: `resources=MEMORY_MB:1&member_of=${RACK}` });
+    expect(explainedRes.statusCode, explainedRes.body).toBe(200);
+    const explained = explainedRes.json() as { weighed: Array<{ host: string }> };
+    expect(explained.weighed.map((w) => w.host)).toEqual(['small']);
+    const nowhere = await post('/select', { placement: 'resources=MEMORY_MB:1&member_of=0a000000-0000-4000-8000-0000000000ff' });
+    expect(nowhere.statusCode).toBe(409);
+    expect(nowhere.json().error.code).toBe('ERT_SCHEDULER_NO_VALID_HOST');
+  });
+
+  it('refuses a Placement-style request that is malformed, comes with a flavor, or asks for a limit, naming the field', async () => {
+    const bad = await post('/select', { placement: 'resources=VCPU:0' });
+    expect(bad.statusCode).toBe(400);
+    expect(bad.json().error).toMatchObject({ code: 'ERT_API_BAD_REQUEST', details: { field: 'placement', placementCode: expect.stringMatching(/^placement\./) } });
+    expect(bad.json().error.message).toMatch(/^placement: /);
+    const badObject = await post('/select', { placement: { groups: [{ resources: { VCPU: -1 } }] } });
+    expect(badObject.statusCode).toBe(400);
+    expect(badObject.json().error.code).toBe('ERT_SPEC_INVALID_VALUE');
+    expect(badObject.json().error.message).toContain('groups[0].resources');
+    // What an instance record cannot carry (its flavor spelling has no in_tree) is refused up front.
+    const inTree = await post('/select', { placement: `resources=MEMORY_MB:1&in_tree=${SMALL}` });
+    expect(inTree.statusCode).toBe(400);
+    expect(inTree.json().error.details).toMatchObject({ key: 'groups[0].inTree' });
+    const both = await post('/select', { flavor: 'two', placement: 'resources=VCPU:1' });
+    expect(both.statusCode).toBe(400);
+    expect((await post('/select', { count: 1 })).statusCode).toBe(400);
+    const limited = await post('/select', { placement: 'resources=VCPU:1&limit=1' });
+    expect(limited.statusCode).toBe(400);
+    expect(limited.json().error.message).toContain('limit');
   });
 });

@@ -170,7 +170,11 @@ async function serveOne(ctx: CommandContext, opts: ServeCommandOptions, config: 
       // The scheduler API (/scheduler/v1): one scheduler for this process, created at the first
       // select or explain; claims of concurrent requests are written concurrently (overlapClaims).
       scheduler: {
-        createScheduler: async () => createScheduler({ config, store, logger: await ctx.logger(), overlapClaims: true }),
+        createScheduler: async () => {
+          const scheduler = await createScheduler({ config, store, logger: await ctx.logger(), overlapClaims: true });
+          metrics.useSchedulerHooks(() => scheduler.timings());
+          return scheduler;
+        },
         flavors: config.flavors,
         effectiveStatus,
         staleAfter: config.tracker.staleAfter,

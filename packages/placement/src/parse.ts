@@ -11,6 +11,7 @@ import {
   type SchedulingHints,
 } from '@ert/plugin-api';
 import { describeKey, PlacementErrorCodes, RequestSpecError, type PlacementErrorCode } from './errors.js';
+import { attributeToImage, mergeImageProperties } from './image.js';
 import { parseOpExpression } from './ops.js';
 import { convertPluginValue } from './plugin-values.js';
 
@@ -94,7 +95,10 @@ function newDraft(): GroupDraft {
  *   `group_policy=none|isolate` (required with two or more numbered groups);
  * - `aggregate_instance_extra_specs:KEY=VALUE`, `capabilities:KEY=<op> VALUE`, `ert:policy`;
  * - keys owned by loaded plugins are converted by their schema into `pluginSpecs`, then
- *   each plugin's `applyResources` adjusts the unnumbered group, in `keys` order.
+ *   each plugin's `applyResources` adjusts the unnumbered group, in `keys` order;
+ * - `flavor.image.properties` are merged in first, by Nova's rules (`mergeImageProperties`,
+ *   docs/images.md): `trait:NAME` joins the unnumbered group, `hw_X` is the flavor's `hw:X`;
+ *   a conflict between flavor and image is ERT_SPEC_CONFLICT naming both.
  *
  * Throws RequestSpecError (ERT_SPEC_UNKNOWN_KEY, ERT_SPEC_INVALID_VALUE, ERT_SPEC_CONFLICT,
  * ERT_SPEC_SCHEMA_UNSUPPORTED) naming the key and value at fault. Pure: the flavor is
@@ -102,6 +106,17 @@ function newDraft(): GroupDraft {
  * order unnumbered, then numbered by suffix (numeric suffixes in numeric order first).
  */
 export function parseFlavor(flavor: Flavor, opts: ParseFlavorOptions): RequestSpec {
+  // An image's properties (flavor.image) join the extra specs by Nova's rules first (image.ts);
+  // what goes wrong with a value the image gave is said about the image property.
+  const merged = mergeImageProperties(flavor);
+  try {
+    return parseExtraSpecs(flavor, merged.extraSpecs, opts);
+  } catch (err) {
+    throw attributeToImage(err, merged);
+  }
+}
+
+function parseExtraSpecs(flavor: Flavor, extraSpecs: Record<string, string>, opts: ParseFlavorOptions): RequestSpec {
   const unnumbered = newDraft();
   const base: Record<ResourceClass, number> = {};
   for (const [field, resourceClass] of FLAVOR_BASE_CLASSES) {
@@ -133,8 +148,8 @@ export function parseFlavor(flavor: Flavor, opts: ParseFlavorOptions): RequestSp
   const aggregateExtraSpecs: Record<string, string> = {};
   const capabilities: CapabilityRequirement[] = [];
 
-  for (const key of Object.keys(flavor.extraSpecs).sort()) {
-    const raw = flavor.extraSpecs[key];
+  for (const key of Object.keys(extraSpecs).sort()) {
+    const raw = extraSpecs[key];
     if (typeof raw !== 'string') {
       throw specError(PlacementErrorCodes.INVALID_VALUE, key, String(raw), 'a string value');
     }

@@ -13,6 +13,23 @@ export interface Flavor {
   diskGb: number;
   /** Extra specs by key, values unparsed (`{ 'hw:cpu_policy': 'dedicated' }`). */
   extraSpecs: Record<string, string>;
+  /**
+   * The image the instance boots from, when the request named its properties: they are merged
+   * with `extraSpecs` by Nova's rules when the flavor is parsed (`@ert/placement`'s
+   * `parseFlavor`, docs/images.md). It travels with the flavor into the instance record, so
+   * the host's tracker confirms a reservation (and rebuilds, resizes, migrates the instance)
+   * with the same merged request the scheduler placed.
+   */
+  image?: ImageMeta;
+}
+
+/** An image's scheduling-relevant metadata, as Glance gives it to Nova. */
+export interface ImageMeta {
+  /**
+   * Image properties by name, values unparsed: `trait:NAME=required|forbidden`, and `hw_X`
+   * for each flavor extra spec `hw:X` a loaded plugin owns (`hw_cpu_policy`, `hw_mem_page_size`).
+   */
+  properties: Record<string, string>;
 }
 
 /** One instance to claim or schedule. */

@@ -1,5 +1,5 @@
 import { isErtError, messageOf } from '@ert/plugin-api';
-import type { Clock, Flavor, HostState, InstanceRequest, Logger, PlacementRequest, RequestSpec, SchedulingHints } from '@ert/plugin-api';
+import type { Clock, Flavor, HostState, ImageMeta, InstanceRequest, Logger, PlacementRequest, RequestSpec, SchedulingHints } from '@ert/plugin-api';
 import { createLogger, createPluginRuntime } from '@ert/core';
 import type { ErtConfig, HookTiming, PluginRuntime } from '@ert/core';
 import { checkPlacementRequest, fitRequest, parseFlavor, specFromPlacementRequest } from '@ert/placement';
@@ -35,6 +35,14 @@ export interface InstanceToSchedule {
 export interface ScheduleRequest {
   flavor?: Flavor;
   placement?: PlacementRequest;
+  /**
+   * The image the instances boot from: its properties (`trait:NAME=required|forbidden`,
+   * `hw_cpu_policy`, `hw_mem_page_size`, ...) are merged with the flavor's extra specs by
+   * Nova's rules (docs/images.md); a conflict is ERT_SPEC_CONFLICT naming both. The image
+   * is kept on the flavor of each instance record (`flavor.image`), so the host's tracker
+   * confirms the reservation with the same request. Needs `flavor`.
+   */
+  image?: ImageMeta;
   instances: InstanceToSchedule[];
   hints?: SchedulingHints;
   /**
@@ -291,7 +299,8 @@ class DefaultScheduler implements Scheduler {
   private parse(request: ScheduleRequest): ParsedRequest {
     validateRequest(request);
     const hints = withBatchMembers(request.hints, request.instances);
-    const input = JSON.stringify([request.flavor ?? null, request.placement ?? null, hints]);
+    const flavor = request.image !== undefined ? { ...request.flavor!, image: request.image } : request.flavor;
+    const input = JSON.stringify([flavor ?? null, request.placement ?? null, hints]);
     let parsed = this.parsed.get(input);
     if (parsed) {
       this.parsed.delete(input);
@@ -299,7 +308,7 @@ class DefaultScheduler implements Scheduler {
       const spec =
         request.placement !== undefined
           ? specFromPlacementRequest(checkPlacementRequest(request.placement), hints)
-          : parseFlavor(request.flavor!, { keys: this.runtime.extraSpecKeys, hints });
+          : parseFlavor(flavor!, { keys: this.runtime.extraSpecKeys, hints });
       parsed = { spec, key: JSON.stringify(spec) };
       if (this.parsed.size >= PARSED_LIMIT) this.parsed.delete(this.parsed.keys().next().value!);
     }
@@ -554,6 +563,13 @@ function validateRequest(request: ScheduleRequest): void {
   if (!request || typeof request !== 'object') throw problem('not an object');
   if ((request.flavor === undefined) === (request.placement === undefined)) throw problem('give either flavor or placement (a Placement-style request), not both or neither');
   if (request.flavor !== undefined && (request.flavor === null || typeof request.flavor !== 'object')) throw problem('flavor must be an object');
+  if (request.image !== undefined) {
+    if (request.flavor === undefined) throw problem('image needs a flavor: its properties merge with the flavor\'s extra specs', { key: 'image' });
+    if (request.image === null || typeof request.image !== 'object' || request.image.properties === null || typeof request.image.properties !== 'object' || Array.isArray(request.image.properties)) {
+      throw problem('image must be { properties: { NAME: VALUE } }', { key: 'image', value: request.image });
+    }
+    if (request.flavor?.image !== undefined) throw problem('give the image once: as image, or as flavor.image', { key: 'image' });
+  }
   if (!Array.isArray(request.instances) || request.instances.length === 0) throw problem('instances must be a non-empty list');
   if (request.availabilityZone !== undefined && (typeof request.availabilityZone !== 'string' || request.availabilityZone.length === 0)) {
     throw problem('availabilityZone must be a non-empty string', { key: 'availabilityZone', value: request.availabilityZone });
@@ -562,7 +578,7 @@ function validateRequest(request: ScheduleRequest): void {
     throw problem('forbiddenAggregates must be a list of aggregate uuids or names', { key: 'forbiddenAggregates', value: request.forbiddenAggregates });
   }
   // A BigInt (from a library caller) would otherwise end in JSON.stringify's TypeError.
-  for (const [key, value] of [['flavor', request.flavor], ['placement', request.placement], ['hints', request.hints]] as const) {
+  for (const [key, value] of [['flavor', request.flavor], ['placement', request.placement], ['hints', request.hints], ['image', request.image]] as const) {
     const at = bigintPath(value, key);
     if (at !== undefined) throw problem(`${at} is a BigInt; give a number or a string`, { key: at });
   }

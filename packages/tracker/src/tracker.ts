@@ -155,7 +155,8 @@ export interface Tracker {
    * consumer (`migrationUuid`) until `confirmResize` or `revertResize`, in the store and in
    * every plugin's view alike. The new flavor must therefore fit beside the old one; when it
    * does not, the result is `{ ok: false }` with the refusing plugin's reason (which names
-   * the class, pages, ways or CPUs missing), and nothing changes.
+   * the class, pages, ways or CPUs missing), and nothing changes. The instance keeps its
+   * image (`flavor.image` of its record): a new flavor without one is merged with it.
    */
   resize(uuid: string, flavor: Flavor): Promise<ClaimResult>;
   /** Finish a resize: the migration consumer's old allocations, pages, ways and CPUs are released; the instance keeps the new ones. */
@@ -1262,7 +1263,7 @@ class HostTracker implements Tracker {
 
   /* ------------------------------------------------------------------ resize */
 
-  resize(uuid: string, flavor: Flavor): Promise<ClaimResult> {
+  resize(uuid: string, newFlavor: Flavor): Promise<ClaimResult> {
     this.assertRunning();
     return this.mutex.run(async () => {
       const store = await this.openStore();
@@ -1270,6 +1271,9 @@ class HostTracker implements Tracker {
       if (!record || record.host !== this.hostName || record.state !== 'active') {
         return { ok: false, reasons: [{ reason: `instance ${uuid} is ${record ? `${record.state} on host ${record.host}` : 'unknown'}; only an active instance of host ${this.hostName} can be resized` }] };
       }
+      // Nova's rule: a resize changes the flavor, not the image; the new flavor is merged with
+      // the instance's image properties (docs/images.md) unless it names an image itself.
+      const flavor: Flavor = newFlavor.image === undefined && record.flavor.image !== undefined ? { ...newFlavor, image: record.flavor.image } : newFlavor;
       const evacuated = await this.evacuationHeld(store, record);
       if (evacuated) return evacuated;
       const old = await store.getAllocations(uuid);

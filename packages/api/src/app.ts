@@ -9,6 +9,7 @@ import { LEGACY_POLICY, type Policy } from './policy.js';
 import { Reads } from './reads.js';
 import { AGENT_PREFIX, agentApi } from './agent-api.js';
 import { SCHEDULER_PREFIX, schedulerApi, type SchedulerApiOptions } from './scheduler-api.js';
+import { uiRoutes, type UiOptions } from './ui.js';
 import type { ApiReply, ApiRequest, Method, QuerySchema, RouteDef, VersionedHandler } from './route.js';
 import { allocationCandidateRoutes } from './routes/allocation-candidates.js';
 import { allocationRoutes } from './routes/allocations.js';
@@ -54,6 +55,8 @@ export interface ApiOptions {
   setup?: (app: FastifyInstance) => void;
   /** Serve the scheduler API at `/scheduler/v1` (scheduler-api.ts), with this authenticator and policy. */
   scheduler?: SchedulerApiOptions;
+  /** Serve the web view at `/ui` (ui.ts) from these built assets. */
+  ui?: UiOptions;
 }
 
 declare module 'fastify' {
@@ -251,6 +254,8 @@ export async function createApi(options: ApiOptions): Promise<FastifyInstance> {
   options.setup?.(app);
   if (options.scheduler) await app.register(schedulerApi({ ...options.scheduler, store: options.store, authenticate, policy }), { prefix: SCHEDULER_PREFIX });
   await app.register(agentApi({ store: options.store, authenticate, policy }), { prefix: AGENT_PREFIX });
+  const ui = options.ui;
+  if (ui) await app.register(async (scope) => uiRoutes(scope, { ...ui, placementPrefix: prefix }));
 
   await app.register(
     async (api) => {

@@ -33,6 +33,7 @@ export {
   type SchedulerApiOptions,
   type SchedulerBackend,
 } from './scheduler-api.js';
+export { UI_PREFIX, uiRoutes, type UiOptions } from './ui.js';
 export { AGENT_PREFIX, AGENT_RULE, agentApi, type AgentApiOptions } from './agent-api.js';
 export { remoteStore, AgentClientErrorCodes, type RemoteStoreOptions } from './agent-client.js';
 export { STANDARD_CLASSES, STANDARD_TRAITS, STANDARDS_SOURCE } from './standards.js';

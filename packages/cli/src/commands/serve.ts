@@ -1,9 +1,12 @@
 import cluster, { type Worker } from 'node:cluster';
 import { readFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
 import {
   AuthConfigError,
   ErtMetrics,
   AuthErrorCodes,
+  isLoopback,
   POLICY_DEFAULTS,
   PolicyError,
   PolicyErrorCodes,
@@ -129,6 +132,15 @@ export async function serveCommand(ctx: CommandContext, opts: ServeCommandOption
   return serveOne(ctx, opts, config, setup);
 }
 
+/** The built web view (`@ert/ui`'s dist/); not installed: a directory that is not there, and /ui says so. */
+function uiAssets(): string {
+  try {
+    return join(dirname(createRequire(import.meta.url).resolve('@ert/ui/package.json')), 'dist');
+  } catch {
+    return join(dirname(new URL(import.meta.url).pathname), 'ui-not-installed');
+  }
+}
+
 const policyLabel = (policy: Policy, file: string | undefined): string => `policy ${policy.defaults}${file ? ` + ${file}` : ''}`;
 
 /** One server in this process: `ert serve` itself, or one of the workers of `--workers N`. */
@@ -180,6 +192,9 @@ async function serveOne(ctx: CommandContext, opts: ServeCommandOptions, config: 
         staleAfter: config.tracker.staleAfter,
         onDecision: metrics.observeDecision,
       },
+      // The web view at /ui (docs/ui.md): opens without asking for a token only where noauth2
+      // already lets anyone who connects be admin, on a loopback address.
+      ui: { dir: uiAssets(), ...(setup.mode === 'noauth2' && isLoopback(opts.host) ? { openToken: 'admin' } : {}) },
     });
     try {
       if (worker) {
@@ -187,6 +202,7 @@ async function serveOne(ctx: CommandContext, opts: ServeCommandOptions, config: 
         await stopped;
       } else {
         ctx.out.status(`ert: Placement API on ${server.url}${server.prefix || '/'} (auth ${server.auth}, ${policyLabel(policy, setup.policyFile)}; SIGINT or SIGTERM to stop)`);
+        ctx.out.status(`ert: web view on ${server.url}/ui/`);
         const signal = await stopped;
         ctx.out.status(`ert: ${signal} received, stopping`);
       }
@@ -265,6 +281,7 @@ async function servePrimary(ctx: CommandContext, opts: ServeCommandOptions, conf
         `ert: Placement API on ${listening.url}${listening.prefix || '/'} (auth ${setup.mode}, ${policyLabel(policy, setup.policyFile)}, ` +
           `${setup.workers} workers; SIGINT or SIGTERM to stop)`,
       );
+      ctx.out.status(`ert: web view on ${listening.url}/ui/`);
       const signal = await Promise.race([stopped, startupFailed]);
       ctx.out.status(`ert: ${signal} received, stopping ${workers.size} workers`);
     }

@@ -1,0 +1,181 @@
+/**
+ * The web view's calls to `ert serve`: the scheduler API (/scheduler/v1) and the Placement
+ * API (at its prefix), with the same credentials as any client (`X-Auth-Token`). The server
+ * says in a `<meta name="ert-ui">` of the page where Placement is mounted and, only when it
+ * serves noauth2 on a loopback address, the token to open with (`admin`): then the view
+ * opens directly; otherwise the user's token is asked for and kept in sessionStorage.
+ */
+
+/** What `ert serve` writes into the page (packages/api/src/ui.ts). */
+export interface ServerConfig {
+  placementPrefix: string;
+  /** Set only for noauth2 on loopback: the token the view uses without asking. */
+  openToken?: string;
+}
+
+export function serverConfig(): ServerConfig {
+  const meta = document.querySelector('meta[name="ert-ui"]');
+  try {
+    const parsed = JSON.parse(meta?.getAttribute('content') ?? '{}') as Partial<ServerConfig>;
+    return { placementPrefix: parsed.placementPrefix ?? '/placement', ...(parsed.openToken ? { openToken: parsed.openToken } : {}) };
+  } catch {
+    return { placementPrefix: '/placement' };
+  }
+}
+
+const TOKEN_KEY = 'ert-token';
+
+export function storedToken(): string | undefined {
+  return sessionStorage.getItem(TOKEN_KEY) ?? serverConfig().openToken;
+}
+
+export function storeToken(token: string | undefined): void {
+  if (token === undefined) sessionStorage.removeItem(TOKEN_KEY);
+  else sessionStorage.setItem(TOKEN_KEY, token);
+}
+
+/** The server refused the credentials (401): the view shows the login prompt. */
+export class AuthRequired extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'AuthRequired';
+  }
+}
+
+/** Any other refusal, with the API's error code and details when it sent them. */
+export class ApiFailure extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string | undefined,
+    message: string,
+    readonly details: Record<string, unknown> = {},
+  ) {
+    super(message);
+    this.name = 'ApiFailure';
+  }
+}
+
+/** Listeners told when a call is refused with 401 (the App shows the login prompt). */
+const authListeners = new Set<(message: string) => void>();
+export function onAuthRequired(listener: (message: string) => void): () => void {
+  authListeners.add(listener);
+  return () => authListeners.delete(listener);
+}
+
+async function call<T>(path: string, init: { method?: string; body?: unknown; placementVersion?: string } = {}): Promise<T> {
+  const headers: Record<string, string> = { accept: 'application/json' };
+  const token = storedToken();
+  if (token !== undefined) headers['x-auth-token'] = token;
+  if (init.body !== undefined) headers['content-type'] = 'application/json';
+  if (init.placementVersion) headers['openstack-api-version'] = `placement ${init.placementVersion}`;
+  const res = await fetch(path, { method: init.method ?? 'GET', headers, ...(init.body !== undefined ? { body: JSON.stringify(init.body) } : {}) });
+  const text = await res.text();
+  let body: any;
+  try {
+    body = text === '' ? undefined : JSON.parse(text);
+  } catch {
+    body = undefined;
+  }
+  if (res.status === 401) {
+    const message = token === undefined ? 'this server needs a token' : 'the server refused the token (wrong or expired)';
+    for (const l of authListeners) l(message);
+    throw new AuthRequired(message);
+  }
+  if (!res.ok) {
+    // The scheduler API's {"error": {code, message, details}}, or Placement's {"errors": [{title, detail, code}]}.
+    const e = body?.error;
+    const p = body?.errors?.[0];
+    throw new ApiFailure(res.status, e?.code ?? p?.code, e?.message ?? p?.detail ?? `${res.status} ${res.statusText}`, e?.details ?? {});
+  }
+  return body as T;
+}
+
+export interface HostResources {
+  capacity: number;
+  used: number;
+  free: number;
+}
+
+export interface HostView {
+  name: string;
+  status: 'up' | 'stale' | 'disabled';
+  status_reason?: string;
+  last_update: string;
+  providers: number;
+  instances: number;
+  resources: Record<string, HostResources>;
+}
+
+export interface Zone {
+  name: string;
+  aggregates: string[];
+  hosts: string[];
+}
+
+export interface FlavorView {
+  name: string;
+  vcpus: number;
+  memory_mb: number;
+  disk_gb: number;
+  extra_specs: Record<string, string>;
+}
+
+export interface InstanceView {
+  uuid: string;
+  host: string;
+  state: string;
+  flavor: string;
+  reason?: string;
+  project_id: string;
+  created_at: string;
+}
+
+export interface Explanation {
+  flavor: string;
+  hosts: number;
+  passed: number;
+  filters: Array<{ filter: string; stage?: string; query?: string; removed: number }>;
+  rejected: Array<{ host: string; filter: string; reason: string }>;
+  weighed: Array<{ host: string; weight: number }>;
+}
+
+export interface ProviderView {
+  uuid: string;
+  name: string;
+  generation: number;
+  parent_provider_uuid: string | null;
+  root_provider_uuid: string;
+}
+
+export interface InventoryView {
+  total: number;
+  reserved: number;
+  min_unit: number;
+  max_unit: number;
+  step_size: number;
+  allocation_ratio: number;
+}
+
+/** The request `POST /explain` takes: a configured flavor by name, or one given inline. */
+export type FlavorRequest = string | { name: string; vcpus: number; memory_mb: number; disk_gb: number };
+
+const S = '/scheduler/v1';
+/** Placement microversion the view asks for (in_tree, parent_provider_uuid: 1.14). */
+const PV = '1.14';
+
+export const api = {
+  hosts: () => call<{ hosts: HostView[] }>(`${S}/hosts`).then((r) => r.hosts),
+  zones: () => call<{ zones: Zone[]; hosts_without_zone: string[] }>(`${S}/availability-zones`),
+  flavors: () => call<{ flavors: FlavorView[] }>(`${S}/flavors`).then((r) => r.flavors),
+  instances: (host: string) => call<{ instances: InstanceView[] }>(`${S}/instances?host=${encodeURIComponent(host)}`).then((r) => r.instances),
+  explain: (flavor: FlavorRequest, availabilityZone?: string) =>
+    call<Explanation>(`${S}/explain`, { method: 'POST', body: { flavor, ...(availabilityZone ? { availability_zone: availabilityZone } : {}) } }),
+  providersNamed: (name: string) =>
+    call<{ resource_providers: ProviderView[] }>(`${serverConfig().placementPrefix}/resource_providers?name=${encodeURIComponent(name)}`, { placementVersion: PV }).then((r) => r.resource_providers),
+  tree: (root: string) =>
+    call<{ resource_providers: ProviderView[] }>(`${serverConfig().placementPrefix}/resource_providers?in_tree=${encodeURIComponent(root)}`, { placementVersion: PV }).then((r) => r.resource_providers),
+  inventories: (uuid: string) =>
+    call<{ inventories: Record<string, InventoryView> }>(`${serverConfig().placementPrefix}/resource_providers/${uuid}/inventories`, { placementVersion: PV }).then((r) => r.inventories),
+  usages: (uuid: string) =>
+    call<{ usages: Record<string, number> }>(`${serverConfig().placementPrefix}/resource_providers/${uuid}/usages`, { placementVersion: PV }).then((r) => r.usages),
+};

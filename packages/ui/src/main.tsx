@@ -1,0 +1,122 @@
+import { render } from 'preact';
+import { useEffect, useState } from 'preact/hooks';
+import { api, AuthRequired, onAuthRequired, serverConfig, storedToken, storeToken } from './api.js';
+import { FleetPage } from './fleet.js';
+import { HostPage, HostsPage } from './hosts.js';
+import { Link, useRoute } from './router.js';
+import { WhyNotPage } from './why-not.js';
+import './style.css';
+
+/** The login prompt: a token (X-Auth-Token), checked with one read before it is kept. */
+function Login({ message, onDone }: { message: string; onDone: () => void }) {
+  const [token, setToken] = useState('');
+  const [problem, setProblem] = useState(message);
+  const [busy, setBusy] = useState(false);
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    if (token.trim() === '') {
+      setProblem('token: enter the token you use with the API (X-Auth-Token)');
+      return;
+    }
+    setBusy(true);
+    storeToken(token.trim());
+    try {
+      await api.flavors();
+      onDone();
+    } catch (err) {
+      storeToken(undefined);
+      setProblem(err instanceof AuthRequired ? 'the server refused this token (wrong or expired)' : `cannot check the token: ${(err as Error).message}`);
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <main class="login">
+      <form data-testid="login" onSubmit={submit} aria-describedby="login-problem">
+        <h1>ert</h1>
+        <p>Sign in with the token you give the API (<code>X-Auth-Token</code>). It is kept in this tab only (sessionStorage).</p>
+        <label for="token">Token</label>
+        <input id="token" name="token" type="password" autoComplete="off" value={token} onInput={(e) => setToken((e.target as HTMLInputElement).value)} autoFocus />
+        <button type="submit" disabled={busy}>
+          Sign in
+        </button>
+        {problem && (
+          <p id="login-problem" class="problem" role="alert" data-testid="login-problem">
+            {problem}
+          </p>
+        )}
+      </form>
+    </main>
+  );
+}
+
+function NotFound({ path }: { path: string }) {
+  return (
+    <main>
+      <h1>Not found</h1>
+      <p>
+        No page at <code>/ui{path}</code>. <Link href="/">The fleet</Link>.
+      </p>
+    </main>
+  );
+}
+
+function App() {
+  const route = useRoute();
+  // undefined: signed in (or opening directly); a string: the login prompt with that message.
+  const [prompt, setPrompt] = useState<string | undefined>(storedToken() === undefined ? '' : undefined);
+  const [epoch, setEpoch] = useState(0);
+  useEffect(
+    () =>
+      onAuthRequired((message) => {
+        storeToken(undefined);
+        setPrompt(message);
+      }),
+    [],
+  );
+  if (prompt !== undefined) {
+    return (
+      <Login
+        message={prompt}
+        onDone={() => {
+          setPrompt(undefined);
+          setEpoch(epoch + 1);
+        }}
+      />
+    );
+  }
+  const signedIn = sessionStorage.getItem('ert-token') !== null;
+  let page;
+  if (route.path === '/' || route.path === '') page = <FleetPage key={epoch} />;
+  else if (route.path === '/hosts') page = <HostsPage key={epoch} />;
+  else if (route.path.startsWith('/hosts/')) page = <HostPage key={`${epoch}${route.path}`} name={decodeURIComponent(route.path.slice('/hosts/'.length))} />;
+  else if (route.path === '/why-not') page = <WhyNotPage key={`${epoch}${route.search}`} search={route.search} />;
+  else page = <NotFound path={route.path} />;
+  return (
+    <>
+      <header>
+        <nav aria-label="main">
+          <strong>ert</strong>
+          <Link href="/">Fleet</Link>
+          <Link href="/hosts">Hosts</Link>
+          <Link href="/why-not">Why not here?</Link>
+          <span class="spacer" />
+          {signedIn && !serverConfig().openToken && (
+            <button
+              type="button"
+              onClick={() => {
+                storeToken(undefined);
+                setPrompt('');
+              }}
+            >
+              Sign out
+            </button>
+          )}
+        </nav>
+      </header>
+      {page}
+    </>
+  );
+}
+
+render(<App />, document.getElementById('app')!);

@@ -1,0 +1,261 @@
+import { servedAt, stopAll } from '../api/served.js';
+import { execFileSync, type ChildProcess } from 'node:child_process';
+import { existsSync, readdirSync, statSync } from 'node:fs';
+import { copyFile, cp, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { stringify } from 'yaml';
+import { capacityOf } from '@ert/plugin-api';
+import { createStore, type HostSnapshot } from '@ert/store';
+import { buildPackage } from '../build.js';
+import { REPO, runErt, scratchDir, startErt } from '../cli/helpers.js';
+
+/**
+ * The web view (docs/ui.md) in a real browser: Debian's chromium driven by playwright-core,
+ * on a real `ert serve` (packages/cli/dist/bin.js) over a fleet `ert simulate` built: 1,000
+ * hosts with instances placed, half of them in an availability zone. Every figure the view
+ * shows is compared with what the store holds, read here on its own:
+ *
+ * - Fleet (/ui/): the canvas has 1,000 tiles, and the totals per class are the store's
+ *   (capacity = (total - reserved) * ratio, used, free); the zone filter leaves the zone's
+ *   500 hosts with their totals. (Mutation-checked: with `t.used += r.used` dropped from
+ *   totalsOf in packages/ui/src/fleet.tsx the used and free columns differ and this fails.)
+ * - Hosts (/ui/hosts): 1,000 rows, 100 a page.
+ * - Host (/ui/hosts/NAME): the busiest host's providers by name, the usage of each
+ *   provider's classes and its instances, as the store has them.
+ * - Why not (/ui/why-not?flavor=huge): every one of the 1,000 hosts is listed with the
+ *   filter that refuses it; bad input names the field (vcpus, flavor).
+ * - Auth: a server with a token file asks for a token; a wrong one, or a stored one that
+ *   expired, gets the login prompt with a message (never a blank page); the right one opens.
+ *
+ * Screenshots of each page go to docs/ui/ with ERT_UI_SCREENSHOTS=1 (the committed ones;
+ * otherwise to the scratch directory, so that a test run does not rewrite docs/). No
+ * chromium: skipped with a message locally, a failure under CI (CI set).
+ */
+
+const HOSTS = 1000;
+const CHROMIUM = [process.env.ERT_CHROMIUM, '/usr/bin/chromium', '/usr/bin/chromium-browser'].find((p): p is string => !!p && existsSync(p));
+if (!CHROMIUM && process.env.CI) throw new Error('test/ui: no chromium (apt-get install chromium, or set ERT_CHROMIUM); .ci/run installs it');
+const TOKEN = 'ui-test-token-0123456789';
+
+/** Build the web view when any of its sources is newer than its dist/index.html (Vite: about 2 s). */
+function buildUi(): void {
+  const ui = join(REPO, 'packages/ui');
+  const built = join(ui, 'dist/index.html');
+  const newest = (dir: string): number => Math.max(...readdirSync(dir, { withFileTypes: true, recursive: true }).filter((e) => e.isFile()).map((e) => statSync(join(e.parentPath, e.name)).mtimeMs));
+  const sources = Math.max(newest(join(ui, 'src')), statSync(join(ui, 'index.html')).mtimeMs, statSync(join(ui, 'vite.config.ts')).mtimeMs);
+  if (existsSync(built) && statSync(built).mtimeMs >= sources) return;
+  execFileSync('npm', ['run', 'build', '-w', '@ert/ui'], { cwd: REPO, stdio: 'pipe' });
+}
+
+type Totals = Record<string, { capacity: number; used: number; free: number }>;
+
+/** Totals per class over some hosts, from the store's own snapshots. */
+function totalsOf(snapshots: readonly HostSnapshot[]): Totals {
+  const totals: Totals = {};
+  for (const s of snapshots) {
+    for (const p of s.providers) {
+      for (const [cls, inv] of Object.entries(p.inventories)) {
+        const cap = capacityOf(inv);
+        const used = p.usages[cls] ?? 0;
+        const t = (totals[cls] ??= { capacity: 0, used: 0, free: 0 });
+        t.capacity += cap;
+        t.used += used;
+      }
+    }
+  }
+  // Free per host and class is never negative: summed per host as the API does.
+  for (const s of snapshots) {
+    const perClass: Record<string, { capacity: number; used: number }> = {};
+    for (const p of s.providers) {
+      for (const [cls, inv] of Object.entries(p.inventories)) {
+        const e = (perClass[cls] ??= { capacity: 0, used: 0 });
+        e.capacity += capacityOf(inv);
+        e.used += p.usages[cls] ?? 0;
+      }
+    }
+    for (const [cls, e] of Object.entries(perClass)) totals[cls]!.free += Math.max(e.capacity - e.used, 0);
+  }
+  return totals;
+}
+
+/** The totals table of the fleet page, as shown. */
+async function shownTotals(page: Page): Promise<Totals> {
+  const rows = page.locator('[data-testid=totals] tbody tr');
+  const out: Totals = {};
+  for (let i = 0; i < (await rows.count()); i++) {
+    const row = rows.nth(i);
+    const num = async (f: string) => Number(await row.locator(`[data-field=${f}]`).textContent());
+    out[(await row.getAttribute('data-class'))!] = { capacity: await num('capacity'), used: await num('used'), free: await num('free') };
+  }
+  return out;
+}
+
+describe.skipIf(!CHROMIUM)('the web view at /ui on ert serve over 1,000 simulated hosts', () => {
+  const children: ChildProcess[] = [];
+  let dir: string;
+  let shots: string;
+  let browser: Browser;
+  let origin: string;
+  let tokenOrigin: string;
+  let snapshots: HostSnapshot[];
+  let zoneHosts: Set<string>;
+  let busiest: string;
+  let instancesOfBusiest: number;
+
+  beforeAll(async () => {
+    buildPackage(join(REPO, 'packages/cli'));
+    buildUi();
+    dir = await scratchDir('ert-ui-');
+    shots = process.env.ERT_UI_SCREENSHOTS ? join(REPO, 'docs/ui') : join(dir, 'shots');
+    await mkdir(shots, { recursive: true });
+    // The repository's config and flavors, and a flavor no host can take.
+    await copyFile(join(REPO, 'config/ert.config.yaml'), join(dir, 'ert.config.yaml'));
+    await copyFile(join(REPO, 'config/flavors.yaml'), join(dir, 'flavors.yaml'));
+    await cp(join(REPO, 'config/providers.d'), join(dir, 'providers.d'), { recursive: true });
+    const db = join(dir, 'fleet.db');
+    const sim = await runErt(['--config', join(dir, 'ert.config.yaml'), 'simulate', '--hosts', String(HOSTS), '--requests', '400', '--lifetime', '1000000', '--seed', '7', '--db', db, '--profiles', join(REPO, 'config/hosts'), '--json'], { cwd: dir });
+    expect(sim.code, sim.stderr).toBe(0);
+    const flavors = await readFile(join(dir, 'flavors.yaml'), 'utf8');
+    await writeFile(join(dir, 'flavors.yaml'), `${flavors}\n${stringify([{ name: 'huge', vcpus: 100000, memory_mb: 1024, disk_gb: 0, extra_specs: {} }])}`);
+
+    const store = await createStore({ client: 'sqlite3', connection: db });
+    try {
+      // The simulated `ssd` aggregate (every even-numbered host) becomes availability zone az-ssd.
+      const ssd = (await store.listAggregates()).find((a) => a.name === 'ssd')!;
+      await store.upsertAggregate({ uuid: ssd.uuid, name: ssd.name!, metadata: { ...ssd.metadata, availability_zone: 'az-ssd' } });
+      snapshots = await store.loadHosts();
+      const roots = new Set(ssd.providers);
+      zoneHosts = new Set(snapshots.filter((s) => roots.has(s.providers[0]!.uuid)).map((s) => s.host.name));
+      const counts = new Map<string, number>();
+      for (const r of await store.listInstances()) counts.set(r.host, (counts.get(r.host) ?? 0) + 1);
+      [busiest, instancesOfBusiest] = [...counts.entries()].sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]))[0]!;
+    } finally {
+      await store.close();
+    }
+    expect(snapshots).toHaveLength(HOSTS);
+    expect(zoneHosts.size).toBe(HOSTS / 2);
+    expect(instancesOfBusiest).toBeGreaterThan(0);
+
+    const env = { ERT_STORE_CONNECTION: db };
+    const open = startErt(['--config', join(dir, 'ert.config.yaml'), 'serve', '--port', '0'], { cwd: dir, env });
+    children.push(open);
+    await writeFile(join(dir, 'tokens.yaml'), stringify({ [TOKEN]: { user: 'admin', project: 'admin', roles: ['admin'] } }));
+    const guarded = startErt(['--config', join(dir, 'ert.config.yaml'), 'serve', '--port', '0', '--auth', 'token-file', '--token-file', join(dir, 'tokens.yaml')], { cwd: dir, env });
+    children.push(guarded);
+    [origin, tokenOrigin] = await Promise.all([servedAt(open).then((s) => s.origin), servedAt(guarded).then((s) => s.origin)]);
+    browser = await chromium.launch({ executablePath: CHROMIUM!, args: ['--no-sandbox', '--disable-dev-shm-usage', '--disable-gpu'] });
+  }, 120_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    await stopAll(children);
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  const newPage = async (): Promise<Page> => browser.newPage({ viewport: { width: 1280, height: 900 } });
+
+  it('Fleet: 1,000 tiles on a canvas, the store\'s totals per class, and the zone filter', async () => {
+    const page = await newPage();
+    const started = performance.now();
+    await page.goto(`${origin}/ui/`);
+    const canvas = page.locator(`[data-testid=fleet-canvas][data-hosts="${HOSTS}"]`);
+    await canvas.waitFor();
+    const firstRender = performance.now() - started;
+    console.log(`test/ui: first render of ${HOSTS} hosts ${firstRender.toFixed(0)} ms (canvas drawn in ${await canvas.getAttribute('data-draw-ms')} ms)`);
+    // One canvas, not a node per host.
+    expect(await page.locator('canvas').count()).toBe(1);
+    expect(await page.getByTestId('fleet-count').textContent()).toBe(`${HOSTS} of ${HOSTS} hosts shown`);
+    const expected = totalsOf(snapshots);
+    expect(Object.values(expected).some((t) => t.used > 0)).toBe(true);
+    expect(await shownTotals(page)).toEqual(expected);
+    await page.screenshot({ path: join(shots, 'fleet.png') });
+
+    await page.locator('select[name=zone]').selectOption('az-ssd');
+    await page.locator(`[data-testid=fleet-canvas][data-hosts="${HOSTS / 2}"]`).waitFor();
+    expect(await shownTotals(page)).toEqual(totalsOf(snapshots.filter((s) => zoneHosts.has(s.host.name))));
+    // Hovering a tile names its host and its values.
+    await page.locator('select[name=zone]').selectOption('');
+    await canvas.hover({ position: { x: 3, y: 3 } });
+    await expect.poll(() => page.locator('.tip').textContent()).toContain(snapshots.map((s) => s.host.name).sort()[0]);
+    await page.close();
+  });
+
+  it('Hosts: every host in a table, by pages', async () => {
+    const page = await newPage();
+    await page.goto(`${origin}/ui/hosts`);
+    await page.getByTestId('hosts-table').waitFor();
+    expect(await page.getByTestId('hosts-count').textContent()).toBe(`${HOSTS} of ${HOSTS} hosts`);
+    expect(await page.locator('[data-testid=hosts-table] tbody tr').count()).toBe(100);
+    await page.locator('input[name=filter]').fill(busiest);
+    await expect.poll(() => page.locator(`tr[data-host="${busiest}"]`).count()).toBe(1);
+    await page.locator('input[name=filter]').fill('');
+    await page.screenshot({ path: join(shots, 'hosts.png') });
+    await page.close();
+  });
+
+  it('Host: the provider tree with the store\'s inventories and usage, and the instances', async () => {
+    const page = await newPage();
+    await page.goto(`${origin}/ui/hosts/${encodeURIComponent(busiest)}`);
+    await page.getByTestId('provider-tree').waitFor();
+    const snapshot = snapshots.find((s) => s.host.name === busiest)!;
+    const names = await page.evaluate<string[]>(`[...document.querySelectorAll('[data-provider]')].map((e) => e.getAttribute('data-provider'))`);
+    expect(names.sort()).toEqual(snapshot.providers.map((p) => p.name).sort());
+    for (const p of snapshot.providers) {
+      for (const [cls, used] of Object.entries(p.usages)) {
+        expect(await page.locator(`[data-provider="${p.name}"] > details > table tr[data-class="${cls}"] [data-field=used]`).textContent(), `${p.name} ${cls}`).toBe(String(used));
+      }
+    }
+    expect(await page.getByTestId('instance-count').textContent()).toBe(String(instancesOfBusiest));
+    expect(await page.locator('[data-testid=instances] tbody tr').count()).toBe(instancesOfBusiest);
+    await page.screenshot({ path: join(shots, 'host.png') });
+    await page.close();
+  });
+
+  it('Why not: every host with the filter that refuses an oversized flavor; bad input names the field', async () => {
+    const page = await newPage();
+    await page.goto(`${origin}/ui/why-not?flavor=huge`);
+    await page.getByTestId('why-summary').waitFor();
+    expect(await page.getByTestId('why-passed').textContent()).toBe('0');
+    expect(await page.getByTestId('why-rejected-count').textContent()).toBe(String(HOSTS));
+    await page.screenshot({ path: join(shots, 'why-not.png') });
+    await page.getByRole('button', { name: `Show all ${HOSTS}` }).click();
+    const rows = page.locator('[data-testid=why-rejected] tbody tr');
+    await expect.poll(() => rows.count()).toBe(HOSTS);
+    const listed = await page.evaluate<Array<[string, string]>>(
+      `[...document.querySelectorAll('[data-testid=why-rejected] tbody tr')].map((e) => [e.getAttribute('data-host'), e.querySelector('[data-field=filter]')?.textContent ?? ''])`,
+    );
+    expect(new Set(listed.map(([h]) => h))).toEqual(new Set(snapshots.map((s) => s.host.name)));
+    // A 100,000-vCPU flavor: the resources filter (placement's fit) refuses it everywhere, saying why.
+    expect(new Set(listed.map(([, f]) => f))).toEqual(new Set(['resources']));
+    expect(await page.locator('[data-testid=why-filters] tr[data-filter=resources] td').textContent()).toBe(String(HOSTS));
+
+    await page.goto(`${origin}/ui/why-not?vcpus=-1&memory_mb=512`);
+    await expect.poll(() => page.getByTestId('why-problem').getAttribute('data-field')).toBe('vcpus');
+    expect(await page.locator('input[name=vcpus]').getAttribute('aria-invalid')).toBe('true');
+    await page.goto(`${origin}/ui/why-not?flavor=no-such-flavor`);
+    await expect.poll(() => page.getByTestId('why-problem').getAttribute('data-field')).toBe('flavor');
+    expect(await page.getByTestId('why-problem').textContent()).toContain('unknown flavor "no-such-flavor"');
+    await page.close();
+  });
+
+  it('Auth: a token is asked for; a wrong or expired one gets the login prompt, the right one opens', async () => {
+    const page = await newPage();
+    await page.goto(`${tokenOrigin}/ui/`);
+    await page.getByTestId('login').waitFor();
+    await page.locator('input[name=token]').fill('wrong-token');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await expect.poll(() => page.getByTestId('login-problem').textContent()).toContain('refused');
+    await page.screenshot({ path: join(shots, 'login.png') });
+    await page.locator('input[name=token]').fill(TOKEN);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.locator(`[data-testid=fleet-canvas][data-hosts="${HOSTS}"]`).waitFor();
+    // The token expires (here: the stored one is no longer valid): the next page load asks again.
+    await page.evaluate(`sessionStorage.setItem('ert-token', 'expired-token')`);
+    await page.goto(`${tokenOrigin}/ui/hosts/${encodeURIComponent(busiest)}`);
+    await page.getByTestId('login').waitFor();
+    expect(await page.getByTestId('login-problem').textContent()).toContain('refused');
+    await page.close();
+  });
+});

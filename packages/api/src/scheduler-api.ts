@@ -13,7 +13,7 @@
 import { randomUUID } from 'node:crypto';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { capacityOf, isErtError, messageOf, type Flavor, type HostStatus, type PlacementRequest, type SchedulingHints } from '@ert/plugin-api';
+import { capacityOf, isErtError, messageOf, type Flavor, type HostStatus, type ImageMeta, type PlacementRequest, type SchedulingHints } from '@ert/plugin-api';
 import { PlacementQueryError, parseCandidatesQuery } from '@ert/placement';
 import { availabilityZonesOf } from '@ert/placement';
 import { withdrawInstance, type Allocation, type InstanceRecord, type InstanceState, type Store } from '@ert/store';
@@ -52,6 +52,7 @@ interface BackendRequest {
   hints?: SchedulingHints;
   availabilityZone?: string;
   forbiddenAggregates?: string[];
+  image?: ImageMeta;
 }
 
 /** What this module needs of a scheduler (`@ert/scheduler`'s Scheduler, structurally). */
@@ -126,6 +127,12 @@ const INLINE_FLAVOR = {
   },
 } as const;
 
+const IMAGE_PROPERTIES = {
+  type: 'object',
+  additionalProperties: { type: 'string' },
+  description: 'trait:NAME=required|forbidden, and hw_<name> for the flavor extra spec hw:<name> (hw_cpu_policy, hw_mem_page_size, ...).',
+} as const;
+
 const REQUEST_BODY = {
   type: 'object',
   additionalProperties: false,
@@ -163,6 +170,15 @@ const REQUEST_BODY = {
       items: { type: 'string', minLength: 1 },
       description: 'Aggregates (uuids or names) the instances must stay out of (request filter forbidden-aggregates).',
     },
+    image: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['properties'],
+      properties: { properties: IMAGE_PROPERTIES },
+      description:
+        "The image the instances boot from, as Nova's image metadata: its properties are merged with the flavor's extra specs by Nova's rules (docs/images.md); a conflict is 400 ERT_SPEC_CONFLICT naming both. Needs a flavor. Or give image_properties.",
+    },
+    image_properties: { ...IMAGE_PROPERTIES, description: 'The same as image.properties (give one of the two).' },
     wait: { type: 'boolean', default: false, description: "select: wait until each host's tracker confirmed its reservation (placing a refused one elsewhere)." },
     confirm_timeout_ms: { type: 'integer', minimum: 1, description: 'select with wait: how long one round of confirmations may take (default reservations.timeout).' },
   },
@@ -409,6 +425,8 @@ interface RequestBody {
   hints?: { same_host?: string[]; different_host?: string[]; server_group?: { uuid: string; policy: 'affinity' | 'anti-affinity'; members?: string[] } };
   availability_zone?: string;
   forbidden_aggregates?: string[];
+  image?: { properties: Record<string, string> };
+  image_properties?: Record<string, string>;
   wait: boolean;
   confirm_timeout_ms?: number;
 }
@@ -503,6 +521,10 @@ export function schedulerApi(ctx: SchedulerApiContext): (app: FastifyInstance) =
       throw new SchedulerApiError(400, SchedulerApiErrorCodes.BAD_REQUEST, `instance_uuids has ${body.instance_uuids.length} uuids for count ${body.count}`, { count: body.count });
     }
     const what = body.flavor !== undefined ? { flavor: flavorOf({ ...body, flavor: body.flavor }) } : { placement: placementOf(body.placement!) };
+    if (body.image !== undefined && body.image_properties !== undefined) {
+      throw new SchedulerApiError(400, SchedulerApiErrorCodes.BAD_REQUEST, 'give the image once: image or image_properties', { key: 'image' });
+    }
+    const imageProperties = body.image?.properties ?? body.image_properties;
     const owner = { projectId: credentials.projectId ?? credentials.userId, userId: credentials.userId };
     const instances = (body.instance_uuids ?? Array.from({ length: body.count }, () => randomUUID())).map((uuid) => ({ uuid, ...owner }));
     const h = body.hints;
@@ -520,6 +542,7 @@ export function schedulerApi(ctx: SchedulerApiContext): (app: FastifyInstance) =
       ...(hints ? { hints } : {}),
       ...(body.availability_zone !== undefined ? { availabilityZone: body.availability_zone } : {}),
       ...(body.forbidden_aggregates !== undefined ? { forbiddenAggregates: body.forbidden_aggregates } : {}),
+      ...(imageProperties !== undefined ? { image: { properties: imageProperties } } : {}),
     };
   };
 

@@ -225,6 +225,32 @@ describe('the scheduler API', () => {
     expect((await post('/select', { flavor: 'two', availability_zone: '' })).statusCode).toBe(400);
   });
 
+  // Issue 20, point 3: an image's properties in the body, as `image.properties` or
+  // `image_properties`. Seen red with scheduleRequest dropping the image (explain weighed both
+  // hosts; the conflict was placed, 200) and with image_properties not read (both weighed).
+  it('POST /select and /explain take an image: its traits narrow the hosts, a conflict with the flavor is 400 naming both', async () => {
+    await store.setTraits(BIG, (await store.getProvider(BIG))!.generation, ['CUSTOM_GOLD']);
+    try {
+      const one = { name: 'one', vcpus: 0, memory_mb: 1 };
+      const explained = (await post('/explain', { flavor: one, image: { properties: { 'trait:CUSTOM_GOLD': 'required' } } })).json() as { weighed: Array<{ host: string }> };
+      expect(explained.weighed.map((w) => w.host)).toEqual(['big']);
+      const short = (await post('/explain', { flavor: one, image_properties: { 'trait:CUSTOM_GOLD': 'forbidden' } })).json() as { weighed: Array<{ host: string }> };
+      expect(short.weighed.map((w) => w.host)).toEqual(['small']);
+      const placed = await post('/select', { flavor: one, image_properties: { 'trait:CUSTOM_GOLD': 'required' } });
+      expect(placed.statusCode, placed.body).toBe(200);
+      const uuid = placed.json().instances[0].uuid as string;
+      expect(await store.getInstance(uuid)).toMatchObject({ host: 'big', flavor: { name: 'one', image: { properties: { 'trait:CUSTOM_GOLD': 'required' } } } });
+
+      const conflict = await post('/select', { flavor: { ...one, extra_specs: { 'trait:CUSTOM_GOLD': 'forbidden' } }, image: { properties: { 'trait:CUSTOM_GOLD': 'required' } } });
+      expect(conflict.statusCode).toBe(400);
+      expect(conflict.json().error).toMatchObject({ code: 'ERT_SPEC_CONFLICT', message: 'flavor trait:CUSTOM_GOLD=forbidden conflicts with image trait:CUSTOM_GOLD=required: a trait cannot be both required and forbidden' });
+      expect((await post('/select', { flavor: one, image: { properties: {} }, image_properties: {} })).statusCode).toBe(400);
+      expect((await post('/select', { flavor: one, image: { properties: { os_distro: 'ubuntu' } } })).json().error.code).toBe('ERT_SPEC_UNKNOWN_KEY');
+    } finally {
+      await store.setTraits(BIG, (await store.getProvider(BIG))!.generation, []);
+    }
+  });
+
   // Issue 14: "or a Placement-style request instead of the flavor" (after the zone test above:
   // small is in the aggregate RACK). Seen red with scheduleRequest ignoring `placement` (400:
   // neither flavor nor placement) and with the parsed query's member_of dropped (explain

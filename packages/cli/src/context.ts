@@ -159,6 +159,22 @@ export async function checkComputeFlavor(config: ErtConfig, flavor: Flavor): Pro
   }
 }
 
+/**
+ * `flavor` with the image properties of `--image-property KEY=VALUE` (repeatable) on it
+ * (`flavor.image`, merged with the extra specs by Nova's rules when parsed, docs/images.md);
+ * the flavor unchanged when none is given. A pair without `=` is a usage error naming it.
+ */
+export function withImageProperties(flavor: Flavor, pairs: readonly string[] | undefined): Flavor {
+  if (pairs === undefined || pairs.length === 0) return flavor;
+  const properties: Record<string, string> = {};
+  for (const pair of pairs) {
+    const at = pair.indexOf('=');
+    if (at < 1) throw new CliError(CliErrorCode.USAGE, `--image-property must be KEY=VALUE (trait:NAME=required, hw_cpu_policy=dedicated), got ${JSON.stringify(pair)}`, { option: '--image-property', value: pair });
+    properties[pair.slice(0, at)] = pair.slice(at + 1);
+  }
+  return { ...flavor, image: { properties } };
+}
+
 /** `--root DIR` resolved from the working directory; refused unless it is a directory. */
 export async function checkRoot(io: CliIo, root: string): Promise<string> {
   const absolute = resolve(io.cwd, root);

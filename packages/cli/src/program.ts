@@ -161,6 +161,7 @@ export function createProgram(io: CliIo = processIo()): Command {
     .option('--root <dir>', 'directory standing for / (default: tracker.root)')
     .option('--project <id>', 'project id', 'ert-cli')
     .option('--user <id>', 'user id', 'ert-cli')
+    .option('--image-property <key=value...>', "the image's properties, merged with the flavor's extra specs by Nova's rules (trait:NAME=required, hw_cpu_policy=dedicated; docs/images.md)")
     .action(action(claimCommand));
   program
     .command('release')
@@ -180,6 +181,7 @@ export function createProgram(io: CliIo = processIo()): Command {
     .option('--availability-zone <zone>', 'place only on the hosts of this availability zone (request filter availability-zone)')
     .option('--forbid-aggregate <aggregate...>', 'stay out of these aggregates, by name or uuid (request filter forbidden-aggregates)')
     .option('--project <id>', "the instances' project (request filter tenant-isolation)", 'ert-cli')
+    .option('--image-property <key=value...>', "the image's properties, merged with the flavor's extra specs by Nova's rules (trait:NAME=required, hw_cpu_policy=dedicated; docs/images.md)")
     .action(action(scheduleCommand));
 
   program

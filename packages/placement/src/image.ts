@@ -50,8 +50,8 @@ function imageError(code: PlacementErrorCode, property: string, value: string | 
 function conflict(property: string, value: string, key: string, flavorValue: string, flavorName: string, rule: string): RequestSpecError {
   return new RequestSpecError(
     PlacementErrorCodes.CONFLICT,
-    `flavor "${flavorName}" ${key}=${flavorValue} conflicts with image ${property}=${value}: ${rule}`,
-    { key, value, expected: rule, source: 'image', imageProperty: property, flavorValue },
+    `flavor ${key}=${flavorValue} conflicts with image ${property}=${value}: ${rule}`,
+    { key, value, expected: rule, source: 'image', imageProperty: property, flavorValue, flavor: flavorName },
   );
 }
 
@@ -139,8 +139,8 @@ export function mergeImageProperties(flavor: Flavor): MergedExtraSpecs {
       if (flavorValue === undefined) {
         throw new RequestSpecError(
           PlacementErrorCodes.CONFLICT,
-          `image ${property}=${value} needs the flavor to allow it: flavor "${flavor.name}" sets no ${key} (the image may only narrow the flavor's page size)`,
-          { key, value, expected: `the flavor's ${key}=any|large|<the same size>`, source: 'image', imageProperty: property, flavorValue: undefined },
+          `image ${property}=${value} needs the flavor to allow it: the flavor sets no ${key} (the image may only narrow the flavor's page size)`,
+          { key, value, expected: `the flavor's ${key}=any|large|<the same size>`, source: 'image', imageProperty: property, flavorValue: undefined, flavor: flavor.name },
         );
       }
       const flavorSize = pageSize(flavorValue);

@@ -109,7 +109,7 @@ describe('image properties through the scheduler and the tracker, real plugins',
       .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(RequestSpecError);
     expect((error as RequestSpecError).code).toBe('ERT_SPEC_CONFLICT');
-    expect((error as Error).message).toBe('flavor "shared" hw:cpu_policy=shared conflicts with image hw_cpu_policy=dedicated: a shared flavor does not let the image ask for dedicated CPUs');
+    expect((error as Error).message).toBe('flavor hw:cpu_policy=shared conflicts with image hw_cpu_policy=dedicated: a shared flavor does not let the image ask for dedicated CPUs');
     // An image property on a request without a flavor is refused too.
     await expect(scheduler.select({ placement: { groups: [{ suffix: '', resources: { VCPU: 1 }, requiredTraits: [], forbiddenTraits: [], memberOf: [] }], groupPolicy: 'none' }, image: { properties: {} }, instances: instances(1) })).rejects.toThrow(/image needs a flavor/);
   });

@@ -3,7 +3,7 @@ import { hostname } from 'node:os';
 import { createTracker, type Problem } from '@ert/tracker';
 import type { JsonValue } from '@ert/plugin-api';
 import type { Allocation, Store } from '@ert/store';
-import { checkComputeFlavor, checkRoot, findFlavor, unknownHost, type CommandContext } from '../context.js';
+import { checkComputeFlavor, checkRoot, findFlavor, unknownHost, withImageProperties, type CommandContext } from '../context.js';
 import { CliError, CliErrorCode } from '../errors.js';
 
 interface ClaimOptions {
@@ -13,6 +13,7 @@ interface ClaimOptions {
   root?: string;
   project: string;
   user: string;
+  imageProperty?: string[];
 }
 
 /** Each problem's message (a hook failure's names the plugin and the hook), joined for the one-line failure. */
@@ -51,7 +52,7 @@ function describeAssignment(value: JsonValue): string {
  */
 export async function claimCommand(ctx: CommandContext, opts: ClaimOptions): Promise<void> {
   const config = await ctx.config();
-  const flavor = findFlavor(config, opts.flavor);
+  const flavor = withImageProperties(findFlavor(config, opts.flavor), opts.imageProperty);
   await checkComputeFlavor(config, flavor);
   const root = opts.root !== undefined ? await checkRoot(ctx.io, opts.root) : undefined;
   const store = await ctx.store(config, { create: true });

@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { isErtError } from '@ert/plugin-api';
 import { parseDuration } from '@ert/core';
 import { CliError, CliErrorCode } from '../errors.js';
-import { findFlavor, inFlavor, positiveInt, type CommandContext } from '../context.js';
+import { findFlavor, inFlavor, positiveInt, withImageProperties, type CommandContext } from '../context.js';
 import { renderExplanation } from '../render.js';
 
 interface ScheduleOptions {
@@ -15,6 +15,7 @@ interface ScheduleOptions {
   availabilityZone?: string;
   forbidAggregate?: string[];
   project?: string;
+  imageProperty?: string[];
 }
 
 /**
@@ -29,11 +30,13 @@ interface ScheduleOptions {
  * `--confirm-timeout`, default `reservations.timeout`) is replaced by another; the
  * selections then carry `state: "active"` and the hosts that refused (`refusals`).
  * `--availability-zone`, `--forbid-aggregate` and `--project` (the instances' project, default
- * `ert-cli`) are what the request filters read (docs/request-filters.md).
+ * `ert-cli`) are what the request filters read (docs/request-filters.md). `--image-property
+ * KEY=VALUE` (repeatable) gives the image's properties, merged with the flavor's extra specs
+ * (docs/images.md); the reservations keep them for the hosts' trackers.
  */
 export async function scheduleCommand(ctx: CommandContext, opts: ScheduleOptions): Promise<void> {
   const config = await ctx.config();
-  const flavor = findFlavor(config, opts.flavor);
+  const flavor = withImageProperties(findFlavor(config, opts.flavor), opts.imageProperty);
   const count = positiveInt('--count', opts.count, 1);
   let confirmTimeout: number | undefined;
   if (opts.confirmTimeout !== undefined) {

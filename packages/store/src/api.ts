@@ -639,8 +639,10 @@ export interface Store {
   loadHosts(names?: string[]): Promise<HostSnapshot[]>;
   /**
    * A snapshot (inventories, usages, traits, aggregates) of every provider, hosts' or not, in
-   * provider creation order, read in one snapshot with a fixed number of set-based queries:
-   * the Placement API's reads of the whole model.
+   * provider creation order, consistent as of one read: the Placement API's reads of the whole
+   * model. Read in proportion to what changed since this store's previous call (one row per
+   * provider, then the changed providers' snapshots; provider-model.ts). While nothing changed
+   * the same array (and snapshots) is returned again: treat it as read-only.
    */
   loadProviders(): Promise<ProviderSnapshot[]>;
 }

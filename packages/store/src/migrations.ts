@@ -316,6 +316,34 @@ const ownership: Migration = {
   },
 };
 
+/**
+ * 0010 (SQLite only): `model_version`, one row whose `version` triggers bump at every insert,
+ * update or delete of a provider (generations included, so every inventory, trait, aggregate
+ * and allocation write) and every change of a resource class. `loadProviders` reads it first
+ * and returns its kept model when it has not moved, whoever wrote (another process, a script):
+ * one row instead of one per provider. SQLite has one writer at a time, so the row costs no
+ * concurrency; on PostgreSQL one row written by every claim would serialise them, so there is
+ * no such table and `loadProviders` compares its per-provider rows (provider-model.ts).
+ */
+const modelVersion: Migration = {
+  async up(knex) {
+    if (knex.client.config.client !== 'sqlite3') return;
+    await knex.schema.createTable('model_version', (t) => {
+      t.integer('id').primary();
+      t.bigInteger('version').notNullable();
+    });
+    await knex('model_version').insert({ id: 1, version: 0 });
+    for (const [table, event] of [['providers', 'INSERT'], ['providers', 'UPDATE'], ['providers', 'DELETE'], ['resource_classes', 'UPDATE'], ['resource_classes', 'DELETE']] as const) {
+      await knex.raw(`CREATE TRIGGER model_version_${table}_${event.toLowerCase()} AFTER ${event} ON ${table} BEGIN UPDATE model_version SET version = version + 1 WHERE id = 1; END`);
+    }
+  },
+  async down(knex) {
+    if (knex.client.config.client !== 'sqlite3') return;
+    for (const table of ['providers', 'resource_classes']) for (const event of ['insert', 'update', 'delete']) await knex.raw(`DROP TRIGGER IF EXISTS model_version_${table}_${event}`);
+    await knex.schema.dropTableIfExists('model_version');
+  },
+};
+
 const migrations: Record<string, Migration> = {
   '0001_initial': initial,
   '0002_instance_cpus': instanceCpus,
@@ -326,6 +354,7 @@ const migrations: Record<string, Migration> = {
   '0007_consumer_type': consumerType,
   '0008_host_status_reason': hostStatusReason,
   '0009_ownership': ownership,
+  '0010_model_version': modelVersion,
 };
 
 /** This program's migrations, in application order. */

@@ -6,13 +6,6 @@ import type { StoreContext } from './context.js';
 import { ENDED_STATES, hostFromRow, inventoryFromRow, statsRecords, type HostRow, type InventoryRow, type ProviderRow, type StatsRow } from './rows.js';
 import { inChunks, type Trx } from './sql.js';
 
-export async function loadProviders(ctx: StoreContext): Promise<ProviderSnapshot[]> {
-  return ctx.read(async (trx) => {
-    const snapshots = await providerSnapshots(ctx, trx, { all: true });
-    return [...snapshots.byId.values()].sort((a, b) => a.id - b.id).map((p) => p.snapshot);
-  });
-}
-
 export async function hostGenerations(ctx: StoreContext): Promise<Map<string, number>> {
   if (ctx.client === 'sqlite3') {
     // One JSON value rather than a row per host: the SQLite driver's per-row objects cost
@@ -91,6 +84,7 @@ export async function providerSnapshots(ctx: StoreContext, trx: Trx, scope: Prov
   // Each query joins `providers as p` and is restricted to the scope.
   const scoped = async <T>(build: (q: Knex.QueryBuilder) => Knex.QueryBuilder): Promise<T[]> => {
     if ('all' in scope) return build(trx.queryBuilder());
+    if ('ids' in scope) return inChunks(scope.ids, (part) => build(trx.queryBuilder()).whereIn('p.id', part));
     if ('sharing' in scope) {
       return build(trx.queryBuilder()).whereIn('p.id', (q) =>
         q.select('pt.provider_id').from('provider_traits as pt').join('traits as t', 't.id', 'pt.trait_id').where('t.name', TRAIT_SHARING_PROVIDER),
@@ -121,21 +115,22 @@ export async function providerSnapshots(ctx: StoreContext, trx: Trx, scope: Prov
   await ctx.loadClassNames(trx, [...inventoryRows, ...usageRows].map((r) => r.resource_class_id));
 
   const rowsById = new Map(providerRows.map((r) => [r.id, r]));
+  // A provider's parent and root may be outside an `ids` scope: the scope names their uuids.
+  const uuidOf = (id: number | null): string | undefined => (id === null ? undefined : (rowsById.get(id)?.uuid ?? ('uuids' in scope ? scope.uuids.get(id) : undefined)));
   const byId = new Map<number, ProviderSnapshotWithIds>();
   for (const row of providerRows) {
-    const parent = row.parent_id === null ? undefined : rowsById.get(row.parent_id);
-    const root = row.root_id === null ? undefined : rowsById.get(row.root_id);
+    const parentUuid = uuidOf(row.parent_id);
     const snapshot: ProviderSnapshot = {
       uuid: row.uuid,
       name: row.name,
-      rootUuid: root?.uuid ?? row.uuid,
+      rootUuid: uuidOf(row.root_id) ?? row.uuid,
       generation: row.generation,
       inventories: {},
       usages: {},
       traits: [],
       aggregates: [],
     };
-    if (parent) snapshot.parentUuid = parent.uuid;
+    if (parentUuid !== undefined) snapshot.parentUuid = parentUuid;
     byId.set(row.id, { id: row.id, rootId: row.root_id ?? row.id, depth: depthOf(row, rowsById), aggregateIds: [], snapshot });
   }
   for (const r of inventoryRows) {
@@ -163,7 +158,8 @@ export async function providerSnapshots(ctx: StoreContext, trx: Trx, scope: Prov
   return { list, byId, byRoot };
 }
 
-type ProviderScope = { all: true } | { sharing: true } | { rootIds: number[] };
+/** Which providers `providerSnapshots` reads: all, the sharing ones, some roots' trees, or some providers by id (with every provider's uuid by id, for their parents and roots). */
+type ProviderScope = { all: true } | { sharing: true } | { rootIds: number[] } | { ids: number[]; uuids: ReadonlyMap<number, string> };
 
 interface ProviderSnapshotWithIds {
   id: number;

@@ -11,6 +11,7 @@ import * as providers from './providers.js';
 import * as hosts from './hosts.js';
 import * as instances from './instances.js';
 import * as snapshots from './snapshots.js';
+import { ProviderModel } from './provider-model.js';
 
 /** Errors of a migration racing another process's: retry, the winner's work will be visible. */
 function isMigrationRace(err: unknown): boolean {
@@ -32,10 +33,13 @@ export class KnexStore implements Store {
   readonly client: StoreClient;
   readonly knex: Knex;
   private readonly ctx: StoreContext;
+  /** The whole model of `loadProviders`, kept between calls and read in proportion to what changed. */
+  private readonly providerModel: ProviderModel;
   private readonly allocations: AllocationWriter;
 
   constructor(options: StoreOptions) {
     this.ctx = new StoreContext(options);
+    this.providerModel = new ProviderModel(this.ctx);
     this.client = this.ctx.client;
     this.knex = this.ctx.knex;
     this.allocations = new AllocationWriter(this.ctx);
@@ -182,5 +186,5 @@ export class KnexStore implements Store {
 
   hostGenerations = () => snapshots.hostGenerations(this.ctx);
   loadHosts = (names?: string[]) => snapshots.loadHosts(this.ctx, names);
-  loadProviders = () => snapshots.loadProviders(this.ctx);
+  loadProviders = () => this.providerModel.load();
 }

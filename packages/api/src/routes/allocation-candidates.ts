@@ -13,6 +13,7 @@ import { atLeast, v, type Version } from '../microversion.js';
 import type { ApiRequest, RouteDef } from '../route.js';
 import type { ProviderView } from '../reads.js';
 import { sortedObject } from './common.js';
+import { STANDARD_CLASS_SET, STANDARD_TRAIT_SET } from '../standards.js';
 
 function fitProvider(p: ProviderView): FitProvider {
   return {
@@ -26,11 +27,32 @@ function fitProvider(p: ProviderView): FitProvider {
   };
 }
 
-/** Placement's 400s for names its database does not hold: per group, classes then traits. */
+/**
+ * The search's index of the whole model, built once per model: the store returns the same
+ * array while no provider changed (`Store.loadProviders`), so the index is kept by identity.
+ */
+const worlds = new WeakMap<readonly ProviderView[], ReturnType<typeof indexWorld>>();
+function worldOf(providers: readonly ProviderView[]): ReturnType<typeof indexWorld> {
+  let world = worlds.get(providers);
+  if (world === undefined) {
+    world = indexWorld(providers.map(fitProvider));
+    worlds.set(providers, world);
+  }
+  return world;
+}
+
+/**
+ * Placement's 400s for names its database does not hold: per group, classes then traits. The
+ * standard classes and traits always exist: the store is asked only when the request names
+ * another (most name none, and the trait list is the dearest read of a candidates request).
+ */
 async function checkNames(req: ApiRequest, request: PlacementRequest): Promise<void> {
+  const rootTraits = [...(request.rootRequiredTraits ?? []), ...(request.rootForbiddenTraits ?? [])];
+  const namedClasses = request.groups.flatMap((g) => Object.keys(g.resources));
+  const namedTraits = [...request.groups.flatMap((g) => [...g.requiredTraits, ...(g.anyOfTraits ?? []).flat(), ...g.forbiddenTraits]), ...rootTraits];
+  if (namedClasses.every((c) => STANDARD_CLASS_SET.has(c)) && namedTraits.every((t) => STANDARD_TRAIT_SET.has(t))) return;
   const classes = new Set(await req.reads.resourceClasses());
   const traits = new Set((await req.reads.traits()).all);
-  const rootTraits = [...(request.rootRequiredTraits ?? []), ...(request.rootForbiddenTraits ?? [])];
   for (const group of request.groups) {
     const missingClass = Object.keys(group.resources).find((rc) => !classes.has(rc));
     if (missingClass !== undefined) throw badRequest(`Invalid resource class in resources parameter: No such resource class ${missingClass}.`);
@@ -98,7 +120,7 @@ export const allocationCandidateRoutes: RouteDef[] = [
             }
             const providers = await req.reads.providers();
             await checkNames(req, parsed.request);
-            const world = indexWorld(providers.map(fitProvider));
+            const world = worldOf(providers);
             let result: CandidatesResult;
             try {
               result = allocationCandidates(parsed.request, world, {

@@ -18,6 +18,7 @@ import {
 import { HostFs, commonFlags, describeFailure, formatCpuList, parseCpuList, readCpuInfo, readCpuTopology, readNumaNodes } from '@ert/sysfs';
 import { VcpuError, VcpuErrorCodes } from './errors.js';
 import { DEDICATED_ISOLATED, PLUGIN_NAME, extraSpecs, optionsSchema, statsSchema, type VcpuOptions, type VcpuStats } from './shared.js';
+import { guestCpuFlags } from './cpu-models.js';
 import { cpuTraits } from './traits.js';
 
 const CLASSES = ['VCPU', 'PCPU'] as const;
@@ -112,7 +113,18 @@ async function discoverView(ctx: ResourceContext<VcpuOptions>, reserved: Set<num
     dedicatedCpus: formatCpuList(dedicated),
     reservedCpus: formatCpuList(reservedShared),
   };
-  return { view: { available: true, inventories, dedicatedByNode, stats }, traits: cpuTraits(commonFlags(cpuinfo.value), topology.value.threadsPerCore) };
+  // Nova's cpu_models: the guest CPU's features, not the host's, make the CPU traits (cpu-models.ts).
+  let flags = commonFlags(cpuinfo.value);
+  if (ctx.options.cpuModels.length > 0) {
+    const guest = guestCpuFlags(ctx.options.cpuModels, ctx.options.cpuModelExtraFlags, flags);
+    if (guest.missing.length > 0) {
+      return unavailable(`option cpuModels: this host's CPU cannot run ${guest.missing.map((m) => `${m.model} (lacks ${m.flags.join(', ')})`).join('; ')}`);
+    }
+    flags = guest.flags;
+  } else if (ctx.options.cpuModelExtraFlags.length > 0) {
+    return unavailable('option cpuModelExtraFlags needs cpuModels (Nova: cpu_model_extra_flags apply to cpu_mode = custom)');
+  }
+  return { view: { available: true, inventories, dedicatedByNode, stats }, traits: cpuTraits(flags, topology.value.threadsPerCore) };
 }
 
 export default definePlugin<VcpuOptions, VcpuStats>({

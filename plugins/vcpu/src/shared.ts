@@ -3,6 +3,7 @@
  * Imports no hardware code, so the scheduler entry never loads sysfs readers.
  */
 import type { ExtraSpecKey, JsonSchema, StatsSchema } from '@ert/plugin-api';
+import { CPU_MODELS } from './cpu-models.js';
 
 export const PLUGIN_NAME = 'vcpu';
 
@@ -13,6 +14,14 @@ export interface VcpuOptions {
   reservedCpus: string;
   /** CPUs handed out whole as PCPU (ratio 1); they leave the VCPU pool. */
   dedicatedCpus: string;
+  /**
+   * Nova's `[libvirt] cpu_models` (with `cpu_mode = custom`): the guest CPU models of this host.
+   * When set, the CPU-feature traits reported are the models' (and `cpuModelExtraFlags`'), not
+   * the host's: hosts of different generations configured alike report the same traits.
+   */
+  cpuModels: string[];
+  /** Nova's `cpu_model_extra_flags`: cpuinfo flags added to the models' (`avx512_vnni`). Needs `cpuModels`. */
+  cpuModelExtraFlags: string[];
 }
 
 /** `dedicatedCpus: isolated`: the dedicated CPUs are the kernel's isolated CPUs. */
@@ -28,6 +37,10 @@ export const optionsSchema: JsonSchema = {
     reservedCpus: { type: 'string', pattern: CPU_LIST_PATTERN, default: '' },
     /** A CPU list, or `isolated`: the CPUs the kernel isolates (`/sys/devices/system/cpu/isolated`, from `isolcpus=`), as Nova's `cpu_dedicated_set` is usually set. */
     dedicatedCpus: { type: 'string', pattern: `^\\s*${DEDICATED_ISOLATED}\\s*$|${CPU_LIST_PATTERN}`, default: '' },
+    /** Guest CPU models (Nova's cpu_models): the CPU-feature traits become theirs (cpu-models.ts). */
+    cpuModels: { type: 'array', items: { type: 'string', enum: Object.keys(CPU_MODELS) }, uniqueItems: true, default: [] },
+    /** cpuinfo flags added to the models' (Nova's cpu_model_extra_flags). */
+    cpuModelExtraFlags: { type: 'array', items: { type: 'string', pattern: '^[a-z0-9_]+$' }, uniqueItems: true, default: [] },
   },
 };
 

@@ -13,7 +13,7 @@ const stats = (dedicatedPerNode: number[]): VcpuStatsRead => ({
 
 describe('vcpu options', () => {
   it('defaults to ratio 4.0 and no reserved or dedicated CPUs, and refuses malformed CPU lists', () => {
-    expect(withDefaults(vcpu, {})).toEqual({ allocationRatio: 4, reservedCpus: '', dedicatedCpus: '' });
+    expect(withDefaults(vcpu, {})).toEqual({ allocationRatio: 4, reservedCpus: '', dedicatedCpus: '', cpuModels: [], cpuModelExtraFlags: [] });
     expect(withDefaults(vcpu, { dedicatedCpus: '2-3, 6' })).toMatchObject({ dedicatedCpus: '2-3, 6' });
     expect(() => withDefaults(vcpu, { reservedCpus: 'all' })).toThrow(/reservedCpus must match pattern/);
     expect(() => withDefaults(vcpu, { allocationRatio: 0 })).toThrow(/allocationRatio must be > 0/);

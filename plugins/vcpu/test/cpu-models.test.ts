@@ -15,7 +15,7 @@ import { profileRoot, resourceContext, type Profile } from './support.js';
  * no AVX-512).
  */
 async function discover(profile: Profile, options: Partial<VcpuOptions>): Promise<Discovery> {
-  return vcpu.resource!(resourceContext(vcpu, profileRoot(profile), options)).discover();
+  return (await vcpu.resource!(resourceContext(vcpu, profileRoot(profile), options))).discover();
 }
 
 const traitsOf = (d: Discovery): string[] => (d.available ? [...(d.host?.traits ?? [])].sort() : []);

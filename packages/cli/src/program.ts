@@ -15,7 +15,7 @@ import { flavorsCommand, hostsCommand, usageCommand } from './commands/inventory
 import { simulateCommand } from './commands/simulate.js';
 import { demoCommand } from './commands/demo.js';
 import { serveCommand } from './commands/serve.js';
-import { aggregateCreateCommand, aggregateListCommand, aggregateMembershipCommand, aggregateSetMetadataCommand, azListCommand, dbStatusCommand, hostDeleteCommand, hostDisableCommand, hostEnableCommand, traitCommand } from './commands/fleet.js';
+import { aggregateCreateCommand, aggregateListCommand, aggregateMembershipCommand, aggregateSetMetadataCommand, aggregateSetRatioCommand, aggregateSetTraitsCommand, azListCommand, dbStatusCommand, hostDeleteCommand, hostDisableCommand, hostEnableCommand, traitCommand } from './commands/fleet.js';
 
 const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
 
@@ -240,6 +240,20 @@ export function createProgram(io: CliIo = processIo()): Command {
     .argument('[pairs...]', 'key=value pairs')
     .option('--unset <key...>', 'keys to remove')
     .action(action(aggregateSetMetadataCommand));
+  aggregate
+    .command('set-traits')
+    .description("add traits to the root provider of every host of the aggregate (--remove: take them off); they survive the hosts' syncs")
+    .argument('<aggregate>', 'aggregate name or uuid')
+    .argument('<traits...>', 'trait names (CUSTOM_... or standard traits)')
+    .option('--remove', 'remove the traits instead')
+    .action(action(aggregateSetTraitsCommand));
+  aggregate
+    .command('set-ratio')
+    .description("set the allocation ratio of a class on every provider of the aggregate's hosts that has it; survives syncs unless a host's config sets it")
+    .argument('<aggregate>', 'aggregate name or uuid')
+    .argument('<class>', 'resource class (VCPU, MEMORY_MB, CUSTOM_...)')
+    .argument('<ratio>', 'allocation ratio, a number > 0')
+    .action(action(aggregateSetRatioCommand));
   const az = program.command('az').description('availability zones: aggregates with availability_zone metadata (docs/request-filters.md)');
   az.command('list').description('zones with their aggregates and hosts, and the hosts in no zone').action(action(azListCommand));
   program

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { isValidTraitName } from '@ert/plugin-api';
+import { capacityOf, isValidResourceClass, isValidTraitName } from '@ert/plugin-api';
 import { availabilityZonesOf } from '@ert/placement';
-import { TRACKER_OWNER, createStore, isStoreConflict, type AggregateRecord, type SchemaStatus, type Store } from '@ert/store';
+import { TRACKER_OWNER, createStore, isStoreConflict, type AggregateRecord, type HostRecord, type SchemaStatus, type Store } from '@ert/store';
 import { describeConnection, unknownHost, type CommandContext } from '../context.js';
 import { CliError, CliErrorCode } from '../errors.js';
 
@@ -271,5 +271,111 @@ export async function hostDeleteCommand(ctx: CommandContext, name: string, opts:
       ...(others.length > 0 ? [`  written by others (not the host's tracker): ${others.map((p) => p.name).join(', ')}`] : []),
       '',
     ].join('\n'),
+  );
+}
+
+/** The hosts whose root provider is in the aggregate, by name, sorted. */
+async function hostsOf(store: Store, aggregate: AggregateRecord & { providers: string[] }): Promise<HostRecord[]> {
+  const members = new Set(aggregate.providers);
+  return (await store.listHosts()).filter((h) => members.has(h.rootProviderUuid)).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+}
+
+/** Read, change and write one provider's state under its generation, retried on a concurrent change. */
+async function retried<T>(write: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await write();
+    } catch (err) {
+      if (attempt >= 5 || !isStoreConflict(err)) throw err;
+    }
+  }
+}
+
+/**
+ * `ert aggregate set-traits AGG TRAIT... [--remove]`: add the traits to the root provider of
+ * every host of the aggregate (or, with --remove, take them off), keeping each provider's other
+ * traits. As `ert trait add`, these are an outside writer's traits: they survive the hosts'
+ * syncs (docs/ownership.md); one the host's plugins report stays the tracker's, and removing it
+ * lasts until the host's next sync. Applies to the hosts in the aggregate now (a host added
+ * later does not get them). JSON: `{ aggregate, traits, removed, hosts: [{ host, traits }] }`.
+ */
+export async function aggregateSetTraitsCommand(ctx: CommandContext, ref: string, traits: string[], opts: { remove?: boolean }): Promise<void> {
+  for (const trait of traits) {
+    if (!isValidTraitName(trait)) throw new CliError(CliErrorCode.USAGE, `${JSON.stringify(trait)} is not a trait name (CUSTOM_ followed by A-Z, 0-9 and _, or a standard trait)`, { trait });
+  }
+  const store = await ctx.store();
+  const aggregate = await aggregateOf(store, ref);
+  const hosts = await hostsOf(store, aggregate);
+  const results: Array<{ host: string; traits: string[] }> = [];
+  for (const host of hosts) {
+    const uuid = host.rootProviderUuid;
+    const after = await retried(async () => {
+      const provider = await store.getProvider(uuid);
+      const current = await store.getTraits(uuid);
+      const next = opts.remove ? current.filter((t) => !traits.includes(t)) : [...new Set([...current, ...traits])].sort();
+      await store.setTraits(uuid, provider!.generation, next);
+      return next;
+    });
+    results.push({ host: host.name, traits: after });
+  }
+  const label = aggregate.name ?? aggregate.uuid;
+  ctx.out.result({ aggregate: aggregate.uuid, traits, removed: opts.remove === true, hosts: results }, () =>
+    hosts.length === 0
+      ? `aggregate ${label} has no hosts: nothing changed\n`
+      : `${opts.remove ? 'removed' : 'added'} ${traits.join(' ')} ${opts.remove ? 'from' : 'to'} ${hosts.length} host(s) of aggregate ${label}: ${results.map((r) => r.host).join(', ')}\n`,
+  );
+}
+
+/**
+ * `ert aggregate set-ratio AGG CLASS RATIO`: the allocation ratio of CLASS on every provider,
+ * in the tree of every host of the aggregate, that has CLASS (Placement's inventory write,
+ * generation-checked, retried). It survives the hosts' syncs unless a host's config sets that
+ * ratio explicitly (docs/ownership.md: vcpu's `allocationRatio`, memory's and disk's). A ratio
+ * that would put some provider's capacity below its usage is refused before anything is
+ * written. JSON: `{ aggregate, resourceClass, allocationRatio, providers: [{ host, provider, previous }] }`.
+ */
+export async function aggregateSetRatioCommand(ctx: CommandContext, ref: string, resourceClass: string, ratioText: string): Promise<void> {
+  if (!isValidResourceClass(resourceClass)) throw new CliError(CliErrorCode.USAGE, `${JSON.stringify(resourceClass)} is not a resource class (a standard class or CUSTOM_...)`, { resourceClass });
+  const ratio = Number(ratioText);
+  if (!/^\d+(\.\d+)?$/.test(ratioText.trim()) || !Number.isFinite(ratio) || ratio <= 0) {
+    throw new CliError(CliErrorCode.USAGE, `the allocation ratio must be a number > 0, got ${JSON.stringify(ratioText)}`, { ratio: ratioText });
+  }
+  const store = await ctx.store();
+  const aggregate = await aggregateOf(store, ref);
+  const targets: Array<{ host: string; uuid: string; name: string; previous: number }> = [];
+  for (const host of await hostsOf(store, aggregate)) {
+    for (const provider of await store.listProviders({ rootUuid: host.rootProviderUuid })) {
+      const { inventories } = await store.getInventories(provider.uuid);
+      const inventory = inventories[resourceClass];
+      if (!inventory) continue;
+      const used = (await store.getUsages(provider.uuid))[resourceClass] ?? 0;
+      const capacity = capacityOf({ ...inventory, allocationRatio: ratio });
+      if (capacity < used) {
+        throw new CliError(CliErrorCode.USAGE, `ratio ${ratio} would leave ${resourceClass} of ${provider.name} (host ${host.name}) a capacity of ${capacity}, below its usage ${used}; nothing written`, {
+          host: host.name,
+          provider: provider.name,
+          resourceClass,
+          capacity,
+          used,
+        });
+      }
+      targets.push({ host: host.name, uuid: provider.uuid, name: provider.name, previous: inventory.allocationRatio });
+    }
+  }
+  for (const target of targets) {
+    await retried(async () => {
+      const { generation, inventories } = await store.getInventories(target.uuid);
+      const inventory = inventories[resourceClass];
+      if (!inventory) return; // removed meanwhile
+      await store.setInventories(target.uuid, generation, { ...inventories, [resourceClass]: { ...inventory, allocationRatio: ratio } });
+    });
+  }
+  const label = aggregate.name ?? aggregate.uuid;
+  ctx.out.result(
+    { aggregate: aggregate.uuid, resourceClass, allocationRatio: ratio, providers: targets.map((t) => ({ host: t.host, provider: t.name, previous: t.previous })) },
+    () =>
+      targets.length === 0
+        ? `no provider of aggregate ${label}'s hosts has ${resourceClass}: nothing changed\n`
+        : `${resourceClass} allocation ratio ${ratio} on ${targets.length} provider(s) of aggregate ${label}: ${targets.map((t) => `${t.name} (was ${t.previous})`).join(', ')}\n`,
   );
 }

@@ -93,6 +93,8 @@ export async function buildWorld(store: Store): Promise<void> {
 
 export interface Served {
   store: Store;
+  /** Where the store is (to open a second store on it). */
+  options: StoreOptions;
   app: FastifyInstance;
   base: string;
   close(): Promise<void>;
@@ -119,6 +121,7 @@ export async function serveWorld(prefix = '', build: (store: Store) => Promise<v
   const port = typeof address === 'object' && address !== null ? address.port : 0;
   return {
     store,
+    options,
     app,
     base: `http://127.0.0.1:${port}${prefix}`,
     async close() {

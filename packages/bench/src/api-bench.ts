@@ -1,16 +1,23 @@
 /**
  * Placement API benchmark: `npm run bench -- api [--flat N] [--trees N] [--requests N]
- * [--clients N] [--puts N] [--no-placement] [--json]`.
+ * [--clients N] [--puts N] [--store sqlite|pg] [--pg URL] [--workers N] [--no-placement] [--json]`.
  *
- * The same load, over HTTP on 127.0.0.1, against `ert serve` (a fresh SQLite file) and, when
- * Debian's placement-api is installed, Placement 8.0.0 (sqlite, noauth2, its own server), one
- * after the other, each loaded through its own REST API (so loading is also a write test):
+ * The same load, over HTTP on 127.0.0.1, against `ert serve --workers N` and, when Debian's
+ * placement-api is installed, Placement 8.0.0 (noauth2; under uwsgi with N processes when
+ * uwsgi and its python3 plugin are installed, as deployments run it, else its own
+ * single-threaded server), one after the other, on the same store kind: a fresh SQLite file
+ * each, or with `--store pg` a fresh schema (ert) and database (Placement) on the PostgreSQL
+ * server of `--pg` (default $ERT_TEST_PG_URL). Each is loaded through its own REST API (so
+ * loading is also a write test):
  * 1. flat: `--flat` providers with VCPU 64 (ratio 4), MEMORY_MB 262144 and DISK_GB 2000;
  *    `GET /allocation_candidates?resources=...&limit=1000` (Nova's max_placement_results), the
  *    amounts varying per request so that most requests are shapes not seen before;
  * 2. trees: `--trees` hosts, each a root with DISK_GB and two NUMA children with VCPU and
  *    MEMORY_MB; the request puts VCPU and MEMORY_MB in a granular group (1.25+);
- * 3. claims: `--clients` clients PUT allocations (1.28, new consumers, VCPU 1 and MEMORY_MB
+ * 3. Nova's loop: `--requests` times, GET candidates for the flat shape (limit 1000) then PUT
+ *    the first candidate's allocations, one after the other: every candidates request sees a
+ *    model the previous claim changed (the cache-unfriendly case);
+ * 4. claims: `--clients` clients PUT allocations (1.28, new consumers, VCPU 1 and MEMORY_MB
  *    512 on a random flat provider) until `--puts` have been sent; 204s and 409s apart.
  * Checked at the end, on each server: every candidates answer was 200 with candidates, and
  * the usages of the flat providers add up to exactly the claims answered 204. Figures go to
@@ -25,8 +32,12 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { seededRandom } from '@ert/core';
+import { dropPostgresSchema } from '@ert/store';
 
 interface Args {
+  store: 'sqlite' | 'pg';
+  pg: string | undefined;
+  workers: number;
   flat: number;
   trees: number;
   requests: number;
@@ -37,7 +48,7 @@ interface Args {
 }
 
 function parseArgs(argv: string[]): Args {
-  const args: Args = { flat: 5000, trees: 2000, requests: 40, clients: 64, puts: 2000, placement: true, json: false };
+  const args: Args = { store: 'sqlite', pg: process.env['ERT_TEST_PG_URL'], workers: 2, flat: 5000, trees: 2000, requests: 40, clients: 64, puts: 2000, placement: true, json: false };
   const int = (name: string, value: string | undefined, min: number): number => {
     const n = Number(value);
     if (!Number.isSafeInteger(n) || n < min) throw new Error(`api-bench: ${name} must be an integer of at least ${min}, got "${String(value)}"`);
@@ -51,12 +62,19 @@ function parseArgs(argv: string[]): Args {
     else if (arg === '--clients') args.clients = int(arg, argv[++i], 1);
     else if (arg === '--puts') args.puts = int(arg, argv[++i], 1);
     else if (arg === '--no-placement') args.placement = false;
+    else if (arg === '--store') {
+      const kind = argv[++i];
+      if (kind !== 'sqlite' && kind !== 'pg') throw new Error(`api-bench: --store must be sqlite or pg, got "${String(kind)}"`);
+      args.store = kind;
+    } else if (arg === '--pg') args.pg = argv[++i];
+    else if (arg === '--workers') args.workers = int(arg, argv[++i], 1);
     else if (arg === '--json') args.json = true;
     else if (arg === '--help' || arg === '-h') {
-      console.log('usage: npm run bench -- api [--flat N] [--trees N] [--requests N] [--clients N] [--puts N] [--no-placement] [--json]');
+      console.log('usage: npm run bench -- api [--flat N] [--trees N] [--requests N] [--clients N] [--puts N] [--store sqlite|pg] [--pg URL] [--workers N] [--no-placement] [--json]');
       process.exit(0);
     } else throw new Error(`api-bench: unknown option "${arg}" (see --help)`);
   }
+  if (args.store === 'pg' && !args.pg) throw new Error('api-bench: --store pg needs --pg URL (or ERT_TEST_PG_URL)');
   return args;
 }
 
@@ -77,7 +95,7 @@ async function freePort(): Promise<number> {
 interface Server {
   name: string;
   base: string;
-  stop(): void;
+  stop(): Promise<void>;
 }
 
 async function waitUp(base: string, child: ChildProcess, name: string): Promise<void> {
@@ -93,51 +111,86 @@ async function waitUp(base: string, child: ChildProcess, name: string): Promise<
   }
 }
 
-async function startErt(): Promise<Server> {
+async function startErt(args: Args): Promise<Server> {
   const dir = mkdtempSync(path.join(tmpdir(), 'ert-api-bench-'));
   const config = path.join(dir, 'ert.config.yaml');
-  writeFileSync(config, 'store:\n  client: sqlite3\n  connection: ./ert.db\nlog:\n  level: warn\n');
+  const schema = `ert_api_bench_${process.pid}`;
+  const store = args.store === 'pg' ? `store:\n  client: pg\n  connection: ${JSON.stringify(args.pg)}\n  schema: ${schema}\n` : 'store:\n  client: sqlite3\n  connection: ./ert.db\n';
+  writeFileSync(config, `${store}log:\n  level: warn\n`);
   const migrate = spawnSync(process.execPath, [BIN, '--config', config, 'db', 'migrate'], { encoding: 'utf8' });
   if (migrate.status !== 0) throw new Error(`ert db migrate failed: ${migrate.stderr}`);
   const port = await freePort();
-  const child = spawn(process.execPath, [BIN, '--config', config, 'serve', '--host', '127.0.0.1', '--port', String(port), '--prefix', ''], { stdio: ['ignore', 'ignore', 'inherit'] });
+  const child = spawn(process.execPath, [BIN, '--config', config, 'serve', '--host', '127.0.0.1', '--port', String(port), '--prefix', '', '--workers', String(args.workers)], { stdio: ['ignore', 'ignore', 'inherit'] });
   const base = `http://127.0.0.1:${port}`;
-  const stop = () => {
-    if (child.exitCode === null) child.kill('SIGTERM');
+  const stop = async () => {
+    if (child.exitCode === null) {
+      child.kill('SIGTERM');
+      await new Promise((resolve) => child.once('exit', resolve));
+    }
+    if (args.store === 'pg') await dropPostgresSchema(args.pg!, schema);
     rmSync(dir, { recursive: true, force: true });
   };
   try {
     await waitUp(base, child, 'ert serve');
   } catch (err) {
-    stop();
+    await stop();
     throw err;
   }
-  return { name: 'ert', base, stop };
+  return { name: `ert serve (${args.store}, ${args.workers} workers)`, base, stop };
 }
 
-async function startPlacement(): Promise<Server | undefined> {
+/** Runs `psql` on the PostgreSQL server of `url` (its maintenance database), for CREATE/DROP DATABASE. */
+function psql(url: string, sql: string): void {
+  const server = new URL(url);
+  server.pathname = '/postgres';
+  const done = spawnSync('psql', [server.toString(), '-v', 'ON_ERROR_STOP=1', '-q', '-c', sql], { encoding: 'utf8' });
+  if (done.status !== 0) throw new Error(`psql ${sql}: ${done.stderr}`);
+}
+
+async function startPlacement(args: Args): Promise<Server | undefined> {
   if (spawnSync('sh', ['-c', 'command -v placement-api && command -v placement-manage']).status !== 0) return undefined;
   const dir = mkdtempSync(path.join(tmpdir(), 'placement-api-bench-'));
-  writeFileSync(
-    path.join(dir, 'placement.conf'),
-    ['[DEFAULT]', `log_file = ${dir}/placement-api.log`, '[api]', 'auth_strategy = noauth2', '[placement_database]', `connection = sqlite:///${dir}/placement.sqlite`, ''].join('\n'),
-  );
+  const database = `placement_bench_${process.pid}`;
+  let connection = `sqlite:///${dir}/placement.sqlite`;
+  if (args.store === 'pg') {
+    psql(args.pg!, `CREATE DATABASE ${database}`);
+    const url = new URL(args.pg!);
+    url.protocol = 'postgresql+psycopg2:';
+    url.pathname = `/${database}`;
+    connection = url.toString();
+  }
+  writeFileSync(path.join(dir, 'placement.conf'), ['[DEFAULT]', `log_file = ${dir}/placement-api.log`, '[api]', 'auth_strategy = noauth2', '[placement_database]', `connection = ${connection}`, ''].join('\n'));
+  const dropDatabase = () => {
+    if (args.store === 'pg') psql(args.pg!, `DROP DATABASE IF EXISTS ${database}`);
+  };
   const sync = spawnSync('placement-manage', ['--config-file', path.join(dir, 'placement.conf'), 'db', 'sync'], { encoding: 'utf8' });
-  if (sync.status !== 0) throw new Error(`placement-manage db sync failed: ${sync.stderr}`);
+  if (sync.status !== 0) {
+    dropDatabase();
+    throw new Error(`placement-manage db sync failed: ${sync.stderr}`);
+  }
   const port = await freePort();
-  const child = spawn('placement-api', ['--host', '127.0.0.1', '--port', String(port)], { env: { ...process.env, OS_PLACEMENT_CONFIG_DIR: dir }, stdio: ['ignore', 'ignore', 'ignore'] });
+  const env = { ...process.env, OS_PLACEMENT_CONFIG_DIR: dir };
+  // uwsgi with N processes is how Placement is deployed; its own server (wsgiref) is one thread.
+  const uwsgi = spawnSync('sh', ['-c', 'command -v uwsgi && test -e /usr/lib/uwsgi/plugins/python3_plugin.so']).status === 0;
+  const child = uwsgi
+    ? spawn('uwsgi', ['--http-socket', `127.0.0.1:${port}`, '--plugin', 'python3', '--wsgi-file', '/usr/bin/placement-api', '--processes', String(args.workers), '--threads', '1', '--master', '--die-on-term', '--listen', '1024', '--disable-logging', '--add-header', 'Connection: close'], { cwd: dir, env, stdio: ['ignore', 'ignore', 'ignore'] })
+    : spawn('placement-api', ['--host', '127.0.0.1', '--port', String(port)], { env, stdio: ['ignore', 'ignore', 'ignore'] });
   const base = `http://127.0.0.1:${port}`;
-  const stop = () => {
-    if (child.exitCode === null) child.kill('SIGTERM');
+  const stop = async () => {
+    if (child.exitCode === null) {
+      child.kill('SIGTERM');
+      await new Promise((resolve) => child.once('exit', resolve));
+    }
+    dropDatabase();
     rmSync(dir, { recursive: true, force: true });
   };
   try {
     await waitUp(base, child, 'placement-api');
   } catch (err) {
-    stop();
+    await stop();
     throw err;
   }
-  return { name: 'placement', base, stop };
+  return { name: uwsgi ? `Placement 8.0.0 (${args.store}, uwsgi ${args.workers} processes)` : `Placement 8.0.0 (${args.store}, its own one-thread server)`, base, stop };
 }
 
 async function call(base: string, method: string, url: string, version: string, body?: unknown): Promise<{ status: number; json: unknown }> {
@@ -228,6 +281,38 @@ async function candidates(server: Server, n: number, version: string, query: (i:
   return timing(samples, failed);
 }
 
+/**
+ * Nova's scheduler loop, one decision at a time: GET candidates (the flat shape, limit 1000),
+ * PUT the first candidate's allocations (VCPU 1, MEMORY_MB 512, project `bench`). Each
+ * candidates request sees the model the previous claim changed. Returns the candidates
+ * latency, the whole decision's, and the claims answered 204.
+ */
+async function novaLoop(server: Server, n: number, expectAtLeast: number): Promise<{ candidates: Timing; decisions: Timing; ok: number }> {
+  const candidateMs: number[] = [];
+  const decisionMs: number[] = [];
+  let failed = 0;
+  let ok = 0;
+  for (let i = 0; i < n; i++) {
+    const started = performance.now();
+    const got = await call(server.base, 'GET', `/allocation_candidates?resources=VCPU:1,MEMORY_MB:512&limit=1000`, '1.39').catch(() => ({ status: 0, json: undefined }));
+    const fetched = performance.now();
+    const requests = (got.json as { allocation_requests?: Array<{ allocations: Record<string, unknown> }> } | undefined)?.allocation_requests ?? [];
+    if (got.status !== 200 || requests.length < expectAtLeast) {
+      failed++;
+      continue;
+    }
+    const put = await call(server.base, 'PUT', `/allocations/${randomUUID()}`, '1.28', { allocations: requests[0]!.allocations, project_id: 'bench', user_id: 'bench', consumer_generation: null }).catch(() => ({ status: 0 }));
+    if (put.status !== 204) {
+      failed++;
+      continue;
+    }
+    ok++;
+    candidateMs.push(fetched - started);
+    decisionMs.push(performance.now() - started);
+  }
+  return { candidates: timing(candidateMs, failed), decisions: timing(decisionMs, failed), ok };
+}
+
 interface Claims extends Timing {
   ok: number;
   conflicts: number;
@@ -281,10 +366,11 @@ async function run(server: Server, world: World, args: Args): Promise<Record<str
     (i) => `resources=DISK_GB:${10 + (i % 50)}&resources1=VCPU:${1 + (i % 8)},MEMORY_MB:${1024 * (1 + ((i * 5) % 16))}&group_policy=none&limit=1000`,
     Math.min(1000, world.trees.size),
   );
+  const nova = await novaLoop(server, args.requests, Math.min(1000, world.flat.length));
   const put = await claims(server, world, args.clients, args.puts, 7);
-  const problem = await checkUsages(server, put.ok);
+  const problem = await checkUsages(server, put.ok + nova.ok);
   if (problem) throw new Error(`api-bench: wrong result: ${problem}`);
-  return { server: server.name, loadSeconds: round(loadSeconds), flatCandidates: flat, treeCandidates: trees, claims: put };
+  return { server: server.name, loadSeconds: round(loadSeconds), flatCandidates: flat, treeCandidates: trees, novaLoop: nova, claims: put };
 }
 
 async function main(): Promise<void> {
@@ -294,7 +380,7 @@ async function main(): Promise<void> {
   const world: World = { flat: Array.from({ length: args.flat }, uuid), trees: new Map(Array.from({ length: args.trees }, () => [uuid(), [uuid(), uuid()]] as [string, [string, string]])) };
   const results: Array<Record<string, unknown>> = [];
   for (const start of [startErt, ...(args.placement ? [startPlacement] : [])]) {
-    const server = await start();
+    const server = await start(args);
     if (!server) {
       if (!args.json) console.log('placement-api is not installed: ert only (apt-get install placement-api to compare)');
       continue;
@@ -303,7 +389,7 @@ async function main(): Promise<void> {
       if (!args.json) console.log(`${server.name}: loading ${args.flat} flat providers and ${args.trees} trees through its API ...`);
       results.push(await run(server, world, args));
     } finally {
-      server.stop();
+      await server.stop();
     }
   }
   const report = { machine: { cpus: cpus().length, model: cpus()[0]?.model ?? 'unknown', loadavg: loadavg().map(round) }, node: process.version, args, results };
@@ -315,9 +401,11 @@ async function main(): Promise<void> {
     const f = r['flatCandidates'] as Timing;
     const t = r['treeCandidates'] as Timing;
     const c = r['claims'] as Claims;
+    const nova = r['novaLoop'] as { candidates: Timing; decisions: Timing; ok: number };
     console.log(`\n${String(r['server'])} (loaded in ${String(r['loadSeconds'])} s)`);
     console.log(`  GET /allocation_candidates, ${args.flat} flat providers: p50 ${f.p50Ms} ms, p99 ${f.p99Ms} ms (${f.requests} ok, ${f.failed} failed)`);
     console.log(`  GET /allocation_candidates, ${args.trees} NUMA trees, granular: p50 ${t.p50Ms} ms, p99 ${t.p99Ms} ms (${t.requests} ok, ${t.failed} failed)`);
+    console.log(`  Nova's loop (GET candidates, PUT the first): candidates p50 ${nova.candidates.p50Ms} ms, p99 ${nova.candidates.p99Ms} ms; decision p50 ${nova.decisions.p50Ms} ms (${nova.ok} claimed, ${nova.candidates.failed} failed)`);
     console.log(`  PUT /allocations, ${args.clients} clients: ${c.perSecond}/s, p50 ${c.p50Ms} ms, p99 ${c.p99Ms} ms (${c.ok} claimed, ${c.conflicts} 409, ${c.failed} failed; usages checked)`);
   }
 }

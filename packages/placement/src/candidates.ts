@@ -97,6 +97,42 @@ export class WorldIndex implements CandidateWorld {
     }
   }
 
+  /**
+   * This index with some providers replaced by newer versions of themselves (usages,
+   * inventories, traits or aggregates changed; same uuid, same parent, shared or not as
+   * before): only their trees are re-indexed, the rest is shared with this index, which is
+   * left as it was. Undefined when a replacement changes the structure (an unknown uuid, another
+   * parent, a provider that starts or stops sharing): index the whole world again then.
+   */
+  replaced(changed: readonly FitProvider[]): WorldIndex | undefined {
+    const byUuid = new Map(this.byUuid);
+    const roots = new Set<string>();
+    for (const p of changed) {
+      const old = this.byUuid.get(p.uuid);
+      if (old === undefined || old.parentUuid !== p.parentUuid || old.traits.has(TRAIT_SHARING_PROVIDER) !== p.traits.has(TRAIT_SHARING_PROVIDER)) return undefined;
+      byUuid.set(p.uuid, p);
+      roots.add(this.rootOf.get(p.uuid)!);
+    }
+    const current = (p: FitProvider): FitProvider => byUuid.get(p.uuid)!;
+    const trees = new Map(this.trees);
+    const treeAggregates = new Map(this.treeAggregates);
+    for (const root of roots) {
+      const tree = this.trees.get(root)!.map(current);
+      trees.set(root, tree);
+      treeAggregates.set(root, aggregatesOf(tree));
+    }
+    const next: WorldIndex = Object.create(WorldIndex.prototype) as WorldIndex;
+    return Object.assign(next, {
+      providers: this.providers.map(current),
+      byUuid,
+      rootOf: this.rootOf,
+      trees,
+      roots: this.roots.map(current),
+      sharing: this.sharing.map(current),
+      treeAggregates,
+    });
+  }
+
   /** The anchor of the tree rooted at `root`: its providers, then the outside sharing providers that serve it. */
   anchor(root: FitProvider): Anchor {
     const aggregates = this.treeAggregates.get(root.uuid)!;

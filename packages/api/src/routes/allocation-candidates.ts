@@ -3,6 +3,7 @@ import {
   allocationCandidates,
   indexWorld,
   parseCandidatesQuery,
+  type WorldIndex,
   PlacementQueryError,
   SearchBudgetError,
   type CandidatesResult,
@@ -28,17 +29,36 @@ function fitProvider(p: ProviderView): FitProvider {
 }
 
 /**
- * The search's index of the whole model, built once per model: the store returns the same
- * array while no provider changed (`Store.loadProviders`), so the index is kept by identity.
+ * The search's index of the whole model, kept per store: the store returns the same array
+ * while no provider changed (`Store.loadProviders`), and the same snapshot objects for the
+ * providers that did not change, so the index is reused as is, or re-indexes only the trees of
+ * the providers that changed (`WorldIndex.replaced`; a claim changes one), or is built again
+ * when the structure changed.
  */
-const worlds = new WeakMap<readonly ProviderView[], ReturnType<typeof indexWorld>>();
-function worldOf(providers: readonly ProviderView[]): ReturnType<typeof indexWorld> {
-  let world = worlds.get(providers);
-  if (world === undefined) {
-    world = indexWorld(providers.map(fitProvider));
-    worlds.set(providers, world);
+interface IndexedModel {
+  providers: readonly ProviderView[];
+  world: WorldIndex;
+}
+const models = new WeakMap<object, IndexedModel>();
+function worldOf(store: object, providers: readonly ProviderView[]): WorldIndex {
+  const last = models.get(store);
+  if (last?.providers === providers) return last.world;
+  let world: WorldIndex | undefined;
+  if (last !== undefined && sameOrder(last.providers, providers)) {
+    const changed = providers.filter((p, i) => p !== last.providers[i]);
+    // More than a quarter changed: indexing everything again costs about the same.
+    if (changed.length <= providers.length / 4) world = last.world.replaced(changed.map(fitProvider));
   }
+  world ??= indexWorld(providers.map(fitProvider));
+  models.set(store, { providers, world });
   return world;
+}
+
+/** The same providers (by uuid) in the same order. */
+function sameOrder(a: readonly ProviderView[], b: readonly ProviderView[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i]!.uuid !== b[i]!.uuid) return false;
+  return true;
 }
 
 /**
@@ -120,7 +140,7 @@ export const allocationCandidateRoutes: RouteDef[] = [
             }
             const providers = await req.reads.providers();
             await checkNames(req, parsed.request);
-            const world = worldOf(providers);
+            const world = worldOf(req.reads.store, providers);
             let result: CandidatesResult;
             try {
               result = allocationCandidates(parsed.request, world, {

@@ -50,6 +50,8 @@ const ARGUMENTS: Record<HostStoreMethod, readonly object[]> = {
   getUsages: [STRING],
   getTraits: [STRING, OPTIONAL_OBJECT],
   setTraits: [STRING, GENERATION, STRINGS, OPTIONAL_OBJECT],
+  getAggregates: [STRING],
+  setAggregates: [STRING, GENERATION, STRINGS],
   writeAllocations: [{ type: 'array', items: OBJECT }],
   getAllocations: [STRING],
   upsertHost: [OBJECT],

@@ -19,6 +19,8 @@ export const HOST_STORE_METHODS = [
   'getUsages',
   'getTraits',
   'setTraits',
+  'getAggregates',
+  'setAggregates',
   'writeAllocations',
   'getAllocations',
   'upsertHost',

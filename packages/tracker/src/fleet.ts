@@ -92,7 +92,7 @@ function cloneHost(template: Template, hostName: string): HostImport {
         owner: TRACKER_OWNER,
         inventories: structuredClone(p.inventories),
         traits: [...p.traits],
-        aggregates: [],
+        aggregates: [...p.aggregates],
       };
     }),
     stats,

@@ -17,12 +17,18 @@ export interface ProviderConfigEntry {
   index: number;
   /** Exactly one of `name` / `uuid`; either may be `$HOST`. */
   identification: { name?: string; uuid?: string };
-  /** `$HOST` when the entry creates (or extends) a provider nested under the host's root. */
-  parent?: typeof HOST_PLACEHOLDER;
+  /**
+   * Where the entry creates its provider when no plugin reports it: `$HOST` (the host's root)
+   * or another provider of the host's tree, by name as `identification.name` matches (a
+   * plugin's `llc_0`, another entry's provider, or a full name).
+   */
+  parent?: string;
   /** Additional CUSTOM_ inventories, normalized. */
   inventories: Record<ResourceClass, Inventory>;
   /** Additional CUSTOM_ traits. */
   traits: string[];
+  /** Aggregates (uuids, lower case) the provider is put in; other memberships are kept. */
+  aggregates: string[];
 }
 
 /** True when the entry describes the host's root provider. */
@@ -124,18 +130,29 @@ function parseEntry(raw: unknown, file: string, index: number): ProviderConfigEn
   }
   at.label = `providers[${index}] (${identificationLabel(identification)})`;
   at.identification = identification;
-  onlyKeys(raw, ['identification', 'parent', 'inventories', 'traits'], 'the entry', fail);
+  onlyKeys(raw, ['identification', 'parent', 'inventories', 'traits', 'aggregates'], 'the entry', fail);
 
-  const entry: ProviderConfigEntry = { file, index, identification, inventories: {}, traits: [] };
+  const entry: ProviderConfigEntry = { file, index, identification, inventories: {}, traits: [], aggregates: [] };
   if (raw['parent'] !== undefined) {
-    if (raw['parent'] !== HOST_PLACEHOLDER) fail(`parent may only be "${HOST_PLACEHOLDER}", got ${JSON.stringify(raw['parent'])}`, { key: 'parent' });
+    const parent = raw['parent'];
+    if (typeof parent !== 'string' || parent.trim() === '') fail(`parent must be "${HOST_PLACEHOLDER}" or the name of a provider of the host, got ${JSON.stringify(parent)}`, { key: 'parent' });
     if (isHostEntry(entry)) fail('the host itself cannot have a parent', { key: 'parent' });
     if (identification.name === undefined || !NESTED_NAME_PATTERN.test(identification.name)) {
-      fail('a provider nested under the host is identified by a name matching [a-z0-9_]+ (it is named <host>_<name>)', {
+      fail('a provider nested in the host\'s tree is identified by a name matching [a-z0-9_]+ (it is named <host>_<name>)', {
         key: 'identification',
       });
     }
-    entry.parent = HOST_PLACEHOLDER;
+    if (parent === identification.name) fail('a provider cannot be its own parent', { key: 'parent' });
+    entry.parent = parent;
+  }
+
+  if (raw['aggregates'] !== undefined) {
+    const aggregates = raw['aggregates'];
+    if (!Array.isArray(aggregates)) fail('aggregates must be a list of aggregate uuids', { key: 'aggregates' });
+    for (const aggregate of aggregates) {
+      if (typeof aggregate !== 'string' || !UUID_PATTERN.test(aggregate)) fail(`aggregate ${JSON.stringify(aggregate)} is not a uuid`, { key: 'aggregates', aggregate });
+      if (!entry.aggregates.includes(aggregate.toLowerCase())) entry.aggregates.push(aggregate.toLowerCase());
+    }
   }
 
   if (raw['inventories'] !== undefined) {

@@ -660,6 +660,18 @@ class HostTracker implements Tracker {
       await store.setTraits(provider.uuid, record!.generation, provider.traits, { owner: TRACKER_OWNER });
       changes.push(`traits of ${provider.name}: ${[...provider.traits].sort().join(', ') || '(none)'}`);
     });
+    // Provider config files' aggregates: the missing memberships are added, every other kept
+    // (aggregates record no owner: one a file stops naming stays until removed by hand).
+    if (provider.aggregates.length > 0) {
+      await this.withRetries(async () => {
+        const current = await store.getAggregates(provider.uuid);
+        const missing = provider.aggregates.filter((a) => !current.includes(a));
+        if (missing.length === 0) return;
+        const record = await store.getProvider(provider.uuid);
+        await store.setAggregates(provider.uuid, record!.generation, [...current, ...missing]);
+        changes.push(`aggregates of ${provider.name}: added ${missing.join(', ')}`);
+      });
+    }
   }
 
   /**

@@ -36,6 +36,8 @@ export interface DesiredProvider {
   traits: string[];
   /** Who reported each class: a plugin name or `file providers[i]`. */
   owners: Record<ResourceClass, string>;
+  /** Aggregates provider config files put the provider in (the tracker adds the missing memberships; others are kept). */
+  aggregates: string[];
 }
 
 const CHILD_KEY_PATTERN = /^[a-z0-9_]+$/;
@@ -124,8 +126,11 @@ export function normalizeDiscovery(plugin: string, value: unknown): NormalizedDi
  * the host's provider tree, root first, parents before children. Throws
  * ERT_TRACKER_INVENTORY_CONFLICT when two plugins report the same class on one provider
  * (naming both) and ERT_TRACKER_PROVIDER_CONFIG_CONFLICT when a config entry adds a class
- * a plugin reports there (naming the file and entry). Config entries without `parent`
- * that match no provider of the tree are returned in `unmatched` (Nova warns, too).
+ * a plugin reports there (naming the file and entry). An entry with `parent` creates its
+ * provider `<host>_<name>` under that parent (the root for `$HOST`, else a provider of the
+ * tree: a plugin's, or one another entry creates) when nothing reports it. Entries that match
+ * no provider of the tree (or whose parent is not in it) are returned in `unmatched` (Nova
+ * warns, too). Each provider's `aggregates` are the entries' (`aggregates:`).
  */
 export function buildTree(
   hostName: string,
@@ -143,6 +148,7 @@ export function buildTree(
       inventories: {},
       traits: [],
       owners: {},
+      aggregates: [],
     };
     byName.set(name, provider);
     order.push(provider);
@@ -189,21 +195,37 @@ export function buildTree(
   }
 
   const unmatched: ProviderConfigEntry[] = [];
-  for (const entry of entries) {
+  const byRef = (name: string): DesiredProvider | undefined => (name === HOST_PLACEHOLDER ? root : (byName.get(name) ?? byName.get(childProviderName(hostName, name))));
+  const find = (entry: ProviderConfigEntry): DesiredProvider | undefined => {
+    if (isHostEntry(entry)) return root;
+    if (entry.identification.uuid !== undefined) return order.find((p) => p.uuid === entry.identification.uuid);
+    return byRef(entry.identification.name!);
+  };
+  // Entries whose provider is created under a parent that another entry creates wait for it:
+  // repeat until no entry makes progress; what is left matches nothing here (unmatched).
+  const resolved: Array<{ entry: ProviderConfigEntry; provider: DesiredProvider }> = [];
+  let pending = [...entries];
+  for (let progress = true; progress && pending.length > 0; ) {
+    progress = false;
+    const waiting: ProviderConfigEntry[] = [];
+    for (const entry of pending) {
+      let provider = find(entry);
+      if (!provider && entry.parent !== undefined) {
+        const parent = byRef(entry.parent);
+        if (parent) provider = add(childProviderName(hostName, entry.identification.name!), parent.name);
+      }
+      if (provider) {
+        resolved.push({ entry, provider });
+        progress = true;
+      } else waiting.push(entry);
+    }
+    pending = waiting;
+  }
+  unmatched.push(...pending);
+  for (const { entry, provider } of resolved.sort((a, b) => entries.indexOf(a.entry) - entries.indexOf(b.entry))) {
     const owner = `${entry.file} providers[${entry.index}]`;
-    let provider: DesiredProvider | undefined;
-    if (isHostEntry(entry)) provider = root;
-    else if (entry.identification.uuid !== undefined) provider = order.find((p) => p.uuid === entry.identification.uuid);
-    else {
-      const name = entry.identification.name!;
-      provider = byName.get(name) ?? byName.get(childProviderName(hostName, name));
-      if (!provider && entry.parent === HOST_PLACEHOLDER) provider = add(childProviderName(hostName, name), hostName);
-    }
-    if (!provider) {
-      unmatched.push(entry);
-      continue;
-    }
     const target = provider;
+    for (const aggregate of entry.aggregates) if (!target.aggregates.includes(aggregate)) target.aggregates.push(aggregate);
     merge(target, entry, owner, (resourceClass, other) => {
       throw new TrackerError(
         TrackerErrorCodes.PROVIDER_CONFIG_CONFLICT,

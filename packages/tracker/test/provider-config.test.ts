@@ -115,7 +115,9 @@ describe('parseProviderConfig', () => {
       { index: 0, resourceClass: 'CUSTOM_X' },
     ],
     ['a duplicate YAML key', 'schema_version: "1.0"\nschema_version: "1.0"\nproviders: []\n', /not valid YAML/, {}],
-    ['a parent other than $HOST', 'schema_version: "1.0"\nproviders:\n  - identification: { name: a }\n    parent: b\n', /parent may only be "\$HOST"/, { index: 0, key: 'parent' }],
+    ['a parent that is not a name', 'schema_version: "1.0"\nproviders:\n  - identification: { name: a }\n    parent: 7\n', /parent must be "\$HOST" or the name of a provider of the host, got 7/, { index: 0, key: 'parent' }],
+    ['a provider its own parent', 'schema_version: "1.0"\nproviders:\n  - identification: { name: a }\n    parent: a\n', /a provider cannot be its own parent/, { index: 0, key: 'parent' }],
+    ['an aggregate that is not a uuid', 'schema_version: "1.0"\nproviders:\n  - identification: { name: "$HOST" }\n    aggregates: [rack-1]\n', /aggregate "rack-1" is not a uuid/, { index: 0, key: 'aggregates' }],
   ];
   it.each(cases)('refuses %s, naming the file and entry', (_label, text, message, details) => {
     const err = thrown(() => parseProviderConfig(text, '/etc/ert/bad.yaml'));

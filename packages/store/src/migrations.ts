@@ -344,6 +344,31 @@ const modelVersion: Migration = {
   },
 };
 
+/**
+ * 0011 (PostgreSQL only): `providers.change_xid`, the id of the transaction that last wrote
+ * the row (a trigger sets `pg_current_xact_id()` at every insert and update, generations
+ * included). Every transaction a snapshot did not see has an id at least that snapshot's
+ * xmin, so `loadProviders` asks for the rows with `change_xid >= xmin of its previous read`
+ * (and counts the rows, for deletes) instead of reading one row per provider
+ * (provider-model.ts). No index: the column changes at every claim, and a scan of the table
+ * on the server is cheaper than sending it. xid8 needs PostgreSQL 13 or later.
+ */
+const providerChangeXid: Migration = {
+  async up(knex) {
+    if (knex.client.config.client !== 'pg') return;
+    await knex.raw('ALTER TABLE providers ADD COLUMN change_xid xid8');
+    await knex.raw('UPDATE providers SET change_xid = pg_current_xact_id()');
+    await knex.raw(`CREATE FUNCTION ert_provider_change_xid() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN NEW.change_xid := pg_current_xact_id(); RETURN NEW; END $$`);
+    await knex.raw('CREATE TRIGGER providers_change_xid BEFORE INSERT OR UPDATE ON providers FOR EACH ROW EXECUTE FUNCTION ert_provider_change_xid()');
+  },
+  async down(knex) {
+    if (knex.client.config.client !== 'pg') return;
+    await knex.raw('DROP TRIGGER IF EXISTS providers_change_xid ON providers');
+    await knex.raw('DROP FUNCTION IF EXISTS ert_provider_change_xid()');
+    await knex.raw('ALTER TABLE providers DROP COLUMN change_xid');
+  },
+};
+
 const migrations: Record<string, Migration> = {
   '0001_initial': initial,
   '0002_instance_cpus': instanceCpus,
@@ -355,6 +380,7 @@ const migrations: Record<string, Migration> = {
   '0008_host_status_reason': hostStatusReason,
   '0009_ownership': ownership,
   '0010_model_version': modelVersion,
+  '0011_provider_change_xid': providerChangeXid,
 };
 
 /** This program's migrations, in application order. */

@@ -32,7 +32,10 @@ const versionOf = (r: VersionRow): string => `${r.uuid}|${r.generation}|${r.pare
  *
  * On SQLite a first read of `model_version` (migration 0010: bumped by triggers at every
  * provider or resource class change, whoever writes) skips the per-provider rows when nothing
- * moved.
+ * moved. On PostgreSQL, after the first read, only the rows whose `change_xid` (migration 0011:
+ * the writing transaction, set by a trigger) is at least the previous read's snapshot xmin are
+ * read, and the rows counted: every transaction that read did not see has such an id, and a
+ * count lower than expected (a delete) falls back to every row.
  *
  * When nothing changed the previous array is returned as is (the same object): callers treat
  * it as read-only, and may cache what they derive from it by identity. Calls run one after the
@@ -44,8 +47,12 @@ export class ProviderModel {
   private readonly snapshots = new Map<number, ProviderSnapshot>();
   private classes: string | undefined;
   private last: ProviderSnapshot[] = [];
+  /** Provider id -> uuid, of every provider kept (the parents and roots of those reloaded). */
+  private readonly uuids = new Map<number, string>();
   /** SQLite: `model_version.version` when `last` was read (migration 0010). */
   private modelVersion: number | undefined;
+  /** PostgreSQL: the xmin of the snapshot `last` was read in (migration 0011). */
+  private xmin: string | undefined;
   private queue: Promise<unknown> = Promise.resolve();
 
   constructor(private readonly ctx: StoreContext) {}
@@ -59,12 +66,14 @@ export class ProviderModel {
   private loadNow(): Promise<ProviderSnapshot[]> {
     return this.ctx.read(async (trx) => {
       let modelVersion: number | undefined;
+      let xmin: string | undefined;
       if (this.ctx.client === 'sqlite3') {
         const row: { version: number | string } | undefined = await trx('model_version').first('version');
         modelVersion = row === undefined ? undefined : Number(row.version);
         if (modelVersion !== undefined && modelVersion === this.modelVersion) return this.last;
+      } else {
+        xmin = ((await trx.raw('SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS xmin')) as { rows: Array<{ xmin: string }> }).rows[0]!.xmin;
       }
-      const rows = await this.versionRows(trx);
       const classRows: Array<{ id: number; name: string }> = await trx('resource_classes').select('id', 'name').orderBy('id');
       const classes = classRows.map((c) => `${c.id}:${c.name}`).join(',');
       if (classes !== this.classes) {
@@ -72,38 +81,61 @@ export class ProviderModel {
         for (const c of classRows) this.ctx.rememberClass(c.id, c.name);
         this.versions.clear();
         this.snapshots.clear();
+        this.uuids.clear();
+        this.xmin = undefined;
         this.classes = classes;
       }
-      const live = new Set<number>();
-      const changed: number[] = [];
-      for (const row of rows) {
-        live.add(row.id);
-        if (this.versions.get(row.id) !== versionOf(row)) changed.push(row.id);
-      }
-      const gone = [...this.versions.keys()].filter((id) => !live.has(id));
+      // PostgreSQL, after a first read: only the rows written by transactions the previous read
+      // did not see; the row count says whether any was deleted (then everything is read).
+      let rows = this.xmin === undefined ? undefined : await this.rowsSince(trx, this.xmin);
+      const complete = rows === undefined;
+      rows ??= await this.versionRows(trx);
+      const live = complete ? new Set(rows.map((r) => r.id)) : undefined;
+      const changed = rows.filter((row) => this.versions.get(row.id) !== versionOf(row));
+      const gone = live === undefined ? [] : [...this.versions.keys()].filter((id) => !live.has(id));
       if (changed.length === 0 && gone.length === 0) {
         this.modelVersion = modelVersion;
+        this.xmin = xmin;
         return this.last;
       }
-      // Until this read has updated the model, the version it saw must not be taken as current.
+      // Until this read has updated the model, what it saw must not be taken as current.
       this.modelVersion = undefined;
+      this.xmin = undefined;
       for (const id of gone) {
         this.versions.delete(id);
         this.snapshots.delete(id);
+        this.uuids.delete(id);
       }
+      for (const row of rows) this.uuids.set(row.id, row.uuid);
       if (changed.length > 0) {
-        const uuids = new Map(rows.map((r) => [r.id, r.uuid]));
-        const loaded = await providerSnapshots(this.ctx, trx, { ids: changed, uuids });
-        const byId = new Map(rows.map((r) => [r.id, r]));
-        for (const [id, p] of loaded.byId) {
-          this.snapshots.set(id, p.snapshot);
-          this.versions.set(id, versionOf(byId.get(id)!));
+        const loaded = await providerSnapshots(this.ctx, trx, { ids: changed.map((r) => r.id), uuids: this.uuids });
+        for (const row of changed) {
+          const loadedRow = loaded.byId.get(row.id);
+          if (loadedRow === undefined) continue;
+          this.snapshots.set(row.id, loadedRow.snapshot);
+          this.versions.set(row.id, versionOf(row));
         }
       }
-      this.last = rows.map((r) => this.snapshots.get(r.id)!);
+      this.last = [...this.snapshots.keys()].sort((a, b) => a - b).map((id) => this.snapshots.get(id)!);
       this.modelVersion = modelVersion;
+      this.xmin = xmin;
       return this.last;
     });
+  }
+
+  /**
+   * PostgreSQL: the rows with `change_xid` at least `xmin` (migration 0011: every row written
+   * since the read whose snapshot had that xmin, and maybe a few before), or undefined when the
+   * row count shows a provider was deleted since (the caller then reads every row).
+   */
+  private async rowsSince(trx: Trx, xmin: string): Promise<VersionRow[] | undefined> {
+    const [{ count }] = (await trx('providers').count({ count: '*' })) as Array<{ count: number | string }>;
+    const rows: VersionRow[] = await trx('providers')
+      .select('id', 'uuid', 'name', 'generation', 'parent_id', 'root_id', 'owner')
+      .where('change_xid', '>=', trx.raw('?::xid8', [xmin]))
+      .orderBy('id');
+    const added = rows.filter((r) => !this.versions.has(r.id)).length;
+    return this.versions.size + added === Number(count) ? rows : undefined;
   }
 
   /** One row per provider, in creation (id) order. SQLite: one JSON value, cheaper than a row object per provider. */

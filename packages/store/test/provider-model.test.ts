@@ -1,6 +1,7 @@
 /*
  * `loadProviders` keeps the whole model between calls and reads in proportion to what changed
- * (provider-model.ts; migration 0010's model_version on SQLite). The guarantee: whatever
+ * (provider-model.ts; migration 0010's model_version on SQLite, 0011's change_xid on
+ * PostgreSQL). The guarantee: whatever
  * changed, and whoever changed it (this store, another process's store, plain SQL), the next
  * call returns exactly what a full read returns. The oracle is a second store opened on the
  * same database whose first call reads everything.
@@ -8,7 +9,8 @@
  * Mutations seen red: the provider's name left out of the version compared (the rename went
  * unseen, on both backends); the SQLite model_version check returning the kept model without
  * comparing versions (every change made by the other store unseen); the resource_classes
- * triggers dropped from migration 0010 (the class renamed by plain SQL unseen on SQLite).
+ * triggers dropped from migration 0010 (the class renamed by plain SQL unseen on SQLite); on
+ * PostgreSQL, the rows-since-xmin read trusted without the row count (the delete unseen).
  */
 import knexFactory from 'knex';
 import { afterEach, describe, expect, it } from 'vitest';

@@ -172,8 +172,10 @@ async function startPlacement(args: Args): Promise<Server | undefined> {
   const env = { ...process.env, OS_PLACEMENT_CONFIG_DIR: dir };
   // uwsgi with N processes is how Placement is deployed; its own server (wsgiref) is one thread.
   const uwsgi = spawnSync('sh', ['-c', 'command -v uwsgi && test -e /usr/lib/uwsgi/plugins/python3_plugin.so']).status === 0;
+  // On SQLite, Placement's processes fail each other's writes ("database is locked", 500): one.
+  const processes = args.store === 'sqlite' ? 1 : args.workers;
   const child = uwsgi
-    ? spawn('uwsgi', ['--http-socket', `127.0.0.1:${port}`, '--plugin', 'python3', '--wsgi-file', '/usr/bin/placement-api', '--processes', String(args.workers), '--threads', '1', '--master', '--die-on-term', '--listen', '1024', '--disable-logging', '--add-header', 'Connection: close'], { cwd: dir, env, stdio: ['ignore', 'ignore', 'ignore'] })
+    ? spawn('uwsgi', ['--http-socket', `127.0.0.1:${port}`, '--plugin', 'python3', '--wsgi-file', '/usr/bin/placement-api', '--processes', String(processes), '--threads', '1', '--master', '--die-on-term', '--listen', '1024', '--disable-logging', '--add-header', 'Connection: close'], { cwd: dir, env, stdio: ['ignore', 'ignore', 'ignore'] })
     : spawn('placement-api', ['--host', '127.0.0.1', '--port', String(port)], { env, stdio: ['ignore', 'ignore', 'ignore'] });
   const base = `http://127.0.0.1:${port}`;
   const stop = async () => {
@@ -190,7 +192,7 @@ async function startPlacement(args: Args): Promise<Server | undefined> {
     await stop();
     throw err;
   }
-  return { name: uwsgi ? `Placement 8.0.0 (${args.store}, uwsgi ${args.workers} processes)` : `Placement 8.0.0 (${args.store}, its own one-thread server)`, base, stop };
+  return { name: uwsgi ? `Placement 8.0.0 (${args.store}, uwsgi ${processes} process${processes === 1 ? '' : 'es'})` : `Placement 8.0.0 (${args.store}, its own one-thread server)`, base, stop };
 }
 
 async function call(base: string, method: string, url: string, version: string, body?: unknown): Promise<{ status: number; json: unknown }> {

@@ -1,7 +1,14 @@
 /**
  * Scheduler benchmark: `npm run bench -- scheduler [--hosts N] [--decisions D] [--strategy indexed|full-scan]
  * [--plugins vcpu,memory,...] [--concurrency C] [--seed S] [--profile FILE] [--heap-only] [--json]
- * [--workload flavors|mixed] [--new-share F]`.
+ * [--workload flavors|mixed] [--new-share F] [--rates R1,R2,...]`.
+ *
+ * `--rates` runs open loop instead (no coordinated omission): for each rate R, `--decisions`
+ * requests arrive at fixed intervals of 1/R s whether or not earlier ones are answered, each
+ * timed from its intended arrival to its durable claim (so time spent queued behind slower
+ * decisions counts); every decision counts (no warm-up), failures apart. Reports per rate the
+ * throughput achieved, p50/p99/p99.9, how many requests were still unanswered when the last
+ * one arrived, and the highest rate held with p99 <= 5 ms.
  *
  * `--workload mixed` (./workload.ts) sends a realistic mix instead of five fixed flavors: a
  * catalogue of 30+ flavors, every plugin's extra specs, server groups, host hints, custom
@@ -65,12 +72,14 @@ interface Args {
   workload: 'flavors' | 'mixed';
   /** With `mixed`: the share of requests of a never-seen shape. */
   newShare: number;
+  /** Open loop at these offered rates (requests/s), one run each; closed loop when empty. */
+  rates: number[];
 }
 
 const FIRST_PARTY = ['vcpu', 'memory', 'compute-units', 'llc', 'pstate'];
 
 function parseArgs(argv: string[]): Args {
-  const args: Args = { hosts: 10_000, decisions: 5_000, strategy: 'indexed', heapOnly: false, json: false, seed: 42, plugins: FIRST_PARTY, concurrency: 1, profile: undefined, workload: 'flavors', newShare: 0.2 };
+  const args: Args = { hosts: 10_000, decisions: 5_000, strategy: 'indexed', heapOnly: false, json: false, seed: 42, plugins: FIRST_PARTY, concurrency: 1, profile: undefined, workload: 'flavors', newShare: 0.2, rates: [] };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
     const value = (): string => {
@@ -104,6 +113,10 @@ function parseArgs(argv: string[]): Args {
       const v = Number(value());
       if (!(v >= 0 && v <= 1)) throw new Error(`scheduler-bench: --new-share must be a number from 0 to 1`);
       args.newShare = v;
+    } else if (arg === '--rates') {
+      args.rates = value()
+        .split(',')
+        .map((r) => positive(r.trim()));
     } else if (arg === '--heap-only') args.heapOnly = true;
     else if (arg === '--json') args.json = true;
     else throw new Error(`scheduler-bench: unknown option "${arg}"`);
@@ -197,14 +210,7 @@ async function runMixed(config: ErtConfig, store: Store, args: Args): Promise<Re
   const loadAfter = loadavg()[0]!;
   await scheduler.close();
   // Correctness at the end: nothing over capacity anywhere.
-  let overCapacity = 0;
-  for (const host of await store.loadHosts()) {
-    for (const provider of host.providers) {
-      for (const [resourceClass, inventory] of Object.entries(provider.inventories)) {
-        if ((provider.usages[resourceClass] ?? 0) > capacityOf(inventory)) overCapacity++;
-      }
-    }
-  }
+  const overCapacity = await overCapacityCount(store);
   wrong += overCapacity;
   const sorted = Float64Array.from(all).sort();
   const sortedFresh = Float64Array.from(fresh).sort();
@@ -229,6 +235,105 @@ async function runMixed(config: ErtConfig, store: Store, args: Args): Promise<Re
     newShapeP99Ms: round(percentile(sortedFresh, 99)),
     loadAverage: [round(loadBefore, 2), round(loadAfter, 2)],
     plugins: args.plugins,
+  };
+}
+
+/** Inventories whose usage exceeds their capacity, over every host (a wrong answer each). */
+async function overCapacityCount(store: Store): Promise<number> {
+  let over = 0;
+  for (const host of await store.loadHosts()) {
+    for (const provider of host.providers) {
+      for (const [resourceClass, inventory] of Object.entries(provider.inventories)) {
+        if ((provider.usages[resourceClass] ?? 0) > capacityOf(inventory)) over++;
+      }
+    }
+  }
+  return over;
+}
+
+/** One open-loop run's figures. */
+interface OpenLoopRun {
+  offeredPerSecond: number;
+  decisions: number;
+  placed: number;
+  failed: number;
+  wrongAnswers: number;
+  achievedPerSecond: number;
+  p50Ms: number;
+  p99Ms: number;
+  p999Ms: number;
+  maxMs: number;
+  /** Requests not yet answered when the last one arrived (a backlog that grows: not held). */
+  backlogAtLastArrival: number;
+  held: boolean;
+  loadAverage: number[];
+}
+
+/**
+ * Open loop: `decisions` requests arrive every 1/rate s, each sent at its intended time without
+ * waiting for earlier answers (the scheduler serialises decisions and overlaps their claims),
+ * each timed from its intended arrival to its durable claim. A fresh scheduler per rate, over
+ * the same store (earlier rates' instances stay placed, as in a filling cloud).
+ */
+async function runOpenLoop(config: ErtConfig, store: Store, args: Args, rate: number): Promise<OpenLoopRun> {
+  const random = seededRandom(args.seed + rate);
+  const mixed = args.workload === 'mixed' ? new Workload({ random, plugins: args.plugins, newShapeShare: args.newShare }) : undefined;
+  const flavors = WORKLOAD.filter((f) => f.needs === undefined || args.plugins.includes(f.needs)).map(({ needs: _needs, ...flavor }) => flavor);
+  const scheduler = await createScheduler({ config, store, strategy: args.strategy, random, overlapClaims: true });
+  const latencies: number[] = [];
+  let failed = 0;
+  let wrong = 0;
+  let answered = 0;
+  let backlogAtLastArrival = 0;
+  const interval = 1000 / rate;
+  const pending: Array<Promise<void>> = [];
+  const loadBefore = loadavg()[0]!;
+  const begin = performance.now();
+  for (let i = 0; i < args.decisions; i++) {
+    const due = begin + i * interval;
+    // Wait for the arrival time, letting decisions in flight run meanwhile.
+    while (performance.now() < due) await new Promise<void>((resolve) => setImmediate(resolve));
+    const uuid = randomUUID();
+    const request = mixed?.next(uuid);
+    const flavor = request?.flavor ?? flavors[Math.floor(random() * flavors.length)]!;
+    pending.push(
+      scheduler
+        .select({ flavor, ...(request?.hints ? { hints: request.hints } : {}), instances: [{ uuid, projectId: 'bench', userId: 'bench' }] })
+        .then(
+          () => {
+            latencies.push(performance.now() - due);
+            mixed?.placed(uuid);
+            if (request?.mustFail !== undefined) wrong++;
+          },
+          (error: unknown) => {
+            if (!(error instanceof NoValidHostError)) throw error;
+            failed++;
+          },
+        )
+        .finally(() => answered++),
+    );
+    if (i === args.decisions - 1) backlogAtLastArrival = i + 1 - answered;
+  }
+  await Promise.all(pending);
+  const totalMs = performance.now() - begin;
+  const loadAfter = loadavg()[0]!;
+  await scheduler.close();
+  const sorted = Float64Array.from(latencies).sort();
+  const p99 = percentile(sorted, 99);
+  return {
+    offeredPerSecond: rate,
+    decisions: args.decisions,
+    placed: latencies.length,
+    failed,
+    wrongAnswers: wrong,
+    achievedPerSecond: round((latencies.length / totalMs) * 1000, 0),
+    p50Ms: round(percentile(sorted, 50)),
+    p99Ms: round(p99),
+    p999Ms: round(percentile(sorted, 99.9)),
+    maxMs: round(sorted[sorted.length - 1] ?? NaN),
+    backlogAtLastArrival,
+    held: p99 <= 5,
+    loadAverage: [round(loadBefore, 2), round(loadAfter, 2)],
   };
 }
 
@@ -285,7 +390,22 @@ async function main(): Promise<void> {
       heapBytesPerHost: Math.round(bytesPerHost),
       heapBytesPerHostWithoutPluginData: Math.round(bareHeap.bytesPerHost),
     };
-    if (!args.heapOnly && args.workload === 'mixed') {
+    if (!args.heapOnly && args.rates.length > 0) {
+      await scheduler.close();
+      const runs: OpenLoopRun[] = [];
+      for (const rate of args.rates) runs.push(await runOpenLoop(config, store, args, rate));
+      const held = runs.filter((r) => r.held).map((r) => r.offeredPerSecond);
+      const overCapacity = await overCapacityCount(store);
+      Object.assign(result, {
+        mode: 'open loop',
+        workload: args.workload,
+        openLoop: runs,
+        highestRateHeldP99Under5Ms: held.length > 0 ? Math.max(...held) : null,
+        overCapacity,
+        wrongAnswers: runs.reduce((n, r) => n + r.wrongAnswers, 0) + overCapacity,
+        plugins: args.plugins,
+      });
+    } else if (!args.heapOnly && args.workload === 'mixed') {
       await scheduler.close();
       Object.assign(result, await runMixed(config, store, args));
     } else if (!args.heapOnly) {

@@ -5,6 +5,7 @@ import knexFactory from 'knex';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MIGRATIONS_TABLE } from '@ert/store';
 import { Project, startErt } from './helpers.js';
+import { parseExposition, valueOf, type Exposition } from '../api/exposition.js';
 
 /**
  * The operator's side of the long-running commands (docs/operations.md), on real processes
@@ -13,51 +14,6 @@ import { Project, startErt } from './helpers.js';
  * gone), request ids in every log line of a request, and `ert serve` stopping on SIGTERM
  * while a request is in flight (the request is answered, the process exits 0).
  */
-
-/* ------------------------------------------------------------------ a small Prometheus text parser */
-
-interface Sample {
-  name: string;
-  labels: Record<string, string>;
-  value: number;
-}
-
-interface Exposition {
-  types: Map<string, string>;
-  samples: Sample[];
-}
-
-/** The text exposition format 0.0.4 (what prom-client writes): `# TYPE` lines and samples. */
-function parseExposition(text: string): Exposition {
-  const types = new Map<string, string>();
-  const samples: Sample[] = [];
-  for (const line of text.split('\n')) {
-    if (line.trim() === '') continue;
-    if (line.startsWith('#')) {
-      const m = /^# TYPE (\S+) (\S+)$/.exec(line);
-      if (m) types.set(m[1]!, m[2]!);
-      continue;
-    }
-    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)(?: \d+)?$/.exec(line);
-    if (!m) throw new Error(`not a sample line: ${line}`);
-    const labels: Record<string, string> = {};
-    for (const l of (m[2] ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) {
-      labels[l[1]!] = l[2]!.replace(/\\(.)/g, (_, c: string) => (c === 'n' ? '\n' : c));
-    }
-    const raw = m[3]!;
-    const value = raw === '+Inf' ? Infinity : raw === '-Inf' ? -Infinity : Number(raw);
-    if (Number.isNaN(value) && raw !== 'NaN') throw new Error(`bad value in: ${line}`);
-    samples.push({ name: m[1]!, labels, value });
-  }
-  return { types, samples };
-}
-
-/** The value of the one sample of `name` whose labels include `labels` (undefined: none). */
-function valueOf(exposition: Exposition, name: string, labels: Record<string, string> = {}): number | undefined {
-  const found = exposition.samples.filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v));
-  if (found.length > 1) throw new Error(`${name} ${JSON.stringify(labels)}: ${found.length} samples match`);
-  return found[0]?.value;
-}
 
 async function scrape(base: string): Promise<Exposition> {
   const res = await fetch(`${base}/metrics`);

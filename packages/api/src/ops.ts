@@ -11,6 +11,7 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import { isErtError, messageOf } from '@ert/plugin-api';
 import type { Store } from '@ert/store';
 import { UNMATCHED_ROUTE, type ErtMetrics } from './metrics.js';
+import { registerEventRoutes, type EventRouteOptions } from './event-stream.js';
 
 /** One readiness check's verdict. */
 export type CheckResult = { ok: true; detail?: unknown } | { ok: false; reason: string; code?: string };
@@ -96,6 +97,8 @@ export interface OpsServerOptions extends OpsOptions {
   port: number;
   /** Fastify's logger option (pino): false, true, or pino options. */
   logger?: boolean | Record<string, unknown>;
+  /** `GET /events` and `/events/state` (event-stream.ts): the host's events for outside agents. */
+  events?: EventRouteOptions<object>;
 }
 
 export interface RunningOpsServer {
@@ -105,11 +108,12 @@ export interface RunningOpsServer {
   close(): Promise<void>;
 }
 
-/** The operator's endpoints alone on `host:port` (`ert host run --metrics-port`). */
+/** The operator's endpoints alone on `host:port` (`ert host run --metrics-port`), with the event stream when `events` is given. */
 export async function startOpsServer(options: OpsServerOptions): Promise<RunningOpsServer> {
   const app = Fastify({ logger: options.logger ?? false, genReqId: () => `req-${randomUUID()}` });
   instrumentRequests(app, options.metrics);
   registerOpsRoutes(app, options);
+  if (options.events) registerEventRoutes(app, options.events);
   await app.listen({ host: options.host, port: options.port });
   const address = app.server.address();
   const port = typeof address === 'object' && address !== null ? address.port : options.port;

@@ -36,6 +36,8 @@ export const CliErrorCode = {
   MISSING_FILE: 'ERT_CLI_MISSING_FILE',
   /** A directory or file the command must write cannot be created (`init` into /proc, a read-only place). Exit 1. */
   CANNOT_WRITE: 'ERT_CLI_CANNOT_WRITE',
+  /** `ert host events`: the metrics server of `ert host run` did not answer, or has no event stream. Exit 1. */
+  EVENTS_UNAVAILABLE: 'ERT_CLI_EVENTS_UNAVAILABLE',
 } as const;
 
 export type CliErrorCode = (typeof CliErrorCode)[keyof typeof CliErrorCode];

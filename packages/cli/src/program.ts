@@ -8,6 +8,7 @@ import { initCommand } from './commands/init.js';
 import { migrateCommand } from './commands/db.js';
 import { pluginsCommand } from './commands/plugins.js';
 import { hostDiscoverCommand, hostRunCommand, hostSyncCommand } from './commands/host.js';
+import { hostEventsCommand } from './commands/host-events.js';
 import { claimCommand, releaseCommand } from './commands/claim.js';
 import { scheduleCommand } from './commands/schedule.js';
 import { instanceDeleteCommand, instanceShowCommand, instancesCommand } from './commands/instances.js';
@@ -150,7 +151,15 @@ export function createProgram(io: CliIo = processIo()): Command {
     .option('--metrics-host <address>', 'address of the metrics port', '127.0.0.1')
     .option('--server <url>', 'report through this ert serve (its agent API) instead of opening the store: no database credentials on the host (docs/operations.md)')
     .option('--token-file <file>', 'with --server: a file holding the X-Auth-Token to send (first line)')
+    .option('--events-buffer <n>', 'how many instance events /events of the metrics port keeps for resuming clients', '1000')
     .action(action(hostRunCommand, { daemon: true }));
+  host
+    .command('events')
+    .description("the instance events of a running ert host run (claimed, released, resized, updated), for outside agents")
+    .option('--url <url>', 'the metrics server of ert host run (http://127.0.0.1:PORT)')
+    .option('--metrics-port <n>', 'ert host run --metrics-port on 127.0.0.1')
+    .option('--follow', 'keep printing new events until SIGINT, reconnecting and resuming after the last one')
+    .action(action(hostEventsCommand));
 
   program
     .command('claim')

@@ -1,9 +1,9 @@
-import { createTracker } from '@ert/tracker';
+import { HostEventWatch, createTracker, type HostEvent } from '@ert/tracker';
 import { checkRoot, type CommandContext } from '../context.js';
 import { renderDiscovery, renderSync } from '../render.js';
 import { untilStopSignal } from '../io.js';
 import { readFile } from 'node:fs/promises';
-import { remoteStore, startOpsServer, storeCheck, type CheckResult, type ErtMetrics, type RunningOpsServer } from '@ert/api';
+import { EventLog, remoteStore, startOpsServer, storeCheck, type CheckResult, type ErtMetrics, type RunningOpsServer } from '@ert/api';
 import { Backoff, type ErtConfig } from '@ert/core';
 import { messageOf } from '@ert/plugin-api';
 import { isStoreUnavailable, type HostStore } from '@ert/store';
@@ -57,6 +57,7 @@ interface HostRunOptions extends HostOptions {
   metricsHost: string;
   server?: string;
   tokenFile?: string;
+  eventsBuffer: string;
 }
 
 /**
@@ -64,7 +65,9 @@ interface HostRunOptions extends HostOptions {
  * tracker.interval) and stops gracefully on SIGINT or SIGTERM: the timer stops, claims in
  * flight finish, plugins and the store are closed, exit status 0. With `--metrics-port`,
  * `/metrics`, `/healthz` and `/readyz` are served there (docs/operations.md) from before the
- * first sync (ready once it is done) until the tracker has stopped.
+ * first sync (ready once it is done) until the tracker has stopped, and the host's instance
+ * events for outside agents at `/events` (server-sent events; the newest `--events-buffer`
+ * kept for resuming; `ert host events` reads them).
  *
  * With `--server URL` the tracker reports through that `ert serve`'s agent API instead of
  * opening the store (no database credentials on the host; `--token-file` holds the
@@ -73,6 +76,7 @@ interface HostRunOptions extends HostOptions {
  */
 export async function hostRunCommand(ctx: CommandContext, opts: HostRunOptions): Promise<void> {
   const metricsPort = opts.metricsPort === undefined ? undefined : metricsPortOf(opts.metricsPort);
+  const eventsBuffer = eventsBufferOf(opts.eventsBuffer);
   const options = await trackerOptions(ctx, opts);
   const metrics = metricsPort === undefined ? undefined : processMetrics();
   const stopped = untilStopSignal();
@@ -83,6 +87,7 @@ export async function hostRunCommand(ctx: CommandContext, opts: HostRunOptions):
   }
   const tracker = await createTracker({ ...options, store, ...(metrics ? { observer: trackerObserver(metrics) } : {}) });
   let ops: RunningOpsServer | undefined;
+  let watch: HostEventWatch | undefined;
   let started = false;
   try {
     if (metrics && metricsPort !== undefined) {
@@ -93,8 +98,15 @@ export async function hostRunCommand(ctx: CommandContext, opts: HostRunOptions):
         return { ok: true, detail: { host: tracker.hostName, plugins } };
       };
       const logger = { level: ctx.globals.logLevel ?? options.config.log.level, stream: process.stderr };
-      ops = await startOpsServer({ host: opts.metricsHost, port: metricsPort, metrics, readiness: { store: storeCheck(store), tracker: tracking }, logger });
-      ctx.out.status(`ert: metrics on ${ops.url}/metrics (/healthz, /readyz)`);
+      // The host's instance events, for outside agents: read from the store (instances change
+      // through other processes too), looked at at once after each of this tracker's events.
+      const log = new EventLog<HostEvent>(eventsBuffer);
+      const events = new HostEventWatch({ store, hostName: tracker.hostName, publish: (e) => log.publish(e), pollMs: options.config.reservations.pollInterval, logger: options.logger });
+      for (const type of ['claimed', 'released', 'resized', 'updated'] as const) tracker.on(type, () => void events.poke());
+      watch = events;
+      const state = () => ({ host: tracker.hostName, instances: events.state() });
+      ops = await startOpsServer({ host: opts.metricsHost, port: metricsPort, metrics, readiness: { store: storeCheck(store), tracker: tracking }, logger, events: { log, state } });
+      ctx.out.status(`ert: metrics on ${ops.url}/metrics (/healthz, /readyz; events at /events)`);
     }
     const first = tracker.start({ waitForStore: true });
     // A stop signal while the store is still out of reach ends the wait (start then rejects).
@@ -105,11 +117,14 @@ export async function hostRunCommand(ctx: CommandContext, opts: HostRunOptions):
       return;
     }
     started = true;
+    await watch?.start();
     ctx.out.status(`ert: tracking host ${tracker.hostName} every ${options.config.tracker.interval / 1000}s (SIGINT or SIGTERM to stop)`);
     const signal = await stopped;
     ctx.out.status(`ert: ${signal} received, stopping`);
   } finally {
+    await watch?.stop();
     await tracker.stop();
+    // Ends the event streams too (their clients see the end of the stream, not a reset connection).
     await ops?.close();
   }
   ctx.out.result({ host: tracker.hostName, stopped: true }, () => `stopped tracking ${tracker.hostName}\n`);
@@ -162,6 +177,13 @@ async function agentStore(server: string, tokenFile: string | undefined, metrics
     if (token === '') throw new CliError(CliErrorCode.USAGE, `--token-file ${tokenFile}: the first line is empty (it should hold the token)`, { option: '--token-file', file: tokenFile });
   }
   return remoteStore({ url: server, ...(token !== undefined ? { token } : {}), ...(metrics ? { onCall: metrics.onTransaction } : {}) });
+}
+
+/** `--events-buffer`: how many events `/events` keeps for resuming, 1 to 1000000. */
+function eventsBufferOf(value: string): number {
+  const n = /^\d+$/.test(value) ? Number(value) : NaN;
+  if (!(n >= 1 && n <= 1_000_000)) throw new CliError(CliErrorCode.USAGE, `--events-buffer must be a number of events (1 to 1000000), got "${value}"`, { option: '--events-buffer', value });
+  return n;
 }
 
 /** `--metrics-port`: 0 (any free port) to 65535. */

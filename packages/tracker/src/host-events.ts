@@ -1,0 +1,228 @@
+/**
+ * The host's instance events for outside agents (docs/operations.md, "Events for outside
+ * agents"): what an out-of-band enforcer (Intel RMD, a cgroup manager) needs to act on this
+ * host without talking to the tracker. They are read from the store, not only from the
+ * tracker's own listeners, because instances of a host change through other processes too
+ * (`ert claim` and `ert release` run a tracker of their own; a migration or an operator's
+ * `ert instance delete` writes the store): the watch keeps the host's live instances as last
+ * seen and turns each difference into an event. The tracker's listeners make it look at once;
+ * between them it reads the host's generation (one row) every `pollMs`, and the host's
+ * instances only when that moved (the store bumps it with every instance written there).
+ */
+import type { Clock, JsonValue, Logger } from '@ert/plugin-api';
+import type { Allocation, HostStore, InstanceRecord, InstanceState } from '@ert/store';
+
+/**
+ * `claimed`: an instance now holds resources here (a claim, a confirmed reservation, a
+ * migration in); `released`: it no longer does (release, migration away, deletion), with what
+ * it held; `resized`: its flavor changed (a resize, or a revert back); `updated`: the same
+ * instance with other assignments, allocations or state (a confirmed resize), and every live
+ * instance once when the watch starts.
+ */
+export type HostEventType = 'claimed' | 'released' | 'resized' | 'updated';
+
+/** One allocation of an instance, with its provider's name (`xeon-1_llc_0`). */
+export interface HostEventAllocation {
+  provider: string;
+  providerUuid: string;
+  resourceClass: string;
+  amount: number;
+}
+
+/** One event as published (the event log adds `seq`). */
+export interface HostEvent {
+  type: HostEventType;
+  /** ISO 8601, when the watch saw the change. */
+  time: string;
+  host: string;
+  /** The instance's uuid. */
+  instance: string;
+  /** Its state in the store (`active`, `resizing`, `error`; for `released`, the last one seen). */
+  state: InstanceState;
+  /** Name of its flavor (during a resize: the new one). */
+  flavor: string;
+  /** For `resized`: the flavor it had before. */
+  previousFlavor?: string;
+  /** The allocations of the instance's consumer. */
+  allocations: HostEventAllocation[];
+  /** What each plugin assigned (CPUs, cache ways and class of service, huge pages), by plugin name: the record's `assignments`. */
+  assignments: Record<string, JsonValue>;
+  /** Host CPUs it is pinned to; absent when it floats. */
+  cpus?: number[];
+}
+
+/** An instance as the watch last saw it: the fields of its events. */
+export type InstanceView = Omit<HostEvent, 'type' | 'time' | 'previousFlavor'>;
+
+/** States in which an instance holds resources on its host. */
+const LIVE: ReadonlySet<InstanceState> = new Set<InstanceState>(['active', 'resizing', 'error']);
+
+export interface HostEventWatchOptions {
+  store: HostStore;
+  hostName: string;
+  publish(event: HostEvent): void;
+  /** How often the host's generation is read (`reservations.pollInterval`). */
+  pollMs: number;
+  logger: Logger;
+  clock?: Clock;
+}
+
+/** JSON with object keys sorted: equal values, equal strings, whatever order the store returned keys in. */
+function canonical(value: unknown): string {
+  return JSON.stringify(value, (_key, v: unknown) => (v !== null && typeof v === 'object' && !Array.isArray(v) ? Object.fromEntries(Object.entries(v as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : v));
+}
+
+/**
+ * Watches one host's instances in the store and publishes a `HostEvent` for each change
+ * (the module comment). `start` publishes `updated` for each live instance, then watches;
+ * `poke` makes it look now (the tracker's listeners call it).
+ */
+export class HostEventWatch {
+  private readonly known = new Map<string, InstanceView>();
+  private readonly names = new Map<string, string>();
+  private seen: number | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private stopped = false;
+  private started = false;
+  /** Set by the first look that succeeded: until then a look publishes `updated`, not `claimed`. */
+  private initialDone = false;
+  /** Looks run one after the other; a poke during a look asks for one more. */
+  private running: Promise<void> | undefined;
+  private again = false;
+  private failing = false;
+
+  constructor(private readonly options: HostEventWatchOptions) {}
+
+  /** The live instances as of the last event published, by uuid order. */
+  state(): InstanceView[] {
+    return [...this.known.values()].sort((a, b) => (a.instance < b.instance ? -1 : 1));
+  }
+
+  /**
+   * Read the host's instances, publish `updated` for each live one, then watch. A store that
+   * does not answer is logged and tried again at each poll (the first look that succeeds
+   * publishes the `updated` events).
+   */
+  async start(): Promise<void> {
+    try {
+      await this.look();
+    } catch (err) {
+      this.failed(err);
+    }
+    this.started = true;
+    this.arm();
+  }
+
+  stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    return this.running ?? Promise.resolve();
+  }
+
+  /** Look at the store now (after the tracker's own events); resolves when the look is done. Ignored before `start` is done. */
+  poke(): Promise<void> {
+    if (this.stopped || !this.started) return Promise.resolve();
+    this.seen = undefined;
+    if (this.running) {
+      this.again = true;
+      return this.running;
+    }
+    this.running = (async () => {
+      try {
+        do {
+          this.again = false;
+          await this.look();
+        } while (this.again && !this.stopped);
+      } catch (err) {
+        this.failed(err);
+      } finally {
+        this.running = undefined;
+      }
+    })();
+    return this.running;
+  }
+
+  private arm(): void {
+    if (this.stopped) return;
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      void this.tick().finally(() => this.arm());
+    }, this.options.pollMs);
+    this.timer.unref();
+  }
+
+  private async tick(): Promise<void> {
+    try {
+      const host = await this.options.store.getHost(this.options.hostName);
+      if (host?.generation === this.seen) return;
+      await this.poke();
+      this.seen = host?.generation;
+    } catch (err) {
+      this.failed(err);
+    }
+  }
+
+  private failed(err: unknown): void {
+    if (this.failing) return;
+    this.failing = true;
+    this.options.logger.warn({ err }, 'host events: could not read the host\'s instances; retrying');
+  }
+
+  private now(): string {
+    return new Date(this.options.clock?.now() ?? Date.now()).toISOString();
+  }
+
+  private async providerName(uuid: string): Promise<string> {
+    let name = this.names.get(uuid);
+    if (name === undefined) {
+      name = (await this.options.store.getProvider(uuid))?.name ?? uuid;
+      this.names.set(uuid, name);
+    }
+    return name;
+  }
+
+  private async viewOf(record: InstanceRecord): Promise<InstanceView> {
+    const { allocations } = await this.options.store.getAllocations(record.uuid);
+    const named: HostEventAllocation[] = [];
+    for (const a of [...allocations].sort(byProviderAndClass)) named.push({ provider: await this.providerName(a.providerUuid), providerUuid: a.providerUuid, resourceClass: a.resourceClass, amount: a.amount });
+    return {
+      host: this.options.hostName,
+      instance: record.uuid,
+      state: record.state,
+      flavor: record.flavor.name,
+      allocations: named,
+      assignments: record.assignments,
+      ...(record.cpus !== undefined ? { cpus: record.cpus } : {}),
+    };
+  }
+
+  /** One look: the host's live instances against the ones known; releases first, then resizes and updates, then claims. */
+  private async look(): Promise<void> {
+    const initial = !this.initialDone;
+    const records = (await this.options.store.listInstances({ host: this.options.hostName })).filter((r) => LIVE.has(r.state));
+    this.failing = false;
+    const now = new Map<string, InstanceView>();
+    for (const record of records.sort((a, b) => (a.updatedAt ?? 0) - (b.updatedAt ?? 0) || (a.uuid < b.uuid ? -1 : 1))) now.set(record.uuid, await this.viewOf(record));
+    if (this.stopped) return;
+    const time = this.now();
+    const events: HostEvent[] = [];
+    for (const [uuid, before] of this.known) if (!now.has(uuid)) events.push({ type: 'released', time, ...before });
+    for (const [uuid, view] of now) {
+      const before = this.known.get(uuid);
+      if (initial) events.push({ type: 'updated', time, ...view });
+      else if (!before) continue;
+      else if (before.flavor !== view.flavor) events.push({ type: 'resized', time, ...view, previousFlavor: before.flavor });
+      else if (canonical(before) !== canonical(view)) events.push({ type: 'updated', time, ...view });
+    }
+    for (const [uuid, view] of now) if (!initial && !this.known.has(uuid)) events.push({ type: 'claimed', time, ...view });
+    this.known.clear();
+    for (const [uuid, view] of now) this.known.set(uuid, view);
+    this.initialDone = true;
+    for (const event of events) this.options.publish(event);
+  }
+}
+
+function byProviderAndClass(a: Allocation, b: Allocation): number {
+  return a.providerUuid < b.providerUuid ? -1 : a.providerUuid > b.providerUuid ? 1 : a.resourceClass < b.resourceClass ? -1 : a.resourceClass > b.resourceClass ? 1 : 0;
+}

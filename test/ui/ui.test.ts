@@ -7,7 +7,7 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { capacityOf } from '@ert/plugin-api';
-import { createStore, type HostSnapshot } from '@ert/store';
+import { createStore, type HostSnapshot, type InstanceRecord, type StatsRecord } from '@ert/store';
 import { buildPackage } from '../build.js';
 import { REPO, runErt, scratchDir, startErt } from '../cli/helpers.js';
 
@@ -23,7 +23,19 @@ import { REPO, runErt, scratchDir, startErt } from '../cli/helpers.js';
  *   totalsOf in packages/ui/src/fleet.tsx the used and free columns differ and this fails.)
  * - Hosts (/ui/hosts): 1,000 rows, 100 a page.
  * - Host (/ui/hosts/NAME): the busiest host's providers by name, the usage of each
- *   provider's classes and its instances, as the store has them.
+ *   provider's classes and its instances, as the store has them. A host of the xeon-2s-cat
+ *   profile gets cache ways and pinned CPUs through its tracker's claim path (`ert claim
+ *   --host ... --root config/hosts/xeon-2s-cat`): its way map shows, per LLC domain, the
+ *   masks the store's instance records hold (each way's holder, the free ways), and its huge
+ *   pages, pinned CPUs, P-state driver and plugin stats are the store's. (Mutation-checked:
+ *   with the holders of WayMap in packages/ui/src/host.tsx taken from every domain, not the
+ *   one shown, this fails.)
+ * - Instance (/ui/instances/UUID), opened from the way map: its allocations per provider and
+ *   its llc assignment, as the store has them.
+ * - Live: with the fleet and a host page open, a claim made through the API (POST
+ *   /scheduler/v1/select) shows in the fleet's totals and on the host's page without a reload
+ *   (server-sent events, GET /scheduler/v1/events). (Mutation-checked: with the `hosts`
+ *   events ignored in packages/ui/src/live.ts this fails.)
  * - Why not (/ui/why-not?flavor=huge): every one of the 1,000 hosts is listed with the
  *   filter that refuses it; bad input names the field (vcpus, flavor).
  * - Auth: a server with a token file asks for a token; a wrong one, or a stored one that
@@ -80,6 +92,26 @@ function totalsOf(snapshots: readonly HostSnapshot[]): Totals {
   return totals;
 }
 
+/** Way numbers of a hex mask, lowest first (computed here, not with the view's code). */
+function bitsOf(hex: string): number[] {
+  const n = parseInt(hex, 16);
+  return Array.from({ length: 32 }, (_, i) => i).filter((i) => (n >>> i) & 1);
+}
+
+/** A kernel CPU list (`36-39`) of numbers. */
+function cpuList(cpus: number[]): string {
+  const s = [...cpus].sort((a, b) => a - b);
+  const out: string[] = [];
+  let start = s[0]!;
+  for (let i = 1; i <= s.length; i++) {
+    if (i === s.length || s[i] !== s[i - 1]! + 1) {
+      out.push(start === s[i - 1] ? `${start}` : `${start}-${s[i - 1]}`);
+      start = s[i]!;
+    }
+  }
+  return out.join(',');
+}
+
 /** The totals table of the fleet page, as shown. */
 async function shownTotals(page: Page): Promise<Totals> {
   const rows = page.locator('[data-testid=totals] tbody tr');
@@ -103,6 +135,10 @@ describe.skipIf(!CHROMIUM)('the web view at /ui on ert serve over 1,000 simulate
   let zoneHosts: Set<string>;
   let busiest: string;
   let instancesOfBusiest: number;
+  /** The xeon-2s-cat host given cache ways and pinned CPUs by `ert claim`. */
+  let catHost: string;
+  let catStats: Record<string, StatsRecord>;
+  let catInstances: InstanceRecord[];
 
   beforeAll(async () => {
     buildPackage(join(REPO, 'packages/cli'));
@@ -117,6 +153,17 @@ describe.skipIf(!CHROMIUM)('the web view at /ui on ert serve over 1,000 simulate
     const db = join(dir, 'fleet.db');
     const sim = await runErt(['--config', join(dir, 'ert.config.yaml'), 'simulate', '--hosts', String(HOSTS), '--requests', '400', '--lifetime', '1000000', '--seed', '7', '--db', db, '--profiles', join(REPO, 'config/hosts'), '--json'], { cwd: dir });
     expect(sim.code, sim.stderr).toBe(0);
+    // Cache ways and pinned CPUs come from a host's tracker (its plugins' claim), not from the
+    // scheduler's reservations: claim on a simulated xeon-2s-cat host through its tracker,
+    // reading the profile as its root (no enforcement: the fixture is not written).
+    const names = await createStore({ client: 'sqlite3', connection: db });
+    catHost = (await names.listHosts()).map((h) => h.name).find((n) => n.startsWith('sim-xeon-2s-cat-'))!;
+    await names.close();
+    expect(catHost, 'a simulated xeon-2s-cat host').toBeDefined();
+    for (const flavor of ['llc.gold', 'llc.gold', 'llc.explicit', 'c1.dedicated']) {
+      const claim = await runErt(['--config', join(dir, 'ert.config.yaml'), 'claim', '--flavor', flavor, '--host', catHost, '--root', join(REPO, 'config/hosts/xeon-2s-cat'), '--json'], { cwd: dir, env: { ERT_STORE_CONNECTION: db } });
+      expect(claim.code, claim.stderr).toBe(0);
+    }
     const flavors = await readFile(join(dir, 'flavors.yaml'), 'utf8');
     await writeFile(join(dir, 'flavors.yaml'), `${flavors}\n${stringify([{ name: 'huge', vcpus: 100000, memory_mb: 1024, disk_gb: 0, extra_specs: {} }])}`);
 
@@ -130,6 +177,8 @@ describe.skipIf(!CHROMIUM)('the web view at /ui on ert serve over 1,000 simulate
       zoneHosts = new Set(snapshots.filter((s) => roots.has(s.providers[0]!.uuid)).map((s) => s.host.name));
       const counts = new Map<string, number>();
       for (const r of await store.listInstances()) counts.set(r.host, (counts.get(r.host) ?? 0) + 1);
+      catStats = await store.readStats(catHost);
+      catInstances = await store.listInstances({ host: catHost });
       [busiest, instancesOfBusiest] = [...counts.entries()].sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]))[0]!;
     } finally {
       await store.close();
@@ -213,6 +262,58 @@ describe.skipIf(!CHROMIUM)('the web view at /ui on ert serve over 1,000 simulate
     await page.close();
   });
 
+  it('Host: the way map per LLC domain holds the store\'s masks; huge pages, pinned CPUs, P-state and stats are the store\'s', async () => {
+    const page = await newPage();
+    await page.goto(`${origin}/ui/hosts/${encodeURIComponent(catHost)}`);
+    await page.getByTestId('way-map').waitFor();
+    const held = catInstances.filter((r) => (r.assignments.llc as { mask?: string } | undefined)?.mask !== undefined);
+    // Three claims with cache ways (llc.gold twice, llc.explicit) went to this host, besides
+    // any the simulation placed there (its tracker confirmed them and assigned their ways).
+    expect(held.length).toBeGreaterThanOrEqual(3);
+    const llc = catStats.llc!.data as { domains: Array<{ id: number; cbmMask: string; reservedMask: string }> };
+    expect(llc.domains.length).toBe(2);
+    for (const d of llc.domains) {
+      const holders = held.filter((r) => (r.assignments.llc as { domain: number }).domain === d.id);
+      const listed = await page.evaluate<Array<[string, string]>>(`[...document.querySelectorAll('[data-testid=way-map] [data-domain="${d.id}"] li[data-instance]')].map((e) => [e.getAttribute('data-instance'), e.getAttribute('data-mask')])`);
+      expect(listed.sort(), `domain ${d.id}`).toEqual(holders.map((r) => [r.uuid, (r.assignments.llc as { mask: string }).mask]).sort());
+      const cells = await page.evaluate<Array<[number, string]>>(`[...document.querySelectorAll('[data-testid=way-map] [data-domain="${d.id}"] td[data-way]')].map((e) => [Number(e.getAttribute('data-way')), e.getAttribute('data-holder')])`);
+      const expected = new Map(bitsOf(d.cbmMask).map((w) => [w, bitsOf(d.reservedMask).includes(w) ? 'reserved' : 'free']));
+      for (const r of holders) for (const w of bitsOf((r.assignments.llc as { mask: string }).mask)) expected.set(w, r.uuid);
+      expect(new Map(cells), `ways of domain ${d.id}`).toEqual(expected);
+      const free = [...expected.values()].filter((v) => v === 'free').length;
+      expect(await page.getByTestId(`free-runs-${d.id}`).getAttribute('data-free')).toBe(String(free));
+    }
+    // Pinned CPUs per instance, as the records hold them.
+    const pinned = catInstances.filter((r) => r.cpus && r.cpus.length > 0);
+    expect(pinned.length).toBeGreaterThan(0);
+    for (const r of pinned) expect(await page.locator(`[data-testid=pinned] tr[data-instance="${r.uuid}"] [data-field=cpus]`).textContent()).toBe(cpuList(r.cpus!));
+    // Huge pages per NUMA node and size, from the memory plugin's stats.
+    const memory = catStats.memory!.data as { numaNodes: Array<{ id: number; hugePages: Array<{ sizeKb: number; total: number; free: number }> }> };
+    const rows = await page.evaluate<string[]>(`[...document.querySelectorAll('[data-testid=huge-pages] tbody tr')].map((e) => e.getAttribute('data-node') + '/' + e.getAttribute('data-size') + '/' + e.querySelector('[data-field=total]').textContent + '/' + e.querySelector('[data-field=free]').textContent)`);
+    expect(rows).toEqual(memory.numaNodes.flatMap((n) => n.hugePages.map((p) => `${n.id}/${p.sizeKb}/${p.total}/${p.free}`)));
+    expect(await page.locator('[data-testid=pstate] [data-field=driver]').textContent()).toBe((catStats.pstate!.data as { driver: string }).driver);
+    const plugins = await page.evaluate<string[]>(`[...document.querySelectorAll('[data-testid=stats] tbody tr')].map((e) => e.getAttribute('data-plugin'))`);
+    expect(plugins).toEqual(Object.keys(catStats).sort());
+    expect(await page.locator('[data-testid=instances] tbody tr').count()).toBe(catInstances.length);
+    await page.screenshot({ path: join(shots, 'host-ways.png'), fullPage: true });
+
+    // Instance: opened from the way map; its allocations and assignment as the store holds them.
+    const one = held[0]!;
+    await page.locator(`[data-testid=way-map] li[data-instance="${one.uuid}"] a`).click();
+    await page.getByTestId('instance-record').waitFor();
+    expect(page.url()).toBe(`${origin}/ui/instances/${one.uuid}`);
+    const store = await createStore({ client: 'sqlite3', connection: join(dir, 'fleet.db') });
+    const { allocations } = await store.getAllocations(one.uuid).finally(() => store.close());
+    const shown = await page.evaluate<string[]>(`[...document.querySelectorAll('[data-testid=allocations] tbody tr')].map((e) => e.getAttribute('data-provider') + ' ' + e.getAttribute('data-class') + ' ' + e.querySelector('[data-field=amount]').textContent)`);
+    expect(shown.sort()).toEqual(allocations.map((a) => `${a.providerUuid} ${a.resourceClass} ${a.amount}`).sort());
+    expect(JSON.parse((await page.locator('[data-testid=assignments] tr[data-plugin=llc] [data-field=assignment]').textContent())!)).toEqual(one.assignments.llc);
+    expect(await page.locator('[data-testid=instance-record] [data-field=state]').textContent()).toBe(one.state);
+    await page.screenshot({ path: join(shots, 'instance.png') });
+    await page.goto(`${origin}/ui/instances/00000000-0000-4000-8000-00000000dead`);
+    expect(await page.getByTestId('failure').textContent()).toContain('no instance');
+    await page.close();
+  });
+
   it('Why not: every host with the filter that refuses an oversized flavor; bad input names the field', async () => {
     const page = await newPage();
     await page.goto(`${origin}/ui/why-not?flavor=huge`);
@@ -258,4 +359,55 @@ describe.skipIf(!CHROMIUM)('the web view at /ui on ert serve over 1,000 simulate
     expect(await page.getByTestId('login-problem').textContent()).toContain('refused');
     await page.close();
   });
+
+  it('Live: a claim made through the API shows on the fleet and on its host\'s page without a reload', async () => {
+    const fleet = await newPage();
+    await fleet.goto(`${origin}/ui/`);
+    await fleet.locator(`[data-testid=fleet-canvas][data-hosts="${HOSTS}"]`).waitFor();
+    await fleet.locator('[data-testid=live][data-state=live]').waitFor();
+    const before = await shownTotals(fleet);
+    // A marker that a reload would lose.
+    await fleet.evaluate('window.notReloaded = true');
+    const hostPage = await newPage();
+    await hostPage.goto(`${origin}/ui/hosts/${encodeURIComponent(busiest)}`);
+    await hostPage.getByTestId('instance-count').waitFor();
+    await hostPage.locator('[data-testid=live][data-state=live]').waitFor();
+    await hostPage.evaluate('window.notReloaded = true');
+    const shownBefore = Number(await hostPage.getByTestId('instance-count').textContent());
+
+    const claim = await fetch(`${origin}/scheduler/v1/select`, {
+      method: 'POST',
+      headers: { 'x-auth-token': 'admin', 'content-type': 'application/json' },
+      body: JSON.stringify({ flavor: { name: 'live-probe', vcpus: 3, memory_mb: 1000, disk_gb: 0 }, availability_zone: 'az-ssd' }),
+    });
+    expect(claim.status, await claim.clone().text()).toBe(200);
+    const { instances } = (await claim.json()) as { instances: Array<{ uuid: string; host: string }> };
+    await expect.poll(async () => (await shownTotals(fleet)).VCPU?.used, { timeout: 10_000 }).toBe(before.VCPU!.used + 3);
+    expect((await shownTotals(fleet)).MEMORY_MB?.used).toBe(before.MEMORY_MB!.used + 1000);
+    expect(await fleet.evaluate('window.notReloaded')).toBe(true);
+
+    // The busiest host's page follows a claim on that host (a second one, pinned there with same_host).
+    const there = await fetch(`${origin}/scheduler/v1/select`, {
+      method: 'POST',
+      headers: { 'x-auth-token': 'admin', 'content-type': 'application/json' },
+      body: JSON.stringify({ flavor: { name: 'live-probe', vcpus: 0, memory_mb: 1, disk_gb: 0 }, hints: { same_host: [(await firstInstanceOf(busiest))!] } }),
+    });
+    expect(there.status, await there.clone().text()).toBe(200);
+    expect(((await there.json()) as { instances: Array<{ host: string }> }).instances[0]!.host).toBe(busiest);
+    await expect.poll(async () => Number(await hostPage.getByTestId('instance-count').textContent()), { timeout: 10_000 }).toBe(shownBefore + 1);
+    expect(await hostPage.evaluate('window.notReloaded')).toBe(true);
+    expect(instances).toHaveLength(1);
+    await fleet.close();
+    await hostPage.close();
+  });
+
+  /** The uuid of an instance recorded on `host` (read from the store). */
+  async function firstInstanceOf(host: string): Promise<string | undefined> {
+    const store = await createStore({ client: 'sqlite3', connection: join(dir, 'fleet.db') });
+    try {
+      return (await store.listInstances({ host }))[0]?.uuid;
+    } finally {
+      await store.close();
+    }
+  }
 });

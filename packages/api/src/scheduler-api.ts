@@ -1,7 +1,8 @@
 /**
  * The scheduler API of `ert serve` (docs/api.md, "Scheduler API"): `POST /select`,
- * `POST /explain`, `GET /hosts`, `GET /instances`, `GET|DELETE /instances/{uuid}`,
- * `GET /flavors`, `GET /availability-zones` and this module's OpenAPI document, under `/scheduler/v1`, outside the
+ * `POST /explain`, `GET /hosts`, `GET /hosts/{name}`, `GET /instances`, `GET|DELETE /instances/{uuid}`,
+ * `GET /flavors`, `GET /availability-zones`, `GET /events` (server-sent events: hosts that
+ * changed) and this module's OpenAPI document, under `/scheduler/v1`, outside the
  * Placement prefix. Same authentication as the Placement API (the serve process's
  * authenticator); its policy's base rules decide: `system_reader_api` for reads and
  * `explain`, `system_admin_api` for `select` and `DELETE`. Every error is
@@ -16,8 +17,9 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { capacityOf, isErtError, messageOf, type Flavor, type HostStatus, type ImageMeta, type PlacementRequest, type SchedulingHints } from '@ert/plugin-api';
 import { PlacementQueryError, parseCandidatesQuery } from '@ert/placement';
 import { availabilityZonesOf } from '@ert/placement';
-import { withdrawInstance, type Allocation, type InstanceRecord, type InstanceState, type Store } from '@ert/store';
+import { withdrawInstance, type Allocation, type HostSnapshot, type InstanceRecord, type InstanceState, type ProviderSnapshot, type StatsRecord, type Store } from '@ert/store';
 import type { Authenticator, Credentials } from './auth.js';
+import { eventStream, HostChangeFeed } from './events.js';
 import type { DecisionEvent } from './metrics.js';
 import type { Policy } from './policy.js';
 
@@ -33,6 +35,7 @@ export const SchedulerApiErrorCodes = {
   UNSUPPORTED_MEDIA_TYPE: 'ERT_API_UNSUPPORTED_MEDIA_TYPE',
   UNKNOWN_FLAVOR: 'ERT_API_UNKNOWN_FLAVOR',
   UNKNOWN_INSTANCE: 'ERT_API_UNKNOWN_INSTANCE',
+  UNKNOWN_HOST: 'ERT_API_UNKNOWN_HOST',
   INSTANCE_NOT_RELEASABLE: 'ERT_API_INSTANCE_NOT_RELEASABLE',
   INTERNAL: 'ERT_API_INTERNAL',
 } as const;
@@ -78,6 +81,8 @@ export interface SchedulerApiOptions {
   staleAfter: number;
   /** Called once per `POST /select` (`ErtMetrics.observeDecision`). */
   onDecision?: (decision: DecisionEvent) => void;
+  /** `GET /events`: how often the store's host generations are polled while a client listens, ms (default 1000). */
+  eventsIntervalMs?: number;
 }
 
 /** What `createApi` adds: the store and the Placement API's authenticator and policy. */
@@ -254,6 +259,66 @@ const HOST = {
   },
 } as const;
 
+/** What an instance holds of its host beyond allocations (GET /instances/{uuid}, GET /hosts/{name}). */
+const HOLDS = {
+  assignments: { type: 'object', description: "Per plugin, what it assigned (ClaimGrant.assignment): the llc plugin's {domain, mask, closid}, ..." },
+  cpus: { type: 'array', items: { type: 'integer' }, description: 'Host CPUs the instance is pinned to; absent when it floats.' },
+  units: { type: 'array', items: { type: 'string' }, description: 'Units of the host it holds alone (<plugin>/<unit>).' },
+  pools: { type: 'object', additionalProperties: { type: 'object', properties: { amount: { type: 'integer' }, capacity: { type: 'integer' } } }, description: '<plugin>/<pool> -> amount drawn of a capacity.' },
+} as const;
+
+const PROVIDER_DETAIL = {
+  type: 'object',
+  required: ['uuid', 'name', 'generation', 'parent_provider_uuid', 'root_provider_uuid', 'inventories', 'traits', 'aggregates'],
+  properties: {
+    uuid: { type: 'string' },
+    name: { type: 'string' },
+    generation: { type: 'integer' },
+    parent_provider_uuid: { type: 'string', nullable: true },
+    root_provider_uuid: { type: 'string' },
+    inventories: {
+      type: 'object',
+      description: "Per class: Placement's inventory fields, capacity ((total - reserved) * allocation_ratio) and used.",
+      additionalProperties: {
+        type: 'object',
+        properties: {
+          total: { type: 'integer' },
+          reserved: { type: 'integer' },
+          min_unit: { type: 'integer' },
+          max_unit: { type: 'integer' },
+          step_size: { type: 'integer' },
+          allocation_ratio: { type: 'number' },
+          capacity: { type: 'integer' },
+          used: { type: 'integer' },
+        },
+      },
+    },
+    traits: { type: 'array', items: { type: 'string' } },
+    aggregates: { type: 'array', items: { type: 'string' } },
+  },
+} as const;
+
+const HOST_DETAIL = {
+  type: 'object',
+  required: ['host', 'providers', 'sharing_providers', 'aggregate_metadata', 'stats', 'instances'],
+  properties: {
+    host: { ...HOST, description: 'As GET /hosts lists it, with the profile the host was read from (machine) when recorded.' },
+    providers: { type: 'array', items: PROVIDER_DETAIL, description: "The host's tree, root first, parents before children." },
+    sharing_providers: { type: 'array', items: PROVIDER_DETAIL, description: 'Sharing providers (MISC_SHARES_VIA_AGGREGATE) in an aggregate of the tree.' },
+    aggregate_metadata: { type: 'object', additionalProperties: { type: 'string' }, description: "Metadata of the root provider's aggregates, merged." },
+    stats: {
+      type: 'array',
+      description: "Every plugin's latest stats of the host (the data as its plugin's stats schema describes it), with their age.",
+      items: {
+        type: 'object',
+        required: ['plugin', 'schema_version', 'updated_at', 'age_ms', 'stale', 'data'],
+        properties: { plugin: { type: 'string' }, schema_version: { type: 'integer' }, updated_at: { type: 'string', format: 'date-time' }, age_ms: { type: 'integer' }, stale: { type: 'boolean' }, data: {} },
+      },
+    },
+    instances: { type: 'array', items: { ...INSTANCE, properties: { ...INSTANCE.properties, ...HOLDS } }, description: 'The instance records on the host with their allocations and assignments.' },
+  },
+} as const;
+
 const ZONE = {
   type: 'object',
   required: ['name', 'aggregates', 'hosts'],
@@ -294,7 +359,7 @@ const errors = (...statuses: number[]): Record<number, [string, object]> =>
           400: 'Malformed body or query; a bad extra spec (ERT_SPEC_*) or request (ERT_SCHEDULER_INVALID_REQUEST)',
           401: 'No credentials (ERT_API_UNAUTHORIZED)',
           403: 'The policy refuses (ERT_API_FORBIDDEN)',
-          404: 'Unknown flavor or instance (ERT_API_UNKNOWN_FLAVOR, ERT_API_UNKNOWN_INSTANCE)',
+          404: 'Unknown flavor, instance or host (ERT_API_UNKNOWN_FLAVOR, ERT_API_UNKNOWN_INSTANCE, ERT_API_UNKNOWN_HOST)',
           409: 'No valid host (ERT_SCHEDULER_NO_VALID_HOST), uuid in use (ERT_SCHEDULER_INSTANCE_EXISTS), a store conflict, or an instance its tracker must release (ERT_API_INSTANCE_NOT_RELEASABLE)',
           415: 'Not application/json (ERT_API_UNSUPPORTED_MEDIA_TYPE)',
         }[s]!,
@@ -333,6 +398,14 @@ export const SCHEDULER_ROUTES: readonly SchedulerRoute[] = [
   },
   {
     method: 'GET',
+    path: '/hosts/{name}',
+    operationId: 'showHost',
+    summary: "One host: its summary (as GET /hosts), its provider tree with inventories and usage, every plugin's latest stats with their data and age, and its instances with allocations and assignments (cache ways, pinned CPUs).",
+    rule: 'system_reader_api',
+    responses: { 200: ['The host', HOST_DETAIL], ...errors(401, 403, 404) },
+  },
+  {
+    method: 'GET',
     path: '/instances',
     operationId: 'listInstances',
     summary: 'Instance records, optionally of one host or in one state.',
@@ -346,7 +419,7 @@ export const SCHEDULER_ROUTES: readonly SchedulerRoute[] = [
     operationId: 'showInstance',
     summary: 'One instance record with its allocations.',
     rule: 'system_reader_api',
-    responses: { 200: ['The instance', { type: 'object', properties: { instance: INSTANCE } }], ...errors(401, 403, 404) },
+    responses: { 200: ['The instance', { type: 'object', properties: { instance: { ...INSTANCE, properties: { ...INSTANCE.properties, ...HOLDS } } } }], ...errors(401, 403, 404) },
   },
   {
     method: 'DELETE',
@@ -378,6 +451,15 @@ export const SCHEDULER_ROUTES: readonly SchedulerRoute[] = [
   },
   {
     method: 'GET',
+    path: '/events',
+    operationId: 'events',
+    summary:
+      'Server-sent events (text/event-stream) of the hosts that change: `event: ready` once listening, then per poll of the store (every second) that found changes `event: hosts` with data {"hosts": [summaries as GET /hosts lists them], "removed": [names]}: claims, releases, stats, status. Coalesced per poll; a slow reader gets its pending changes merged.',
+    rule: 'system_reader_api',
+    responses: { 200: ['An endless text/event-stream'], ...errors(401, 403) },
+  },
+  {
+    method: 'GET',
     path: '/openapi.json',
     operationId: 'openapi',
     summary: 'This document (no authentication).',
@@ -391,7 +473,7 @@ export function schedulerOpenApi(): Record<string, unknown> {
   const paths: Record<string, Record<string, unknown>> = {};
   for (const route of SCHEDULER_ROUTES) {
     const params = [
-      ...(route.path.includes('{uuid}') ? [{ name: 'uuid', in: 'path', required: true, schema: { type: 'string' } }] : []),
+      ...[...route.path.matchAll(/\{(\w+)\}/g)].map(([, name]) => ({ name, in: 'path', required: true, schema: { type: 'string' } })),
       ...Object.entries(route.query ?? {}).map(([name, schema]) => ({ name, in: 'query', required: false, schema })),
     ];
     (paths[route.path] ??= {})[route.method.toLowerCase()] = {
@@ -450,6 +532,37 @@ function instanceView(r: InstanceRecord): Record<string, unknown> {
     user_id: r.userId,
     created_at: iso(r.createdAt),
     updated_at: iso(r.updatedAt),
+  };
+}
+
+/** An instance's holds beyond allocations: assignments per plugin, pinned CPUs, units, pools. */
+function holdsView(r: InstanceRecord): Record<string, unknown> {
+  return {
+    assignments: r.assignments,
+    ...(r.cpus !== undefined ? { cpus: r.cpus } : {}),
+    ...(r.units !== undefined ? { units: r.units } : {}),
+    ...(r.pools !== undefined ? { pools: r.pools } : {}),
+  };
+}
+
+/** A provider of a host's tree as GET /hosts/{name} shows it (Placement's names for its fields). */
+function providerDetail(p: ProviderSnapshot): Record<string, unknown> {
+  return {
+    uuid: p.uuid,
+    name: p.name,
+    generation: p.generation,
+    parent_provider_uuid: p.parentUuid ?? null,
+    root_provider_uuid: p.rootUuid,
+    inventories: Object.fromEntries(
+      Object.entries(p.inventories)
+        .sort(([a], [b]) => a.localeCompare(b))
+        .map(([rc, inv]) => [
+          rc,
+          { total: inv.total, reserved: inv.reserved, min_unit: inv.minUnit, max_unit: inv.maxUnit, step_size: inv.stepSize, allocation_ratio: inv.allocationRatio, capacity: capacityOf(inv), used: p.usages[rc] ?? 0 },
+        ]),
+    ),
+    traits: [...p.traits].sort(),
+    aggregates: [...p.aggregates].sort(),
   };
 }
 
@@ -546,7 +659,54 @@ export function schedulerApi(ctx: SchedulerApiContext): (app: FastifyInstance) =
     };
   };
 
-  type Handler = (request: FastifyRequest, body: unknown) => Promise<{ status: number; body?: unknown }>;
+  /** A host as GET /hosts lists it: the scheduler's status, capacity and usage per class, stats freshness. */
+  const hostSummary = (s: HostSnapshot, now: number) => {
+    const resources: Record<string, { capacity: number; used: number; free: number }> = {};
+    for (const provider of s.providers) {
+      for (const [rc, inventory] of Object.entries(provider.inventories)) {
+        const entry = (resources[rc] ??= { capacity: 0, used: 0, free: 0 });
+        entry.capacity += capacityOf(inventory);
+        entry.used += provider.usages[rc] ?? 0;
+        entry.free = Math.max(entry.capacity - entry.used, 0);
+      }
+    }
+    return {
+      name: s.host.name,
+      status: ctx.effectiveStatus(s.host.status, s.host.lastUpdate, now, ctx.staleAfter),
+      ...(s.host.statusReason !== undefined ? { status_reason: s.host.statusReason } : {}),
+      last_update: iso(s.host.lastUpdate),
+      generation: s.host.generation,
+      providers: s.providers.length,
+      instances: s.instances.length,
+      resources: Object.fromEntries(Object.entries(resources).sort(([a], [b]) => a.localeCompare(b))),
+      stats: Object.values(s.stats)
+        .map((st) => statsFreshness(st, s, now))
+        .sort((a, b) => a.plugin.localeCompare(b.plugin)),
+    };
+  };
+
+  /** One plugin's stats of a host: when written, how old, and whether too old (tracker.staleAfter). */
+  const statsFreshness = (st: StatsRecord, s: HostSnapshot, now: number) => ({
+    plugin: st.plugin,
+    schema_version: st.schemaVersion,
+    updated_at: iso(st.updatedAt),
+    age_ms: now - st.updatedAt,
+    stale: ctx.staleAfter > 0 && now - Math.max(st.updatedAt, s.host.lastUpdate) > ctx.staleAfter,
+  });
+
+  /** Answers with a status and a JSON body, or `streamed` when it answered on the raw response itself. */
+  type Handler = (request: FastifyRequest, body: unknown, reply: FastifyReply) => Promise<{ status: number; body?: unknown; streamed?: true }>;
+
+  const feed = new HostChangeFeed({
+    generations: () => ctx.store.hostGenerations(),
+    summaries: async (names) => {
+      const now = Date.now();
+      return (await ctx.store.loadHosts(names)).map((s) => hostSummary(s, now));
+    },
+    intervalMs: ctx.eventsIntervalMs ?? 1000,
+  });
+  let serverClosing: () => void = () => {};
+  const closing = new Promise<void>((resolve) => (serverClosing = resolve));
 
   const handlers: Record<string, Handler> = {
     select: async (request, raw) => {
@@ -580,41 +740,29 @@ export function schedulerApi(ctx: SchedulerApiContext): (app: FastifyInstance) =
     },
     explain: async (request, raw) => ({ status: 200, body: await (await scheduler()).explain(scheduleRequest(raw as RequestBody, request.credentials!)) }),
     listHosts: async () => {
-      const snapshots = await ctx.store.loadHosts();
       const now = Date.now();
-      const hosts = snapshots
-        .map((s) => {
-          const resources: Record<string, { capacity: number; used: number; free: number }> = {};
-          for (const provider of s.providers) {
-            for (const [rc, inventory] of Object.entries(provider.inventories)) {
-              const entry = (resources[rc] ??= { capacity: 0, used: 0, free: 0 });
-              entry.capacity += capacityOf(inventory);
-              entry.used += provider.usages[rc] ?? 0;
-              entry.free = Math.max(entry.capacity - entry.used, 0);
-            }
-          }
-          return {
-            name: s.host.name,
-            status: ctx.effectiveStatus(s.host.status, s.host.lastUpdate, now, ctx.staleAfter),
-            ...(s.host.statusReason !== undefined ? { status_reason: s.host.statusReason } : {}),
-            last_update: iso(s.host.lastUpdate),
-            generation: s.host.generation,
-            providers: s.providers.length,
-            instances: s.instances.length,
-            resources: Object.fromEntries(Object.entries(resources).sort(([a], [b]) => a.localeCompare(b))),
-            stats: Object.values(s.stats)
-              .map((st) => ({
-                plugin: st.plugin,
-                schema_version: st.schemaVersion,
-                updated_at: iso(st.updatedAt),
-                age_ms: now - st.updatedAt,
-                stale: ctx.staleAfter > 0 && now - Math.max(st.updatedAt, s.host.lastUpdate) > ctx.staleAfter,
-              }))
-              .sort((a, b) => a.plugin.localeCompare(b.plugin)),
-          };
-        })
-        .sort((a, b) => a.name.localeCompare(b.name));
-      return { status: 200, body: { hosts } };
+      return { status: 200, body: { hosts: (await ctx.store.loadHosts()).map((s) => hostSummary(s, now)).sort((a, b) => a.name.localeCompare(b.name)) } };
+    },
+    showHost: async (request) => {
+      const { name } = request.params as { name: string };
+      const [snapshot] = await ctx.store.loadHosts([name]);
+      if (!snapshot) throw new SchedulerApiError(404, SchedulerApiErrorCodes.UNKNOWN_HOST, `no host ${name} in the store`, { host: name });
+      const records = await ctx.store.listInstances({ host: name });
+      const allocations = await Promise.all(records.map(async (r) => (await ctx.store.getAllocations(r.uuid)).allocations));
+      const now = Date.now();
+      return {
+        status: 200,
+        body: {
+          host: { ...hostSummary(snapshot, now), ...(snapshot.host.machine !== undefined ? { machine: snapshot.host.machine } : {}) },
+          providers: snapshot.providers.map(providerDetail),
+          sharing_providers: snapshot.sharingProviders.map(providerDetail),
+          aggregate_metadata: snapshot.aggregateMetadata,
+          stats: Object.values(snapshot.stats)
+            .map((st) => ({ ...statsFreshness(st, snapshot, now), data: st.data }))
+            .sort((a, b) => a.plugin.localeCompare(b.plugin)),
+          instances: records.map((r, i) => ({ ...instanceView(r), ...holdsView(r), allocations: placementAllocations(allocations[i]!) })),
+        },
+      };
     },
     listInstances: async (request) => {
       const q = request.query as { host?: string; state?: InstanceState };
@@ -626,7 +774,7 @@ export function schedulerApi(ctx: SchedulerApiContext): (app: FastifyInstance) =
       const record = await ctx.store.getInstance(uuid);
       if (!record) throw unknownInstance(uuid);
       const { allocations } = await ctx.store.getAllocations(uuid);
-      return { status: 200, body: { instance: { ...instanceView(record), allocations: placementAllocations(allocations) } } };
+      return { status: 200, body: { instance: { ...instanceView(record), ...holdsView(record), allocations: placementAllocations(allocations) } } };
     },
     deleteInstance: async (request) => {
       const { uuid } = request.params as { uuid: string };
@@ -642,9 +790,25 @@ export function schedulerApi(ctx: SchedulerApiContext): (app: FastifyInstance) =
       return { status: 200, body: { zones, hosts_without_zone: hostsWithoutZone } };
     },
     openapi: async () => ({ status: 200, body: schedulerOpenApi() }),
+    events: async (request, _body, reply) => {
+      reply.hijack();
+      const res = reply.raw;
+      res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' });
+      res.flushHeaders();
+      eventStream(feed, res, closing).catch((err: unknown) => {
+        request.log.error({ err }, 'event stream failed');
+        if (!res.writableEnded) res.end();
+      });
+      return { status: 200, streamed: true };
+    },
   };
 
   return async (app) => {
+    // Open event streams would keep the server from closing: end them first.
+    app.addHook('preClose', async () => {
+      serverClosing();
+      feed.stop();
+    });
     app.addHook('onClose', async () => {
       if (backend) await (await backend.catch(() => undefined))?.close?.();
     });
@@ -694,7 +858,8 @@ export function schedulerApi(ctx: SchedulerApiContext): (app: FastifyInstance) =
             }
             if (!body(parsed)) throw new SchedulerApiError(400, SchedulerApiErrorCodes.BAD_REQUEST, `invalid body: ${schemaProblem(body.errors)}`, { errors: body.errors ?? [] });
           }
-          const result = await handle(request, parsed);
+          const result = await handle(request, parsed, reply);
+          if (result.streamed) return reply;
           reply.code(result.status);
           if (result.body === undefined) return reply.send();
           return reply.header('content-type', 'application/json').send(JSON.stringify(result.body));

@@ -56,7 +56,7 @@ export class ApiFailure extends Error {
 }
 
 /** Listeners told when a call is refused with 401 (the App shows the login prompt). */
-const authListeners = new Set<(message: string) => void>();
+export const authListeners = new Set<(message: string) => void>();
 export function onAuthRequired(listener: (message: string) => void): () => void {
   authListeners.add(listener);
   return () => authListeners.delete(listener);
@@ -98,6 +98,7 @@ export interface HostResources {
 
 export interface HostView {
   name: string;
+  generation: number;
   status: 'up' | 'stale' | 'disabled';
   status_reason?: string;
   last_update: string;
@@ -156,6 +157,37 @@ export interface InventoryView {
   allocation_ratio: number;
 }
 
+/** Placement-style allocations: provider uuid -> {"resources": {class: amount}}. */
+export type Allocations = Record<string, { resources: Record<string, number> }>;
+
+/** An instance record with what it holds (GET /instances/{uuid}, GET /hosts/{name}). */
+export interface InstanceDetail extends InstanceView {
+  user_id: string;
+  updated_at: string;
+  allocations: Allocations;
+  assignments: Record<string, unknown>;
+  cpus?: number[];
+  units?: string[];
+  pools?: Record<string, { amount: number; capacity: number }>;
+}
+
+/** A provider of a host's tree as GET /hosts/{name} gives it. */
+export interface ProviderDetail extends ProviderView {
+  inventories: Record<string, InventoryView & { capacity: number; used: number }>;
+  traits: string[];
+  aggregates: string[];
+}
+
+/** GET /scheduler/v1/hosts/{name}. */
+export interface HostDetail {
+  host: HostView & { machine?: string; stats: Array<{ plugin: string; schema_version: number; updated_at: string; age_ms: number; stale: boolean }> };
+  providers: ProviderDetail[];
+  sharing_providers: ProviderDetail[];
+  aggregate_metadata: Record<string, string>;
+  stats: Array<{ plugin: string; schema_version: number; updated_at: string; age_ms: number; stale: boolean; data: unknown }>;
+  instances: InstanceDetail[];
+}
+
 /** The request `POST /explain` takes: a configured flavor by name, or one given inline. */
 export type FlavorRequest = string | { name: string; vcpus: number; memory_mb: number; disk_gb: number };
 
@@ -167,6 +199,8 @@ export const api = {
   hosts: () => call<{ hosts: HostView[] }>(`${S}/hosts`).then((r) => r.hosts),
   zones: () => call<{ zones: Zone[]; hosts_without_zone: string[] }>(`${S}/availability-zones`),
   flavors: () => call<{ flavors: FlavorView[] }>(`${S}/flavors`).then((r) => r.flavors),
+  host: (name: string) => call<HostDetail>(`${S}/hosts/${encodeURIComponent(name)}`),
+  instance: (uuid: string) => call<{ instance: InstanceDetail }>(`${S}/instances/${encodeURIComponent(uuid)}`).then((r) => r.instance),
   instances: (host: string) => call<{ instances: InstanceView[] }>(`${S}/instances?host=${encodeURIComponent(host)}`).then((r) => r.instances),
   explain: (flavor: FlavorRequest, availabilityZone?: string) =>
     call<Explanation>(`${S}/explain`, { method: 'POST', body: { flavor, ...(availabilityZone ? { availability_zone: availabilityZone } : {}) } }),

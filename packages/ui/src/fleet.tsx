@@ -1,5 +1,6 @@
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { api, type HostView, type Zone } from './api.js';
+import { useLiveHosts } from './live.js';
 import { Failure, Loading, useLoad } from './load.js';
 import { navigate } from './router.js';
 
@@ -152,13 +153,16 @@ function FleetCanvas({ hosts, cls }: { hosts: HostView[]; cls: string }) {
 }
 
 export function FleetPage() {
-  const data = useLoad(() => Promise.all([api.hosts(), api.zones()]));
+  // The hosts stay live (claims, releases, stats: live.ts); the zones are read once.
+  const hosts = useLiveHosts(() => api.hosts());
+  const zoneData = useLoad(() => api.zones());
   const [cls, setCls] = useState<string | undefined>();
   const [statuses, setStatuses] = useState<Set<string>>(new Set(STATUSES));
   const [zone, setZone] = useState('');
-  if (data.error) return <Failure error={data.error} />;
-  if (!data.value) return <Loading what="hosts" />;
-  const [all, zones] = data.value;
+  const error = hosts.error ?? zoneData.error;
+  if (error) return <Failure error={error} />;
+  if (!hosts.value || !zoneData.value) return <Loading what="hosts" />;
+  const [all, zones] = [hosts.value, zoneData.value];
   return <Fleet all={all} zones={zones.zones} unzoned={zones.hosts_without_zone} cls={cls} setCls={setCls} statuses={statuses} setStatuses={setStatuses} zone={zone} setZone={setZone} />;
 }
 

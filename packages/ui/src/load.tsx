@@ -1,12 +1,13 @@
 import { useEffect, useState } from 'preact/hooks';
 import { ApiFailure, AuthRequired } from './api.js';
 
-/** The value of `load()` once it resolves, or its error; reloaded when `deps` change. */
+/** The value of `load()` once it resolves, or its error; reloaded when `deps` change (the old value shown meanwhile). */
 export function useLoad<T>(load: () => Promise<T>, deps: unknown[] = []): { value?: T; error?: unknown } {
   const [state, setState] = useState<{ value?: T; error?: unknown }>({});
   useEffect(() => {
     let live = true;
-    setState({});
+    // A reload (deps changed) keeps showing the previous value until the new one arrives.
+    setState((previous) => ({ ...(previous.value !== undefined ? { value: previous.value } : {}) }));
     load().then(
       (value) => live && setState({ value }),
       (error: unknown) => live && setState({ error }),

@@ -2,7 +2,10 @@ import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { api, AuthRequired, onAuthRequired, serverConfig, storedToken, storeToken } from './api.js';
 import { FleetPage } from './fleet.js';
-import { HostPage, HostsPage } from './hosts.js';
+import { HostPage } from './host.js';
+import { HostsPage } from './hosts.js';
+import { InstancePage } from './instance.js';
+import { useLiveState } from './live.js';
 import { Link, useRoute } from './router.js';
 import { WhyNotPage } from './why-not.js';
 import './style.css';
@@ -61,6 +64,17 @@ function NotFound({ path }: { path: string }) {
   );
 }
 
+/** Whether the live updates' stream is open (live.ts). */
+function LiveIndicator() {
+  const state = useLiveState();
+  const text = { live: 'live', connecting: 'connecting…', off: 'not live' }[state];
+  return (
+    <span class={`live live-${state}`} data-testid="live" data-state={state} title="Updates without a reload (server-sent events from /scheduler/v1/events)">
+      {text}
+    </span>
+  );
+}
+
 function App() {
   const route = useRoute();
   // undefined: signed in (or opening directly); a string: the login prompt with that message.
@@ -90,6 +104,7 @@ function App() {
   if (route.path === '/' || route.path === '') page = <FleetPage key={epoch} />;
   else if (route.path === '/hosts') page = <HostsPage key={epoch} />;
   else if (route.path.startsWith('/hosts/')) page = <HostPage key={`${epoch}${route.path}`} name={decodeURIComponent(route.path.slice('/hosts/'.length))} />;
+  else if (route.path.startsWith('/instances/')) page = <InstancePage key={`${epoch}${route.path}`} uuid={decodeURIComponent(route.path.slice('/instances/'.length))} />;
   else if (route.path === '/why-not') page = <WhyNotPage key={`${epoch}${route.search}`} search={route.search} />;
   else page = <NotFound path={route.path} />;
   return (
@@ -101,6 +116,7 @@ function App() {
           <Link href="/hosts">Hosts</Link>
           <Link href="/why-not">Why not here?</Link>
           <span class="spacer" />
+          <LiveIndicator />
           {signedIn && !serverConfig().openToken && (
             <button
               type="button"

@@ -1,11 +1,11 @@
 import type { ComponentChildren } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 
-/** Where the view is mounted (Vite's `base`). Deep links: /ui/, /ui/hosts, /ui/hosts/NAME, /ui/why-not?flavor=NAME. */
+/** Where the view is mounted (Vite's `base`). Deep links: /ui/, /ui/hosts, /ui/hosts/NAME, /ui/instances/UUID, /ui/why-not?flavor=NAME. */
 export const BASE = '/ui';
 
 export interface Route {
-  /** Below BASE: `/`, `/hosts`, `/hosts/NAME`, `/why-not`. */
+  /** Below BASE: `/`, `/hosts`, `/hosts/NAME`, `/instances/UUID`, `/why-not`. */
   path: string;
   search: string;
 }

@@ -49,6 +49,22 @@ export interface HostEvent {
   assignments: Record<string, JsonValue>;
   /** Host CPUs it is pinned to; absent when it floats. */
   cpus?: number[];
+  /**
+   * During a resize: what the old flavor still holds, by the instance's migration consumer
+   * (`uuid`), until the resize is confirmed (then released) or reverted (then the instance's
+   * again). Not announced as an instance of its own.
+   */
+  held?: HeldResources;
+}
+
+/** The old flavor's resources a resize keeps (`HostEvent.held`). */
+export interface HeldResources {
+  /** The migration consumer holding them. */
+  uuid: string;
+  flavor: string;
+  allocations: HostEventAllocation[];
+  assignments: Record<string, JsonValue>;
+  cpus?: number[];
 }
 
 /** An instance as the watch last saw it: the fields of its events. */
@@ -182,28 +198,49 @@ export class HostEventWatch {
     return name;
   }
 
-  private async viewOf(record: InstanceRecord): Promise<InstanceView> {
-    const { allocations } = await this.options.store.getAllocations(record.uuid);
+  private async allocationsOf(uuid: string): Promise<HostEventAllocation[]> {
+    const { allocations } = await this.options.store.getAllocations(uuid);
     const named: HostEventAllocation[] = [];
     for (const a of [...allocations].sort(byProviderAndClass)) named.push({ provider: await this.providerName(a.providerUuid), providerUuid: a.providerUuid, resourceClass: a.resourceClass, amount: a.amount });
+    return named;
+  }
+
+  private async viewOf(record: InstanceRecord, migration: InstanceRecord | undefined): Promise<InstanceView> {
     return {
       host: this.options.hostName,
       instance: record.uuid,
       state: record.state,
       flavor: record.flavor.name,
-      allocations: named,
+      allocations: await this.allocationsOf(record.uuid),
       assignments: record.assignments,
       ...(record.cpus !== undefined ? { cpus: record.cpus } : {}),
+      ...(migration
+        ? {
+            held: {
+              uuid: migration.uuid,
+              flavor: migration.flavor.name,
+              allocations: await this.allocationsOf(migration.uuid),
+              assignments: migration.assignments,
+              ...(migration.cpus !== undefined ? { cpus: migration.cpus } : {}),
+            },
+          }
+        : {}),
     };
   }
 
   /** One look: the host's live instances against the ones known; releases first, then resizes and updates, then claims. */
   private async look(): Promise<void> {
     const initial = !this.initialDone;
-    const records = (await this.options.store.listInstances({ host: this.options.hostName })).filter((r) => LIVE.has(r.state));
+    const live = (await this.options.store.listInstances({ host: this.options.hostName })).filter((r) => LIVE.has(r.state));
     this.failing = false;
+    // A resize's migration record (`resizing`, naming no migration of its own) is shown in its
+    // instance's `held`; when the instance is on another host (a cold migration from here), not at all.
+    const migrations = new Map(live.filter(isMigrationRecord).map((r) => [r.uuid, r]));
+    const records = live.filter((r) => !isMigrationRecord(r));
     const now = new Map<string, InstanceView>();
-    for (const record of records.sort((a, b) => (a.updatedAt ?? 0) - (b.updatedAt ?? 0) || (a.uuid < b.uuid ? -1 : 1))) now.set(record.uuid, await this.viewOf(record));
+    for (const record of records.sort((a, b) => (a.updatedAt ?? 0) - (b.updatedAt ?? 0) || (a.uuid < b.uuid ? -1 : 1))) {
+      now.set(record.uuid, await this.viewOf(record, record.migrationUuid !== undefined ? migrations.get(record.migrationUuid) : undefined));
+    }
     if (this.stopped) return;
     const time = this.now();
     const events: HostEvent[] = [];
@@ -221,6 +258,11 @@ export class HostEventWatch {
     this.initialDone = true;
     for (const event of events) this.options.publish(event);
   }
+}
+
+/** The record a resize or cold migration writes for the old allocations (tracker.ts, `resize`). */
+function isMigrationRecord(record: InstanceRecord): boolean {
+  return record.state === 'resizing' && record.migrationUuid === undefined;
 }
 
 function byProviderAndClass(a: Allocation, b: Allocation): number {

@@ -5,7 +5,7 @@
 export * from './errors.js';
 export { createTracker, type ClaimObservation, type Tracker, type TrackerObserver, type TrackerOptions } from './tracker.js';
 export { buildFleet, type BuildFleetOptions } from './fleet.js';
-export { HostEventWatch, type HostEvent, type HostEventAllocation, type HostEventType, type HostEventWatchOptions, type InstanceView } from './host-events.js';
+export { HostEventWatch, type HeldResources, type HostEvent, type HostEventAllocation, type HostEventType, type HostEventWatchOptions, type InstanceView } from './host-events.js';
 export { refusalReason, type ConfirmReport } from './reservations.js';
 export { loadProviderConfigs, parseProviderConfig, HOST_PLACEHOLDER, PROVIDER_CONFIG_SCHEMA_VERSION, type ProviderConfigEntry } from './provider-config.js';
 export { uuidV5, providerUuid, childProviderName, migrationUuid, ERT_PROVIDER_NAMESPACE } from './ids.js';

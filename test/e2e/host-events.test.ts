@@ -6,13 +6,17 @@
 // (node:http, its own frame parsing), each event carrying what the store's instance record
 // says (assignments, CPUs, allocations); `Last-Event-ID` resumes with only the missed events;
 // a client older than the buffer (`--events-buffer 3`) gets a `reset`; SIGTERM ends the raw
-// stream cleanly and `ert host events --follow` outlives the daemon until SIGINT (exit 0).
+// stream cleanly; `ert host events --follow` outlives the daemon, resumes on a new daemon at
+// the same port with a `reset` and the new stream's `updated` for the live instance, and stops
+// on SIGINT (exit 0).
 //
 // Mutations seen caught: the watch's poll of the store removed (only the tracker's own
 // listeners left): the two `ert release` events never came ("expected 4 frames, got 2");
 // Last-Event-ID ignored by the server (the resumed client got a reset instead of 3 and 4:
 // "expected [4] to deeply equal [3, 4]"); the preClose hook that ends open streams removed
-// (host run did not stop with the raw client open: "the stream did not end").
+// (host run did not stop with the raw client open: "the stream did not end"); `ert host events
+// --follow` reconnecting without Last-Event-ID (after the restart it printed the new stream's
+// `updated` with no `reset` before it: 6 lines, never 7).
 import { once } from 'node:events';
 import { request, type IncomingMessage } from 'node:http';
 import { writeFile } from 'node:fs/promises';
@@ -213,14 +217,42 @@ describe.each(BACKENDS)('ert host run publishes its instance events (%s)', (back
     const readable = await runErt(['host', 'events', '--url', base], { cwd: dir });
     expect(readable.stdout).toContain(`released ${waysUuid}  flavor ways`);
 
+    // One instance live across a restart of the daemon.
+    const kept = await runErt(['claim', '--flavor', 'ways', '--host', 'xeon-1', '--root', ROOT, '--json'], { cwd: dir });
+    expect(kept.code, kept.stderr).toBe(0);
+    const keptUuid = json<{ instance: string }>(kept).instance;
+    await vi.waitFor(() => expect(followOut.trim().split('\n')).toHaveLength(5), { timeout: 10_000, interval: 50 });
+
     // SIGTERM: the daemon ends the open stream cleanly and exits 0.
     run.kill('SIGTERM');
     await Promise.race([raw.ended, new Promise((_, reject) => setTimeout(() => reject(new Error(`the stream did not end: ${runLog}`)), 20_000))]);
     const [code] = (await once(run, 'exit')) as [number | null];
     expect(code, runLog).toBe(0);
-    // The follow child outlives it (reconnecting) and stops on SIGINT with exit 0.
+    // The follow child outlives it (reconnecting) ...
     await vi.waitFor(() => expect(followErr).toMatch(/ended .*reconnecting/), { timeout: 10_000, interval: 50 });
     expect(follow.exitCode).toBeNull();
+    // ... and, when a new daemon answers on the same port, resumes with a reset (another
+    // stream) followed by the new stream from its first event: the live instance as `updated`.
+    const port = new URL(base).port;
+    const again = startErt(['host', 'run', '--metrics-port', port], { cwd: dir });
+    let againLog = '';
+    again.stderr!.on('data', (d) => (againLog += d));
+    cleanups.push(async () => {
+      if (again.exitCode === null && again.signalCode === null) {
+        again.kill('SIGKILL');
+        await once(again, 'exit');
+      }
+    });
+    await vi.waitFor(() => expect(followOut.trim().split('\n').length, followErr + againLog).toBeGreaterThanOrEqual(7), { timeout: 30_000, interval: 100 });
+    const afterRestart = followOut.trim().split('\n').slice(5).map((line) => JSON.parse(line) as Event);
+    expect(afterRestart.map((e) => [e.type, e.seq, e.instance])).toEqual([
+      ['reset', 0, undefined],
+      ['updated', 1, keptUuid],
+    ]);
+    expect(afterRestart[1]!.assignments).toEqual((await store.getInstance(keptUuid))!.assignments);
+    again.kill('SIGTERM');
+    expect(((await once(again, 'exit')) as [number | null])[0], againLog).toBe(0);
+    // SIGINT stops it with exit 0.
     follow.kill('SIGINT');
     const [followCode] = (await once(follow, 'exit')) as [number | null];
     expect(followCode, followErr).toBe(0);

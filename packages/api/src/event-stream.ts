@@ -83,15 +83,16 @@ export interface EventRouteOptions<T extends object> {
 
 /**
  * Where a client resumes: the seq after which it wants events, or `reset` when the id it
- * gives is not one of this log's (another run of the process, or a seq not yet reached).
+ * gives is not one of this log's (another run of the process, a seq not yet reached, garbage).
  * `Last-Event-ID` (or the `after` query parameter) is `<stream>:<seq>` as sent, or a bare seq.
+ * After a reset the client gets this log's events from its first when the log still holds
+ * them all (a restarted process: its first events describe the state), else only new ones.
  */
-export function resumePoint(log: Pick<EventLog<object>, 'stream' | 'latest'>, lastEventId: string | undefined): { after: number; reset: boolean } {
+export function resumePoint(log: Pick<EventLog<object>, 'stream' | 'latest' | 'oldest'>, lastEventId: string | undefined): { after: number; reset: boolean } {
   if (lastEventId === undefined || lastEventId.trim() === '') return { after: 0, reset: false };
   const m = /^(?:([0-9a-f-]{36}):)?(\d+)$/i.exec(lastEventId.trim());
-  if (!m) return { after: log.latest, reset: true };
-  const seq = Number(m[2]);
-  if ((m[1] !== undefined && m[1].toLowerCase() !== log.stream) || seq > log.latest) return { after: log.latest, reset: true };
+  const seq = m ? Number(m[2]) : NaN;
+  if (!m || (m[1] !== undefined && m[1].toLowerCase() !== log.stream) || seq > log.latest) return { after: log.oldest === 1 ? 0 : log.latest, reset: true };
   return { after: seq, reset: false };
 }
 
@@ -101,8 +102,9 @@ function frame(stream: string, seq: number, data: unknown): string {
 }
 
 /**
- * The `reset` event: the client missed events it cannot get any more; it should re-read the
- * state (`GET /events/state`), and the stream continues after `resumeAt`.
+ * The `reset` event: the client missed events it cannot get any more; it should forget what it
+ * knew and re-read the state (`GET /events/state`), and the stream continues after `resumeAt`
+ * (0: from this stream's first event, which with those after it give the whole state).
  */
 function resetEvent(stream: string, resumeAt: number, reason: string): string {
   return frame(stream, resumeAt, { type: 'reset', seq: resumeAt, time: new Date().toISOString(), reason, resync: '/events/state' });
@@ -175,7 +177,7 @@ export function registerEventRoutes<T extends object>(app: FastifyInstance, opti
         }
       }
     };
-    if (start.reset) write(resetEvent(log.stream, log.latest, `${id ?? ''} is not an event of this stream (the process restarted?)`));
+    if (start.reset) write(resetEvent(log.stream, start.after, `${id ?? ''} is not an event of this stream (the process restarted?)`));
     else write(': connected\n\n');
     const unsubscribe = log.subscribe(pump);
     const heartbeat = setInterval(() => {

@@ -8,6 +8,8 @@
 // threw: the slow-client test red); the heartbeat removed ("heartbeat: expected [': connected']
 // to include ': heartbeat'"); ids of another stream resumed as if ours (the client after a
 // restart got 'released', 'claimed' instead of a reset).
+// Seen red before the restart rule (a client of another stream resumed at the newest event):
+// it got ['reset'] alone, not the new stream's first events.
 import { request, type IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import Fastify, { type FastifyInstance } from 'fastify';
@@ -100,9 +102,13 @@ describe('EventLog', () => {
     expect(resumePoint(log, undefined)).toEqual({ after: 0, reset: false });
     expect(resumePoint(log, `${log.stream}:1`)).toEqual({ after: 1, reset: false });
     expect(resumePoint(log, '2')).toEqual({ after: 2, reset: false });
-    expect(resumePoint(log, `${new EventLog<object>(1).stream}:1`)).toEqual({ after: 2, reset: true });
-    expect(resumePoint(log, '3')).toEqual({ after: 2, reset: true });
-    expect(resumePoint(log, 'nonsense')).toEqual({ after: 2, reset: true });
+    // Another stream (a restarted process) while this one still holds its first event: all of it.
+    expect(resumePoint(log, `${new EventLog<object>(1).stream}:1`)).toEqual({ after: 0, reset: true });
+    expect(resumePoint(log, '3')).toEqual({ after: 0, reset: true });
+    expect(resumePoint(log, 'nonsense')).toEqual({ after: 0, reset: true });
+    const full = new EventLog<object>(2);
+    for (let i = 0; i < 3; i++) full.publish({});
+    expect(resumePoint(full, `${log.stream}:1`)).toEqual({ after: 3, reset: true });
   });
 });
 
@@ -125,12 +131,12 @@ describe('GET /events', () => {
     const resumed = client(url, { lastEventId: `${log.stream}:1` });
     await vi.waitFor(() => expect(resumed.frames.map((f) => f.data.seq)).toEqual([2, 3]));
     resumed.close();
-    // An id from before a restart: a reset first (its id the newest seq), then only new events.
+    // An id from before a restart: a reset first, then this stream from its first event (still kept).
     const restarted = client(url, { lastEventId: `${new EventLog<object>(1).stream}:1` });
-    await vi.waitFor(() => expect(restarted.frames.map((f) => f.data.type)).toEqual(['reset']));
-    expect(restarted.frames[0]!.id).toBe(`${log.stream}:3`);
+    await vi.waitFor(() => expect(restarted.frames.map((f) => f.data.type)).toEqual(['reset', 'claimed', 'released', 'claimed']));
+    expect(restarted.frames.map((f) => f.id)).toEqual([0, 1, 2, 3].map((n) => `${log.stream}:${n}`));
     log.publish({ type: 'claimed', n: 4 });
-    await vi.waitFor(() => expect(restarted.frames.map((f) => f.data.seq)).toEqual([3, 4]));
+    await vi.waitFor(() => expect(restarted.frames.map((f) => f.data.seq)).toEqual([0, 1, 2, 3, 4]));
     restarted.close();
 
     // The buffered events as one JSON document (`ert host events` without --follow), and the state.

@@ -46,7 +46,11 @@ import { REPO, runErt, scratchDir, startErt } from '../cli/helpers.js';
  * chromium: skipped with a message locally, a failure under CI (CI set).
  */
 
-const HOSTS = 1000;
+/**
+ * 1,000 hosts; `ERT_UI_HOSTS=10000 npx vitest run test/ui -t Fleet` measures the first render
+ * of a larger fleet (docs/benchmarks.md, "Web view"; logged, never asserted on time).
+ */
+const HOSTS = Number(process.env.ERT_UI_HOSTS ?? 1000);
 const CHROMIUM = [process.env.ERT_CHROMIUM, '/usr/bin/chromium', '/usr/bin/chromium-browser'].find((p): p is string => !!p && existsSync(p));
 if (!CHROMIUM && process.env.CI) throw new Error('test/ui: no chromium (apt-get install chromium, or set ERT_CHROMIUM); .ci/run installs it');
 const TOKEN = 'ui-test-token-0123456789';
@@ -195,7 +199,7 @@ describe.skipIf(!CHROMIUM)('the web view at /ui on ert serve over 1,000 simulate
     children.push(guarded);
     [origin, tokenOrigin] = await Promise.all([servedAt(open).then((s) => s.origin), servedAt(guarded).then((s) => s.origin)]);
     browser = await chromium.launch({ executablePath: CHROMIUM!, args: ['--no-sandbox', '--disable-dev-shm-usage', '--disable-gpu'] });
-  }, 120_000);
+  }, HOSTS > 1000 ? 900_000 : 120_000);
 
   afterAll(async () => {
     await browser?.close();
@@ -207,12 +211,19 @@ describe.skipIf(!CHROMIUM)('the web view at /ui on ert serve over 1,000 simulate
 
   it('Fleet: 1,000 tiles on a canvas, the store\'s totals per class, and the zone filter', async () => {
     const page = await newPage();
-    const started = performance.now();
-    await page.goto(`${origin}/ui/`);
     const canvas = page.locator(`[data-testid=fleet-canvas][data-hosts="${HOSTS}"]`);
-    await canvas.waitFor();
-    const firstRender = performance.now() - started;
-    console.log(`test/ui: first render of ${HOSTS} hosts ${firstRender.toFixed(0)} ms (canvas drawn in ${await canvas.getAttribute('data-draw-ms')} ms)`);
+    // First render: from navigation to the canvas drawn with every host (page load, the event
+    // stream live, GET /hosts and /availability-zones, the draw). Logged, three times.
+    for (let run = 0; run < 3; run++) {
+      const started = performance.now();
+      await page.goto(`${origin}/ui/`);
+      await canvas.waitFor();
+      const firstRender = performance.now() - started;
+      const reads = await page.evaluate<string>(
+        `performance.getEntriesByType('resource').filter((e) => e.name.includes('/scheduler/v1/')).map((e) => new URL(e.name).pathname.slice(14) + ' ' + Math.round(e.startTime) + '+' + Math.round(e.duration) + ' ms').join(', ')`,
+      );
+      console.log(`test/ui: first render of ${HOSTS} hosts ${firstRender.toFixed(0)} ms (canvas drawn in ${await canvas.getAttribute('data-draw-ms')} ms; reads: ${reads})`);
+    }
     // One canvas, not a node per host.
     expect(await page.locator('canvas').count()).toBe(1);
     expect(await page.getByTestId('fleet-count').textContent()).toBe(`${HOSTS} of ${HOSTS} hosts shown`);

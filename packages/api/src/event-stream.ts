@@ -38,7 +38,13 @@ export class EventLog<T extends object> {
     const event = { seq: ++this.last, ...payload } as Logged<T>;
     event.seq = this.last;
     this.slots[event.seq % this.capacity] = event;
-    for (const listener of [...this.listeners]) listener();
+    for (const listener of [...this.listeners]) {
+      try {
+        listener();
+      } catch {
+        // A subscriber's failure (one client's connection) is its own, never the publisher's.
+      }
+    }
     return event;
   }
 

@@ -5,7 +5,7 @@
 // Mutations seen caught: `pump` writing on without waiting for `drain` (the paused client's
 // connection buffered 6 MB on the server: "server-side buffer: expected 6294901 to be less than
 // 262144"); the reset for a client behind the buffer removed (the pump read past the buffer and
-// threw: the slow-client test red); the heartbeat removed ("heartbeat: expected [': connected']
+// threw; the slow client stopped at seq 9: "expected 9 to be 5000"); the heartbeat removed ("heartbeat: expected [': connected']
 // to include ': heartbeat'"); ids of another stream resumed as if ours (the client after a
 // restart got 'released', 'claimed' instead of a reset).
 // Seen red before the restart rule (a client of another stream resumed at the newest event):

@@ -179,10 +179,10 @@ async function agentStore(server: string, tokenFile: string | undefined, metrics
   return remoteStore({ url: server, ...(token !== undefined ? { token } : {}), ...(metrics ? { onCall: metrics.onTransaction } : {}) });
 }
 
-/** `--events-buffer`: how many events `/events` keeps for resuming, 1 to 1000000. */
+/** `--events-buffer`: how many events `/events` keeps for resuming, 1 to 100000 (about 1 KB each). */
 function eventsBufferOf(value: string): number {
   const n = /^\d+$/.test(value) ? Number(value) : NaN;
-  if (!(n >= 1 && n <= 1_000_000)) throw new CliError(CliErrorCode.USAGE, `--events-buffer must be a number of events (1 to 1000000), got "${value}"`, { option: '--events-buffer', value });
+  if (!(n >= 1 && n <= 100_000)) throw new CliError(CliErrorCode.USAGE, `--events-buffer must be a number of events (1 to 100000), got "${value}"`, { option: '--events-buffer', value });
   return n;
 }
 

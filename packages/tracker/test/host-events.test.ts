@@ -1,12 +1,12 @@
 // HostEventWatch (host-events.ts) on a real tracker with the real plugins and a SQLite store:
 // `updated` for each live instance at start, then claimed, resized (and back on a revert, the
 // old flavor's holds shown in `held` meanwhile, never as an instance of their own), updated on a
-// confirmed resize, released with what the instance held; changes by another writer found by
-// the poll alone; a store down at start.
+// confirmed resize, released with what the instance held; a cold migration and its revert on
+// both hosts; changes by another writer found by the poll alone; a store down at start.
 //
 // Mutations seen caught: the migration record not told apart (the resize also announced it as
-// an instance: an extra ["claimed", "resizing"]); a failed first look counted as done (the
-// store-down test got ["claimed", ...] instead of ["updated", ...]); releases published after
+// an instance: an extra ["claimed", "resizing"]; the cold-migration test red as well); a failed
+// first look counted as done (the store-down test got ["claimed", ...] instead of ["updated", ...]); releases published after
 // claims in one look (["claimed", third] first).
 import { describe, expect, it, vi } from 'vitest';
 import { createLogger } from '@ert/core';
@@ -107,6 +107,39 @@ describe('HostEventWatch', () => {
     ]);
     await once.stop();
     await watch.stop();
+  });
+
+  it('a cold migration: released on the source and claimed on the destination, then back on a revert', async () => {
+    const options = bench.storeOptions();
+    const shared = await bench.openStore(options);
+    const src = await realHost(bench, 'xeon-2s-cat', { hostName: 'src', shared: { store: shared, options } });
+    const dst = await realHost(bench, 'xeon-2s-cat', { hostName: 'dst', shared: { store: shared, options } });
+    const seen: Record<string, Array<[string, string, string]>> = { src: [], dst: [] };
+    const watches = [src, dst].map((host) => {
+      const watch = new HostEventWatch({ store: shared, hostName: host.hostName, publish: (e) => seen[e.host]!.push([e.type, e.state, e.instance]), pollMs: 3_600_000, logger });
+      return watch;
+    });
+    for (const watch of watches) await watch.start();
+    const look = () => Promise.all(watches.map((w) => w.poke()));
+    const uuid = await claim(src, realFlavor('pin2', 2, 2 * GB, { 'hw:cpu_policy': 'dedicated', 'llc:ways': '2' }));
+    await look();
+    ok(await dst.tracker.migrate(uuid));
+    await look();
+    ok(await dst.tracker.revertResize(uuid));
+    await look();
+    expect(seen).toEqual({
+      src: [
+        ['claimed', 'active', uuid],
+        ['released', 'active', uuid],
+        ['claimed', 'active', uuid],
+      ],
+      // Here while the migration waits for confirm or revert; the source's migration record is never an instance of its own.
+      dst: [
+        ['claimed', 'resizing', uuid],
+        ['released', 'resizing', uuid],
+      ],
+    });
+    for (const watch of watches) await watch.stop();
   });
 
   it('a store down at start: the first look that succeeds announces the live instances as updated', async () => {

@@ -17,12 +17,12 @@
  * omitted (undefined) one.
  */
 import { Ajv, type ValidateFunction } from 'ajv';
-import type { FastifyInstance, FastifyReply } from 'fastify';
-import { isErtError, messageOf } from '@ert/plugin-api';
+import type { FastifyInstance } from 'fastify';
+import { messageOf } from '@ert/plugin-api';
 import { HOST_STORE_METHODS, type HostStoreMethod, type Store } from '@ert/store';
 import type { Authenticator } from './auth.js';
 import type { Policy } from './policy.js';
-import { SchedulerApiError, SchedulerApiErrorCodes, schemaProblem, statusOfCode } from './scheduler-api.js';
+import { SchedulerApiError, SchedulerApiErrorCodes, schemaProblem, useErtErrors } from './scheduler-api.js';
 
 /** Where `ert serve` mounts the agent API. */
 export const AGENT_PREFIX = '/agent/v1';
@@ -88,26 +88,8 @@ export function agentApi(options: AgentApiOptions): (app: FastifyInstance) => Pr
       return [method, ajv.compile({ type: 'object', additionalProperties: false, required: ['args'], properties: { args } })];
     }),
   );
-  const sendError = (reply: FastifyReply, err: SchedulerApiError): FastifyReply =>
-    reply
-      .code(err.status)
-      .header('content-type', 'application/json')
-      .send(JSON.stringify({ error: { code: err.code, message: err.message, details: err.details } }));
-
   return async (app) => {
-    app.setNotFoundHandler(async (request, reply) =>
-      sendError(reply, new SchedulerApiError(404, SchedulerApiErrorCodes.NOT_FOUND, `no route ${request.method} ${request.url.split('?')[0]}`, { method: request.method })),
-    );
-    app.setErrorHandler(async (err, request, reply) => {
-      if (err instanceof SchedulerApiError) return sendError(reply, err);
-      if (isErtError(err)) {
-        const status = statusOfCode(err.code);
-        if (status === 500) request.log.error({ err }, 'agent API error');
-        return sendError(reply, new SchedulerApiError(status, err.code, err.message, { ...err.details }));
-      }
-      request.log.error({ err }, 'unexpected error');
-      return sendError(reply, new SchedulerApiError(500, SchedulerApiErrorCodes.INTERNAL, messageOf(err)));
-    });
+    useErtErrors(app, 'agent API');
     app.addHook('onRequest', async (request) => {
       const credentials = options.authenticate(request.headers);
       if (!credentials) throw new SchedulerApiError(401, SchedulerApiErrorCodes.UNAUTHORIZED, 'authentication required: send X-Auth-Token (the same credentials as the Placement API)');

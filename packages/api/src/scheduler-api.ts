@@ -105,6 +105,39 @@ export class SchedulerApiError extends Error {
   }
 }
 
+/** Answers `err` as `{"error": {"code", "message", "details"}}` with its status. */
+export function sendErtError(reply: FastifyReply, err: SchedulerApiError): FastifyReply {
+  return reply
+    .code(err.status)
+    .header('content-type', 'application/json')
+    .send(JSON.stringify({ error: { code: err.code, message: err.message, details: err.details } }));
+}
+
+/**
+ * The error answers of ert's own APIs (the scheduler API, the agent API), on `app`'s context:
+ * an unknown route is 404 `ERT_API_NOT_FOUND`; an ErtError answers with the status of its
+ * code (`statusOfCode`) and its code and details; Fastify's own 4xx (a body too large, bad
+ * JSON) are `ERT_API_BAD_REQUEST` with their status; anything else is logged and 500
+ * `ERT_API_INTERNAL`. `what` names the API in the logs.
+ */
+export function useErtErrors(app: FastifyInstance, what: string): void {
+  app.setNotFoundHandler(async (request, reply) =>
+    sendErtError(reply, new SchedulerApiError(404, SchedulerApiErrorCodes.NOT_FOUND, `no route ${request.method} ${request.url.split('?')[0]}`, { method: request.method })),
+  );
+  app.setErrorHandler(async (err, request, reply) => {
+    if (err instanceof SchedulerApiError) return sendErtError(reply, err);
+    if (isErtError(err)) {
+      const status = statusOfCode(err.code);
+      if (status === 500) request.log.error({ err }, `${what} error`);
+      return sendErtError(reply, new SchedulerApiError(status, err.code, err.message, { ...err.details }));
+    }
+    const status = (err as { statusCode?: number }).statusCode;
+    if (status !== undefined && status >= 400 && status < 500) return sendErtError(reply, new SchedulerApiError(status, SchedulerApiErrorCodes.BAD_REQUEST, messageOf(err)));
+    request.log.error({ err }, 'unexpected error');
+    return sendErtError(reply, new SchedulerApiError(500, SchedulerApiErrorCodes.INTERNAL, messageOf(err)));
+  });
+}
+
 /** The HTTP status of an ErtError's code (docs/api.md, "Scheduler API", Errors). */
 export function statusOfCode(code: string): number {
   if (code === 'ERT_SCHEDULER_NO_VALID_HOST' || code === 'ERT_SCHEDULER_INSTANCE_EXISTS' || /^ERT_STORE_.*(CONFLICT|CAPACITY_EXCEEDED|ASSIGNMENT_TAKEN|IN_USE)$/.test(code)) return 409;
@@ -608,12 +641,6 @@ export function schedulerApi(ctx: SchedulerApiContext): (app: FastifyInstance) =
     return backend;
   };
 
-  const sendError = (reply: FastifyReply, err: SchedulerApiError): FastifyReply =>
-    reply
-      .code(err.status)
-      .header('content-type', 'application/json')
-      .send(JSON.stringify({ error: { code: err.code, message: err.message, details: err.details } }));
-
   const flavorOf = (body: RequestBody & { flavor: NonNullable<RequestBody['flavor']> }): Flavor => {
     if (typeof body.flavor !== 'string') {
       const f = body.flavor;
@@ -812,21 +839,7 @@ export function schedulerApi(ctx: SchedulerApiContext): (app: FastifyInstance) =
     app.addHook('onClose', async () => {
       if (backend) await (await backend.catch(() => undefined))?.close?.();
     });
-    app.setNotFoundHandler(async (request, reply) =>
-      sendError(reply, new SchedulerApiError(404, SchedulerApiErrorCodes.NOT_FOUND, `no route ${request.method} ${request.url.split('?')[0]}`, { method: request.method })),
-    );
-    app.setErrorHandler(async (err, request, reply) => {
-      if (err instanceof SchedulerApiError) return sendError(reply, err);
-      if (isErtError(err)) {
-        const status = statusOfCode(err.code);
-        if (status === 500) request.log.error({ err }, 'scheduler API error');
-        return sendError(reply, new SchedulerApiError(status, err.code, err.message, err.details));
-      }
-      const status = (err as { statusCode?: number }).statusCode;
-      if (status !== undefined && status >= 400 && status < 500) return sendError(reply, new SchedulerApiError(status, SchedulerApiErrorCodes.BAD_REQUEST, messageOf(err)));
-      request.log.error({ err }, 'unexpected error');
-      return sendError(reply, new SchedulerApiError(500, SchedulerApiErrorCodes.INTERNAL, messageOf(err)));
-    });
+    useErtErrors(app, 'scheduler API');
 
     for (const route of SCHEDULER_ROUTES) {
       const body: ValidateFunction | undefined = route.body ? ajv.compile(route.body) : undefined;

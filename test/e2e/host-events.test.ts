@@ -7,8 +7,8 @@
 // says (assignments, CPUs, allocations); `Last-Event-ID` resumes with only the missed events;
 // a client older than the buffer (`--events-buffer 3`) gets a `reset`; SIGTERM ends the raw
 // stream cleanly; `ert host events --follow` outlives the daemon, resumes on a new daemon at
-// the same port with a `reset` and the new stream's `updated` for the live instance, and stops
-// on SIGINT (exit 0).
+// the same port with a `reset` carrying the state (the live instance), and stops on SIGINT
+// (exit 0). `--events-socket` gives the same events as JSON lines after a `hello`.
 //
 // Mutations seen caught: the watch's poll of the store removed (only the tracker's own
 // listeners left): the two `ert release` events never came ("expected 4 frames, got 2");
@@ -16,9 +16,10 @@
 // "expected [4] to deeply equal [3, 4]"); the preClose hook that ends open streams removed
 // (host run did not stop with the raw client open: "the stream did not end"); `ert host events
 // --follow` reconnecting without Last-Event-ID (after the restart it printed the new stream's
-// `updated` with no `reset` before it: 6 lines, never 7).
+// `updated` with no `reset` before it: "a reset first: expected 'updated' to be 'reset'").
 import { once } from 'node:events';
 import { request, type IncomingMessage } from 'node:http';
+import { connect } from 'node:net';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
@@ -108,7 +109,8 @@ describe.each(BACKENDS)('ert host run publishes its instance events (%s)', (back
     await writeFile(join(dir, 'ert.config.yaml'), stringify(config));
     expect((await runErt(['db', 'migrate'], { cwd: dir })).code).toBe(0);
 
-    const run = startErt(['host', 'run', '--metrics-port', '0', '--events-buffer', '3'], { cwd: dir });
+    const socketPath = join(dir, 'events.sock');
+    const run = startErt(['host', 'run', '--metrics-port', '0', '--events-buffer', '3', '--events-socket', socketPath], { cwd: dir });
     let runLog = '';
     run.stdout!.on('data', (d) => (runLog += d));
     run.stderr!.on('data', (d) => (runLog += d));
@@ -128,6 +130,22 @@ describe.each(BACKENDS)('ert host run publishes its instance events (%s)', (back
     const store: Store = await createStore(storeOptions);
     cleanups.push(() => store.close());
 
+    // The same events as JSON lines on the Unix socket.
+    const socketLines: Event[] = [];
+    let socketEnded = false;
+    const socket = connect(socketPath, () => socket.write('\n'));
+    socket.setEncoding('utf8');
+    let socketText = '';
+    socket.on('data', (chunk: string) => {
+      socketText += chunk;
+      let cut: number;
+      while ((cut = socketText.indexOf('\n')) >= 0) {
+        socketLines.push(JSON.parse(socketText.slice(0, cut)) as Event);
+        socketText = socketText.slice(cut + 1);
+      }
+    });
+    socket.on('end', () => (socketEnded = true));
+    cleanups.push(async () => socket.destroy());
     const raw = sseClient(`${base}/events`);
     const rawResponse = await raw.response;
     expect(rawResponse.statusCode).toBe(200);
@@ -193,6 +211,8 @@ describe.each(BACKENDS)('ert host run publishes its instance events (%s)', (back
     const stream = raw.frames[0]!.id!.split(':')[0]!;
     expect(raw.frames.map((f) => f.id)).toEqual([1, 2, 3, 4].map((n) => `${stream}:${n}`));
 
+    await vi.waitFor(() => expect(socketLines.slice(1)).toEqual(events), { timeout: 5000, interval: 50 });
+    expect(socketLines[0]).toEqual({ type: 'hello', stream, seq: 0 });
     // The follow child printed the same events, one JSON object per line.
     await vi.waitFor(() => expect(followOut.trim().split('\n'), followErr).toHaveLength(4), { timeout: 10_000, interval: 50 });
     expect(followOut.trim().split('\n').map((line) => JSON.parse(line) as Event)).toEqual(events);
@@ -228,11 +248,12 @@ describe.each(BACKENDS)('ert host run publishes its instance events (%s)', (back
     await Promise.race([raw.ended, new Promise((_, reject) => setTimeout(() => reject(new Error(`the stream did not end: ${runLog}`)), 20_000))]);
     const [code] = (await once(run, 'exit')) as [number | null];
     expect(code, runLog).toBe(0);
+    await vi.waitFor(() => expect(socketEnded, 'the socket ended').toBe(true), { timeout: 5000, interval: 50 });
     // The follow child outlives it (reconnecting) ...
     await vi.waitFor(() => expect(followErr).toMatch(/ended .*reconnecting/), { timeout: 10_000, interval: 50 });
     expect(follow.exitCode).toBeNull();
     // ... and, when a new daemon answers on the same port, resumes with a reset (another
-    // stream) followed by the new stream from its first event: the live instance as `updated`.
+    // stream) carrying the state: the live instance, whether the reset or an `updated` after it brings it.
     const port = new URL(base).port;
     const again = startErt(['host', 'run', '--metrics-port', port], { cwd: dir });
     let againLog = '';
@@ -243,13 +264,21 @@ describe.each(BACKENDS)('ert host run publishes its instance events (%s)', (back
         await once(again, 'exit');
       }
     });
-    await vi.waitFor(() => expect(followOut.trim().split('\n').length, followErr + againLog).toBeGreaterThanOrEqual(7), { timeout: 30_000, interval: 100 });
-    const afterRestart = followOut.trim().split('\n').slice(5).map((line) => JSON.parse(line) as Event);
-    expect(afterRestart.map((e) => [e.type, e.seq, e.instance])).toEqual([
-      ['reset', 0, undefined],
-      ['updated', 1, keptUuid],
-    ]);
-    expect(afterRestart[1]!.assignments).toEqual((await store.getInstance(keptUuid))!.assignments);
+    // What a client rebuilds from the lines after the restart: a reset (its state), then events.
+    const rebuilt = (): Map<string, Event> => {
+      const live = new Map<string, Event>();
+      for (const e of followOut.trim().split('\n').slice(5).map((line) => JSON.parse(line) as Event & { state?: { instances: Event[] } })) {
+        if (e.type === 'reset') {
+          live.clear();
+          for (const instance of e.state!.instances) live.set(instance.instance, instance);
+        } else if (e.type === 'released') live.delete(e.instance);
+        else live.set(e.instance, e);
+      }
+      return live;
+    };
+    await vi.waitFor(() => expect([...rebuilt().keys()], followErr + againLog).toEqual([keptUuid]), { timeout: 30_000, interval: 100 });
+    expect((JSON.parse(followOut.trim().split('\n')[5]!) as Event).type, 'a reset first').toBe('reset');
+    expect(rebuilt().get(keptUuid)!.assignments).toEqual((await store.getInstance(keptUuid))!.assignments);
     again.kill('SIGTERM');
     expect(((await once(again, 'exit')) as [number | null])[0], againLog).toBe(0);
     // SIGINT stops it with exit 0.

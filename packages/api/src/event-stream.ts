@@ -2,8 +2,9 @@
  * A local stream of events for outside agents (docs/operations.md, "Events for outside
  * agents"): `ert host run --metrics-port` publishes its host's instance events into an
  * `EventLog` (a bounded ring buffer numbering them with `seq`) and serves them at
- * `GET /events` as server-sent events, with `Last-Event-ID` resume, a `reset` event for a
- * client whose missed events were dropped, heartbeats, and a clean end when the server closes.
+ * `GET /events` as server-sent events (and, with `--events-socket`, as JSON lines on a Unix
+ * socket), with `Last-Event-ID` resume, a `reset` event carrying the state for a client whose
+ * missed events were dropped, heartbeats, and a clean end when the server closes.
  *
  * A connection holds no queue of its own: it keeps a cursor (the last seq it wrote) and
  * copies from the ring buffer while the socket accepts; when the socket is full it waits for
@@ -11,7 +12,10 @@
  * more, and once it falls behind the ring buffer's oldest event it gets a `reset`.
  */
 import { randomUUID } from 'node:crypto';
+import { chmod, lstat, unlink } from 'node:fs/promises';
 import type { ServerResponse } from 'node:http';
+import { createServer, type Socket } from 'node:net';
+import type { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 
 /** An event as the log holds it: the payload given to `publish`, numbered. */
@@ -81,39 +85,77 @@ export class EventLog<T extends object> {
 
 export interface EventRouteOptions<T extends object> {
   log: EventLog<T>;
+  /**
+   * The state the events lead to, as of `log.latest` (called synchronously, so it must be kept
+   * in step with what was published): `GET /events/state`, and carried by each `reset` event.
+   */
+  state: () => unknown;
   /** Comment lines (`: heartbeat`) sent this often on an idle stream, so that proxies keep it open. Default 15 s. */
   heartbeatMs?: number;
-  /** The current state the events lead to (`GET /events/state`), as of `log.latest`: what a client re-reads after a `reset`. */
-  state?: () => unknown;
 }
 
 /**
- * Where a client resumes: the seq after which it wants events, or `reset` when the id it
- * gives is not one of this log's (another run of the process, a seq not yet reached, garbage).
- * `Last-Event-ID` (or the `after` query parameter) is `<stream>:<seq>` as sent, or a bare seq.
- * After a reset the client gets this log's events from its first when the log still holds
- * them all (a restarted process: its first events describe the state), else only new ones.
+ * Where a client resumes: the seq after which it wants events, or `reset` (at the newest
+ * event) when the id it gives is not one of this log's: another run of the process (the
+ * `<stream>` part differs), a seq not reached yet, garbage. The id (`Last-Event-ID`, the
+ * `after` query parameter, the first line on the socket) is `<stream>:<seq>` as sent, or a
+ * bare seq; none or empty: from the oldest event kept.
  */
-export function resumePoint(log: Pick<EventLog<object>, 'stream' | 'latest' | 'oldest'>, lastEventId: string | undefined): { after: number; reset: boolean } {
+export function resumePoint(log: Pick<EventLog<object>, 'stream' | 'latest'>, lastEventId: string | undefined): { after: number; reset: boolean } {
   if (lastEventId === undefined || lastEventId.trim() === '') return { after: 0, reset: false };
   const m = /^(?:([0-9a-f-]{36}):)?(\d+)$/i.exec(lastEventId.trim());
   const seq = m ? Number(m[2]) : NaN;
-  if (!m || (m[1] !== undefined && m[1].toLowerCase() !== log.stream) || seq > log.latest) return { after: log.oldest === 1 ? 0 : log.latest, reset: true };
+  if (!m || (m[1] !== undefined && m[1].toLowerCase() !== log.stream) || seq > log.latest) return { after: log.latest, reset: true };
   return { after: seq, reset: false };
 }
 
+/** How events are written on one transport: SSE frames, or JSON lines. */
+type Format = (stream: string, seq: number, data: unknown) => string;
+
 /** The SSE frame of one event: `id: <stream>:<seq>` and the event as one JSON line. */
-function frame(stream: string, seq: number, data: unknown): string {
-  return `id: ${stream}:${seq}\ndata: ${JSON.stringify(data)}\n\n`;
-}
+const sseFrame: Format = (stream, seq, data) => `id: ${stream}:${seq}\ndata: ${JSON.stringify(data)}\n\n`;
+/** One JSON object per line (the Unix socket). */
+const jsonLine: Format = (_stream, _seq, data) => `${JSON.stringify(data)}\n`;
 
 /**
- * The `reset` event: the client missed events it cannot get any more; it should forget what it
- * knew and re-read the state (`GET /events/state`), and the stream continues after `resumeAt`
- * (0: from this stream's first event, which with those after it give the whole state).
+ * Copy `log`'s events after `after` to `out` as they come, while `out` accepts them (then wait
+ * for `drain`): the connection holds a cursor, never a queue. A client behind the oldest event
+ * kept gets a `reset` carrying the state as of the newest, and goes on from there. `reset`
+ * given: start with one (the client's id was not one of this log's). Returns the stop function.
  */
-function resetEvent(stream: string, resumeAt: number, reason: string): string {
-  return frame(stream, resumeAt, { type: 'reset', seq: resumeAt, time: new Date().toISOString(), reason, resync: '/events/state' });
+function follow<T extends object>(out: Writable, options: EventRouteOptions<T>, format: Format, after: number, reset: string | undefined): { stop(): void; write(text: string): boolean; waiting(): boolean } {
+  const { log } = options;
+  let cursor = after;
+  let waiting = false;
+  const resetText = (reason: string): string => {
+    cursor = log.latest;
+    return format(log.stream, cursor, { type: 'reset', seq: cursor, time: new Date().toISOString(), reason, state: options.state() });
+  };
+  const pump = (): void => {
+    if (waiting || out.writableEnded || out.destroyed) return;
+    while (cursor < log.latest) {
+      let text: string;
+      if (cursor < log.oldest - 1) {
+        text = resetText(`events ${cursor + 1} to ${log.oldest - 1} were dropped (the buffer keeps the newest ${log.capacity})`);
+      } else {
+        const event = log.get(cursor + 1)!;
+        cursor = event.seq;
+        text = format(log.stream, event.seq, event);
+      }
+      if (!out.write(text)) {
+        waiting = true;
+        out.once('drain', () => {
+          waiting = false;
+          pump();
+        });
+        return;
+      }
+    }
+  };
+  if (reset !== undefined) out.write(resetText(reset));
+  const unsubscribe = log.subscribe(pump);
+  pump();
+  return { stop: unsubscribe, write: (text) => out.write(text), waiting: () => waiting };
 }
 
 /**
@@ -154,53 +196,99 @@ export function registerEventRoutes<T extends object>(app: FastifyInstance, opti
       'x-accel-buffering': 'no',
     });
     open.add(raw);
-    let cursor = start.after;
-    let waiting = false;
+    if (!start.reset) raw.write(': connected\n\n');
     let wrote = Date.now();
-    const write = (text: string): boolean => {
+    const format: Format = (streamId, seq, data) => {
       wrote = Date.now();
-      return raw.write(text);
+      return sseFrame(streamId, seq, data);
     };
-    const pump = (): void => {
-      if (waiting || raw.writableEnded || raw.destroyed) return;
-      while (cursor < log.latest) {
-        let text: string;
-        if (cursor < log.oldest - 1) {
-          text = resetEvent(log.stream, log.latest, `events ${cursor + 1} to ${log.oldest - 1} were dropped (the buffer keeps the newest ${log.capacity})`);
-          cursor = log.latest;
-        } else {
-          const event = log.get(cursor + 1)!;
-          cursor = event.seq;
-          text = frame(log.stream, event.seq, event);
-        }
-        if (!write(text)) {
-          waiting = true;
-          raw.once('drain', () => {
-            waiting = false;
-            pump();
-          });
-          return;
-        }
-      }
-    };
-    if (start.reset) write(resetEvent(log.stream, start.after, `${id ?? ''} is not an event of this stream (the process restarted?)`));
-    else write(': connected\n\n');
-    const unsubscribe = log.subscribe(pump);
+    const stream = follow(raw, options, format, start.after, start.reset ? `${id ?? ''} is not an event of this stream (the process restarted?)` : undefined);
     const heartbeat = setInterval(() => {
-      if (!waiting && Date.now() - wrote >= heartbeatMs / 2) write(': heartbeat\n\n');
+      if (!stream.waiting() && Date.now() - wrote >= heartbeatMs / 2) {
+        wrote = Date.now();
+        stream.write(': heartbeat\n\n');
+      }
     }, heartbeatMs);
     heartbeat.unref();
     raw.on('close', () => {
-      unsubscribe();
+      stream.stop();
       clearInterval(heartbeat);
       open.delete(raw);
     });
-    pump();
   });
 
   app.get('/events/state', { logLevel: 'warn' }, async (_request, reply) => {
     const seq = log.latest;
-    const state = options.state?.() ?? null;
+    const state = options.state();
     return reply.header('content-type', 'application/json').header('cache-control', 'no-store').send(JSON.stringify({ stream: log.stream, seq, state }));
   });
+}
+
+/** A listening `--events-socket`. */
+export interface EventSocket {
+  path: string;
+  /** End every connection, stop listening and remove the socket file. */
+  close(): Promise<void>;
+}
+
+/**
+ * The same events as JSON lines on a Unix socket at `path` (mode 0660). A client first writes
+ * one line: empty for every event kept, or the id of the last event it has (`<stream>:<seq>`,
+ * as the `hello` line gave the stream) to resume after it. The server answers
+ * `{"type":"hello","stream","seq"}` (where it starts), then the events, one per line, with the
+ * resets of `GET /events`. A stale socket file at `path` is replaced; any other file is refused.
+ */
+export async function serveEventSocket<T extends object>(path: string, options: Omit<EventRouteOptions<T>, 'heartbeatMs'>): Promise<EventSocket> {
+  const { log } = options;
+  try {
+    const existing = await lstat(path);
+    if (!existing.isSocket()) throw new Error(`${path} exists and is not a socket; refusing to replace it`);
+    await unlink(path);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
+  const open = new Set<Socket>();
+  const server = createServer((socket) => {
+    open.add(socket);
+    let first = '';
+    let stream: { stop(): void } | undefined;
+    socket.setEncoding('utf8');
+    const onData = (chunk: string): void => {
+      first += chunk;
+      const newline = first.indexOf('\n');
+      if (newline < 0) {
+        if (first.length > 256) socket.destroy();
+        return;
+      }
+      socket.off('data', onData);
+      // Anything else the client writes is read and ignored, so that it never fills a buffer.
+      socket.on('data', () => undefined);
+      const id = first.slice(0, newline).trim();
+      const start = resumePoint(log, id);
+      socket.write(jsonLine(log.stream, start.after, { type: 'hello', stream: log.stream, seq: start.after }));
+      stream = follow(socket, options, jsonLine, start.after, start.reset ? `${id} is not an event of this stream (the process restarted?)` : undefined);
+    };
+    socket.on('data', onData);
+    socket.on('error', () => socket.destroy());
+    socket.on('close', () => {
+      stream?.stop();
+      open.delete(socket);
+    });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(path, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  await chmod(path, 0o660);
+  return {
+    path,
+    close: async () => {
+      for (const socket of open) socket.end();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await unlink(path).catch(() => undefined);
+    },
+  };
 }

@@ -22,7 +22,7 @@ export {
 } from './auth.js';
 export { negotiate, MIN_VERSION, MAX_VERSION, type Version } from './microversion.js';
 export { createMetrics, ErtMetrics, UNMATCHED_ROUTE, type MetricsOptions, type HookCallEvent, type TransactionEvent, type ClaimEvent, type ConfirmEvent, type DecisionEvent, type SchedulerHookCount } from './metrics.js';
-export { EventLog, registerEventRoutes, resumePoint, type EventRouteOptions, type Logged } from './event-stream.js';
+export { EventLog, registerEventRoutes, resumePoint, serveEventSocket, type EventRouteOptions, type EventSocket, type Logged } from './event-stream.js';
 export { instrumentRequests, registerOpsRoutes, startOpsServer, storeCheck, type CheckResult, type ReadinessChecks, type OpsOptions, type OpsServerOptions, type RunningOpsServer } from './ops.js';
 export {
   SCHEDULER_PREFIX,

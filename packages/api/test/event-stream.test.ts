@@ -1,6 +1,7 @@
 // The event stream of `ert host run --metrics-port` (event-stream.ts) on a real HTTP server:
-// the ring buffer, SSE frames and resume, resets, heartbeats, the end on close, and a client
-// that does not read costing the server no more than a socket buffer.
+// the ring buffer, SSE frames and resume, resets carrying the state, heartbeats, the end on
+// close, and a client that does not read costing the server no more than a socket buffer; and
+// the JSON lines of `--events-socket` on a real Unix socket.
 //
 // Mutations seen caught: `pump` writing on without waiting for `drain` (the paused client's
 // connection buffered 6 MB on the server: "server-side buffer: expected 6294901 to be less than
@@ -8,13 +9,17 @@
 // threw; the slow client stopped at seq 9: "expected 9 to be 5000"); the heartbeat removed ("heartbeat: expected [': connected']
 // to include ': heartbeat'"); ids of another stream resumed as if ours (the client after a
 // restart got 'released', 'claimed' instead of a reset).
-// Seen red before the restart rule (a client of another stream resumed at the newest event):
-// it got ['reset'] alone, not the new stream's first events.
+// The socket: the first line's id ignored ("resumes: expected [0, 1, 2, 3, 4] to deeply equal
+// [2, 3, 4]"). (Removing the socket file at close is node's own doing on server.close(); the
+// explicit unlink only covers a failed close.)
+import { mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
 import { request, type IncomingMessage } from 'node:http';
-import type { Socket } from 'node:net';
+import { connect, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { EventLog, registerEventRoutes, resumePoint } from '@ert/api';
+import { EventLog, registerEventRoutes, resumePoint, serveEventSocket } from '@ert/api';
 
 interface Frame {
   id?: string;
@@ -102,13 +107,9 @@ describe('EventLog', () => {
     expect(resumePoint(log, undefined)).toEqual({ after: 0, reset: false });
     expect(resumePoint(log, `${log.stream}:1`)).toEqual({ after: 1, reset: false });
     expect(resumePoint(log, '2')).toEqual({ after: 2, reset: false });
-    // Another stream (a restarted process) while this one still holds its first event: all of it.
-    expect(resumePoint(log, `${new EventLog<object>(1).stream}:1`)).toEqual({ after: 0, reset: true });
-    expect(resumePoint(log, '3')).toEqual({ after: 0, reset: true });
-    expect(resumePoint(log, 'nonsense')).toEqual({ after: 0, reset: true });
-    const full = new EventLog<object>(2);
-    for (let i = 0; i < 3; i++) full.publish({});
-    expect(resumePoint(full, `${log.stream}:1`)).toEqual({ after: 3, reset: true });
+    expect(resumePoint(log, `${new EventLog<object>(1).stream}:1`)).toEqual({ after: 2, reset: true });
+    expect(resumePoint(log, '3')).toEqual({ after: 2, reset: true });
+    expect(resumePoint(log, 'nonsense')).toEqual({ after: 2, reset: true });
   });
 });
 
@@ -131,12 +132,13 @@ describe('GET /events', () => {
     const resumed = client(url, { lastEventId: `${log.stream}:1` });
     await vi.waitFor(() => expect(resumed.frames.map((f) => f.data.seq)).toEqual([2, 3]));
     resumed.close();
-    // An id from before a restart: a reset first, then this stream from its first event (still kept).
+    // An id from before a restart: a reset carrying the state as of the newest event, then only new events.
     const restarted = client(url, { lastEventId: `${new EventLog<object>(1).stream}:1` });
-    await vi.waitFor(() => expect(restarted.frames.map((f) => f.data.type)).toEqual(['reset', 'claimed', 'released', 'claimed']));
-    expect(restarted.frames.map((f) => f.id)).toEqual([0, 1, 2, 3].map((n) => `${log.stream}:${n}`));
+    await vi.waitFor(() => expect(restarted.frames.map((f) => f.data.type)).toEqual(['reset']));
+    expect(restarted.frames[0]!.id).toBe(`${log.stream}:3`);
+    expect(restarted.frames[0]!.data).toEqual(expect.objectContaining({ seq: 3, state: { instances: 3 } }));
     log.publish({ type: 'claimed', n: 4 });
-    await vi.waitFor(() => expect(restarted.frames.map((f) => f.data.seq)).toEqual([0, 1, 2, 3, 4]));
+    await vi.waitFor(() => expect(restarted.frames.map((f) => f.data.seq)).toEqual([3, 4]));
     restarted.close();
 
     // The buffered events as one JSON document (`ert host events` without --follow), and the state.
@@ -181,8 +183,71 @@ describe('GET /events', () => {
     expect(slow.frames.length).toBeLessThan(total);
     const reset = slow.frames.findIndex((f) => f.data.type === 'reset');
     expect(reset, 'a reset').toBeGreaterThan(0);
+    // The reset carries the state as of its seq (here: the seq itself).
+    expect(slow.frames[reset]!.data.state).toEqual({ instances: slow.frames[reset]!.data.seq });
     // Before the reset, the events it had; after it, only events the buffer still held.
     expect(slow.frames.slice(0, reset).map((f) => f.data.seq)).toEqual(seqs.slice(0, reset).map((_, i) => i + 1));
     slow.close();
+  });
+});
+
+describe('--events-socket', () => {
+  /** A socket client: writes `first`, collects the JSON lines. */
+  function lines(path: string, first: string) {
+    const got: Array<Record<string, unknown>> = [];
+    let text = '';
+    let ended = false;
+    const socket = connect(path, () => socket.write(first));
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk: string) => {
+      text += chunk;
+      let cut: number;
+      while ((cut = text.indexOf('\n')) >= 0) {
+        got.push(JSON.parse(text.slice(0, cut)) as Record<string, unknown>);
+        text = text.slice(cut + 1);
+      }
+    });
+    socket.on('end', () => (ended = true));
+    return {
+      got,
+      get ended() {
+        return ended;
+      },
+      close: () => socket.destroy(),
+    };
+  }
+
+  it('sends a hello then the events as JSON lines, resumes after the id of the first line, resets another stream, and cleans up at close', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'ert-events-socket-'));
+    try {
+      const path = join(dir, 'events.sock');
+      const log = new EventLog<{ type: string }>(10);
+      for (let i = 0; i < 3; i++) log.publish({ type: 'claimed' });
+      const served = await serveEventSocket(path, { log, state: () => ({ instances: log.latest }) });
+      expect((await stat(path)).mode & 0o777).toBe(0o660);
+
+      const all = lines(path, '\n');
+      await vi.waitFor(() => expect(all.got.map((l) => [l['type'], l['seq']])).toEqual([['hello', 0], ['claimed', 1], ['claimed', 2], ['claimed', 3]]));
+      expect(all.got[0]).toEqual({ type: 'hello', stream: log.stream, seq: 0 });
+      log.publish({ type: 'released' });
+      await vi.waitFor(() => expect(all.got.at(-1)).toEqual({ seq: 4, type: 'released' }));
+
+      const resumed = lines(path, `${log.stream}:2\n`);
+      await vi.waitFor(() => expect(resumed.got.map((l) => l['seq']), 'resumes').toEqual([2, 3, 4]));
+      const other = lines(path, `${new EventLog<object>(1).stream}:9\n`);
+      await vi.waitFor(() => expect(other.got.map((l) => l['type'])).toEqual(['hello', 'reset']));
+      expect(other.got[1]).toEqual(expect.objectContaining({ seq: 4, state: { instances: 4 } }));
+
+      await served.close();
+      await vi.waitFor(() => expect([all.ended, resumed.ended, other.ended]).toEqual([true, true, true]));
+      await expect(stat(path), 'socket file removed').rejects.toThrow(/ENOENT/);
+
+      // A file that is not a socket is never replaced.
+      await writeFile(path, 'not a socket');
+      await expect(serveEventSocket(path, { log, state: () => null })).rejects.toThrow(/is not a socket/);
+      for (const c of [all, resumed, other]) c.close();
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -152,6 +152,7 @@ export function createProgram(io: CliIo = processIo()): Command {
     .option('--server <url>', 'report through this ert serve (its agent API) instead of opening the store: no database credentials on the host (docs/operations.md)')
     .option('--token-file <file>', 'with --server: a file holding the X-Auth-Token to send (first line)')
     .option('--events-buffer <n>', 'how many instance events /events of the metrics port keeps for resuming clients', '1000')
+    .option('--events-socket <path>', 'also publish the instance events as JSON lines on this Unix socket (docs/operations.md)')
     .action(action(hostRunCommand, { daemon: true }));
   host
     .command('events')

@@ -109,7 +109,7 @@ export class HostEventWatch {
 
   constructor(private readonly options: HostEventWatchOptions) {}
 
-  /** The live instances as of the last event published, by uuid order. */
+  /** The live instances as of the last event published (kept in step while a look publishes), by uuid order. */
   state(): InstanceView[] {
     return [...this.known.values()].sort((a, b) => (a.instance < b.instance ? -1 : 1));
   }
@@ -253,10 +253,15 @@ export class HostEventWatch {
       else if (canonical(before) !== canonical(view)) events.push({ type: 'updated', time, ...view });
     }
     for (const [uuid, view] of now) if (!initial && !this.known.has(uuid)) events.push({ type: 'claimed', time, ...view });
+    // `known` moves with each event, so that `state()` is always as of the last one published.
+    this.initialDone = true;
+    for (const event of events) {
+      if (event.type === 'released') this.known.delete(event.instance);
+      else this.known.set(event.instance, now.get(event.instance)!);
+      this.options.publish(event);
+    }
     this.known.clear();
     for (const [uuid, view] of now) this.known.set(uuid, view);
-    this.initialDone = true;
-    for (const event of events) this.options.publish(event);
   }
 }
 

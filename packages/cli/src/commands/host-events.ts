@@ -76,10 +76,18 @@ function eventsUrl(opts: HostEventsOptions): URL {
   return url;
 }
 
-/** One event on one line for people: seq, time, type, instance, flavor, CPUs and each plugin's assignment. */
+/**
+ * One event on one line for people: seq, time, type, instance, flavor, CPUs and each plugin's
+ * assignment. A `reset` is its line, then one `live` line per instance of the state it carries.
+ */
 export function renderEvent(event: Record<string, unknown>): string {
   const head = `${String(event['seq'] ?? '-')}  ${String(event['time'] ?? '')}  ${String(event['type']).padEnd(8)}`;
-  if (event['type'] === 'reset') return `${head} ${String(event['reason'] ?? '')}; re-read the state (${String(event['resync'] ?? '/events/state')})\n`;
+  if (event['type'] === 'reset') {
+    const state = event['state'] as { instances?: Array<Record<string, unknown>> } | null | undefined;
+    const instances = state?.instances ?? [];
+    const lines = instances.map((instance) => renderEvent({ ...instance, seq: event['seq'], time: event['time'], type: 'live' }));
+    return `${head} ${String(event['reason'] ?? '')}; the state now: ${instances.length} live instance(s)\n${lines.join('')}`;
+  }
   const parts = [String(event['instance']), `flavor ${String(event['flavor'])}${event['previousFlavor'] !== undefined ? ` (was ${String(event['previousFlavor'])})` : ''}`, `state ${String(event['state'])}`];
   if (Array.isArray(event['cpus'])) parts.push(`cpus ${event['cpus'].join(',')}`);
   const assignments = event['assignments'];

@@ -3,7 +3,7 @@ import { checkRoot, type CommandContext } from '../context.js';
 import { renderDiscovery, renderSync } from '../render.js';
 import { untilStopSignal } from '../io.js';
 import { readFile } from 'node:fs/promises';
-import { EventLog, remoteStore, startOpsServer, storeCheck, type CheckResult, type ErtMetrics, type RunningOpsServer } from '@ert/api';
+import { EventLog, remoteStore, serveEventSocket, startOpsServer, type EventSocket, storeCheck, type CheckResult, type ErtMetrics, type RunningOpsServer } from '@ert/api';
 import { Backoff, type ErtConfig } from '@ert/core';
 import { messageOf } from '@ert/plugin-api';
 import { isStoreUnavailable, type HostStore } from '@ert/store';
@@ -58,6 +58,7 @@ interface HostRunOptions extends HostOptions {
   server?: string;
   tokenFile?: string;
   eventsBuffer: string;
+  eventsSocket?: string;
 }
 
 /**
@@ -67,7 +68,8 @@ interface HostRunOptions extends HostOptions {
  * `/metrics`, `/healthz` and `/readyz` are served there (docs/operations.md) from before the
  * first sync (ready once it is done) until the tracker has stopped, and the host's instance
  * events for outside agents at `/events` (server-sent events; the newest `--events-buffer`
- * kept for resuming; `ert host events` reads them).
+ * kept for resuming; `ert host events` reads them); with `--events-socket PATH`, the same
+ * events as JSON lines on a Unix socket.
  *
  * With `--server URL` the tracker reports through that `ert serve`'s agent API instead of
  * opening the store (no database credentials on the host; `--token-file` holds the
@@ -87,9 +89,19 @@ export async function hostRunCommand(ctx: CommandContext, opts: HostRunOptions):
   }
   const tracker = await createTracker({ ...options, store, ...(metrics ? { observer: trackerObserver(metrics) } : {}) });
   let ops: RunningOpsServer | undefined;
+  let socket: EventSocket | undefined;
   let watch: HostEventWatch | undefined;
   let started = false;
   try {
+    // The host's instance events, for outside agents: read from the store (instances change
+    // through other processes too), looked at at once after each of this tracker's events.
+    const log = new EventLog<HostEvent>(eventsBuffer);
+    const state = () => ({ host: tracker.hostName, instances: watch?.state() ?? [] });
+    if (metricsPort !== undefined || opts.eventsSocket !== undefined) {
+      const events = new HostEventWatch({ store, hostName: tracker.hostName, publish: (e) => log.publish(e), pollMs: options.config.reservations.pollInterval, logger: options.logger });
+      for (const type of ['claimed', 'released', 'resized', 'updated'] as const) tracker.on(type, () => void events.poke());
+      watch = events;
+    }
     if (metrics && metricsPort !== undefined) {
       // The plugins are loaded (createTracker instantiated them); ready once the first sync is done.
       const tracking = (): CheckResult => {
@@ -98,15 +110,16 @@ export async function hostRunCommand(ctx: CommandContext, opts: HostRunOptions):
         return { ok: true, detail: { host: tracker.hostName, plugins } };
       };
       const logger = { level: ctx.globals.logLevel ?? options.config.log.level, stream: process.stderr };
-      // The host's instance events, for outside agents: read from the store (instances change
-      // through other processes too), looked at at once after each of this tracker's events.
-      const log = new EventLog<HostEvent>(eventsBuffer);
-      const events = new HostEventWatch({ store, hostName: tracker.hostName, publish: (e) => log.publish(e), pollMs: options.config.reservations.pollInterval, logger: options.logger });
-      for (const type of ['claimed', 'released', 'resized', 'updated'] as const) tracker.on(type, () => void events.poke());
-      watch = events;
-      const state = () => ({ host: tracker.hostName, instances: events.state() });
       ops = await startOpsServer({ host: opts.metricsHost, port: metricsPort, metrics, readiness: { store: storeCheck(store), tracker: tracking }, logger, events: { log, state } });
       ctx.out.status(`ert: metrics on ${ops.url}/metrics (/healthz, /readyz; events at /events)`);
+    }
+    if (opts.eventsSocket !== undefined) {
+      try {
+        socket = await serveEventSocket(opts.eventsSocket, { log, state });
+      } catch (err) {
+        throw new CliError(CliErrorCode.USAGE, `--events-socket ${opts.eventsSocket}: ${messageOf(err)}`, { option: '--events-socket', value: opts.eventsSocket });
+      }
+      ctx.out.status(`ert: events on unix socket ${socket.path}`);
     }
     const first = tracker.start({ waitForStore: true });
     // A stop signal while the store is still out of reach ends the wait (start then rejects).
@@ -125,6 +138,7 @@ export async function hostRunCommand(ctx: CommandContext, opts: HostRunOptions):
     await watch?.stop();
     await tracker.stop();
     // Ends the event streams too (their clients see the end of the stream, not a reset connection).
+    await socket?.close();
     await ops?.close();
   }
   ctx.out.result({ host: tracker.hostName, stopped: true }, () => `stopped tracking ${tracker.hostName}\n`);

@@ -204,6 +204,7 @@ export function registerEventRoutes<T extends object>(app: FastifyInstance, opti
     };
     const stream = follow(raw, options, format, start.after, start.reset ? `${id ?? ''} is not an event of this stream (the process restarted?)` : undefined);
     const heartbeat = setInterval(() => {
+      if (raw.writableEnded || raw.destroyed) return;
       if (!stream.waiting() && Date.now() - wrote >= heartbeatMs / 2) {
         wrote = Date.now();
         stream.write(': heartbeat\n\n');

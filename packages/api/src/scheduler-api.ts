@@ -22,6 +22,7 @@ import type { Authenticator, Credentials } from './auth.js';
 import { eventStream, HostChangeFeed } from './events.js';
 import type { DecisionEvent } from './metrics.js';
 import type { Policy } from './policy.js';
+import { HostSnapshots } from './host-snapshots.js';
 
 /** Where `ert serve` mounts the scheduler API. */
 export const SCHEDULER_PREFIX = '/scheduler/v1';
@@ -724,6 +725,7 @@ export function schedulerApi(ctx: SchedulerApiContext): (app: FastifyInstance) =
   /** Answers with a status and a JSON body, or `streamed` when it answered on the raw response itself. */
   type Handler = (request: FastifyRequest, body: unknown, reply: FastifyReply) => Promise<{ status: number; body?: unknown; streamed?: true }>;
 
+  const hostSnapshots = new HostSnapshots(ctx.store);
   const feed = new HostChangeFeed({
     generations: () => ctx.store.hostGenerations(),
     summaries: async (names) => {
@@ -768,7 +770,7 @@ export function schedulerApi(ctx: SchedulerApiContext): (app: FastifyInstance) =
     explain: async (request, raw) => ({ status: 200, body: await (await scheduler()).explain(scheduleRequest(raw as RequestBody, request.credentials!)) }),
     listHosts: async () => {
       const now = Date.now();
-      return { status: 200, body: { hosts: (await ctx.store.loadHosts()).map((s) => hostSummary(s, now)).sort((a, b) => a.name.localeCompare(b.name)) } };
+      return { status: 200, body: { hosts: (await hostSnapshots.all()).map((s) => hostSummary(s, now)).sort((a, b) => a.name.localeCompare(b.name)) } };
     },
     showHost: async (request) => {
       const { name } = request.params as { name: string };

@@ -79,7 +79,7 @@ describe('ert installed from packed tarballs into an empty directory', () => {
   it('every publishable package is packed with its README, LICENSE, built dist and publish metadata', async () => {
     const names = packed.map((p) => p.name).sort();
     expect(names).toEqual(
-      ['@ert/api', '@ert/cli', '@ert/core', '@ert/placement', '@ert/plugin-api', '@ert/plugin-testkit', '@ert/scheduler', '@ert/store', '@ert/sysfs', '@ert/tracker']
+      ['@ert/api', '@ert/cli', '@ert/core', '@ert/placement', '@ert/plugin-api', '@ert/plugin-testkit', '@ert/scheduler', '@ert/store', '@ert/sysfs', '@ert/tracker', '@ert/ui']
         .concat(FIRST_PARTY.map((p) => `@ert/plugin-${p}`), ['ert-plugin-gpu'])
         .sort(),
     );

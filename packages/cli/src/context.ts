@@ -4,7 +4,7 @@ import type { ExtraSpecKey, Flavor, Logger } from '@ert/plugin-api';
 import { createLogger, loadConfig, resolvePlugin, type ErtConfig } from '@ert/core';
 import { ErtError, isErtError, messageOf } from '@ert/plugin-api';
 import { parseFlavor } from '@ert/placement';
-import { createStore, type Store, type StoreOptions } from '@ert/store';
+import { createStore, isStoreUnavailable, type Store, type StoreOptions } from '@ert/store';
 import { CliError, CliErrorCode } from './errors.js';
 import { Output, type CliIo, type GlobalOptions } from './io.js';
 
@@ -83,9 +83,10 @@ export class CommandContext {
         }
       } catch (err) {
         await store.close().catch(() => undefined);
-        // A driver error (ECONNREFUSED, SQLITE_CANTOPEN) does not say which store it was.
-        if (isErtError(err)) throw err;
-        const reason = messageOf(err);
+        // A driver error (ECONNREFUSED, SQLITE_CANTOPEN) does not say which store it was; nor
+        // does ERT_STORE_UNAVAILABLE (it stays the cause: `host run` waits for such a store).
+        if (isErtError(err) && !isStoreUnavailable(err)) throw err;
+        const reason = messageOf(isStoreUnavailable(err) && err.cause !== undefined ? err.cause : err);
         throw new CliError(CliErrorCode.STORE_UNAVAILABLE, `cannot open the ${options.client} store ${describeConnection(options)}: ${reason}`, {
           client: options.client,
           connection: describeConnection(options),

@@ -159,7 +159,8 @@ async function directStore(ctx: CommandContext, opts: HostRunOptions, config: Er
       if (backoff.attempts > 0) ctx.out.status(`ert: the store answers again after ${backoff.attempts} failed attempt(s)`);
       return store;
     } catch (err) {
-      if (!isStoreUnavailable(err)) throw err;
+      // ctx.store names the store in a CliError whose cause is the ERT_STORE_UNAVAILABLE.
+      if (!isStoreUnavailable(err) && !isStoreUnavailable((err as { cause?: unknown }).cause)) throw err;
       const wait = backoff.next();
       if (backoff.attempts === 1) ctx.out.status(`ert: ${messageOf(err)}; retrying with backoff (up to tracker.interval) until it answers`);
       let timer: NodeJS.Timeout | undefined;

@@ -179,6 +179,47 @@ describe('a tracker reporting through the agent API', () => {
   }, 30_000);
 });
 
+describe('a tracker stopped while it starts', () => {
+  // Seen red without the state check after the first sync in start(): the reservation watch
+  // started after stop() had returned and polled the store forever (ert host run, SIGTERMed
+  // during its first sync under load, never exited: found by test/deploy/dashboard.test.ts).
+  it('starts nothing once stopped: start rejects with ERT_TRACKER_STATE and the store hears nothing more', async () => {
+    const config = configFromObject(
+      { log: { level: 'silent' }, tracker: { hostName: 'stopped-early', root: path.join(PROFILES, 'epyc-1s'), resources: ['vcpu', 'memory'], interval: '1s' }, reservations: { pollInterval: '20ms' } },
+      { configDir: dir },
+    );
+    let release: () => void = () => undefined;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let calls = 0;
+    let first = true;
+    // The first store call of the first sync waits until the test lets it go.
+    const slow = new Proxy(store, {
+      get(target, prop, receiver) {
+        const value: unknown = Reflect.get(target, prop, receiver);
+        if (typeof value !== 'function') return value;
+        return async (...args: unknown[]) => {
+          calls++;
+          if (first) {
+            first = false;
+            await held;
+          }
+          return (value as (...a: unknown[]) => unknown).apply(target, args);
+        };
+      },
+    }) as HostStore;
+    const tracker = await createTracker({ config, store: slow });
+    const starting = tracker.start({ waitForStore: true });
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const stopping = tracker.stop();
+    release();
+    await stopping;
+    expect((await rejection(starting)).code).toBe('ERT_TRACKER_STATE');
+    const after = calls;
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(calls).toBe(after);
+  });
+});
+
 async function listen(server: Server): Promise<string> {
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');

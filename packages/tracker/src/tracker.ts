@@ -531,6 +531,9 @@ class HostTracker implements Tracker {
         if (this.state !== 'started') throw new TrackerError(TrackerErrorCodes.STATE, `tracker of host ${this.hostName} was stopped before it could reach the store`, { state: this.state });
       }
     }
+    // stop() while the first sync ran: it has already stopped what exists; start nothing more
+    // (a watch started now would keep the process alive).
+    if (this.state !== 'started') throw new TrackerError(TrackerErrorCodes.STATE, `tracker of host ${this.hostName} was stopped while starting`, { state: this.state });
     this.scheduleUpdate();
     this.watch = new ReservationWatch(() => this.store, this.hostName, this.config.reservations.pollInterval, () => this.mutex.run(() => (this.state === 'started' ? this.confirmQuietly(false) : Promise.resolve())), this.failures);
     this.watch.start();

@@ -14,7 +14,7 @@
 import { randomUUID } from 'node:crypto';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { capacityOf, isErtError, messageOf, type Flavor, type HostStatus, type ImageMeta, type PlacementRequest, type SchedulingHints } from '@ert/plugin-api';
+import { capacityOf, isErtError, messageOf, type Flavor, type HostStatus, type ImageMeta, type PlacementRequest, type ResourceRequestGroup, type SchedulingHints } from '@ert/plugin-api';
 import { PlacementQueryError, parseCandidatesQuery } from '@ert/placement';
 import { availabilityZonesOf } from '@ert/placement';
 import { withdrawInstance, type Allocation, type HostSnapshot, type InstanceRecord, type InstanceState, type ProviderSnapshot, type StatsRecord, type Store } from '@ert/store';
@@ -57,6 +57,7 @@ interface BackendRequest {
   availabilityZone?: string;
   forbiddenAggregates?: string[];
   image?: ImageMeta;
+  requestGroups?: ResourceRequestGroup[];
 }
 
 /** What this module needs of a scheduler (`@ert/scheduler`'s Scheduler, structurally). */
@@ -65,7 +66,15 @@ export interface SchedulerBackend {
     request: BackendRequest,
     options?: { awaitConfirmation?: boolean; confirmTimeout?: number },
   ): Promise<
-    Array<{ instanceUuid: string; host: string; allocations: Allocation[]; alternates: string[]; state?: 'active'; refusals?: Array<{ host: string; state: string; reason: string }> }>
+    Array<{
+      instanceUuid: string;
+      host: string;
+      allocations: Allocation[];
+      alternates: string[];
+      state?: 'active';
+      refusals?: Array<{ host: string; state: string; reason: string }>;
+      mappings?: Record<string, string[]>;
+    }>
   >;
   explain(request: BackendRequest): Promise<unknown>;
   close?(): Promise<void>;
@@ -218,6 +227,23 @@ const REQUEST_BODY = {
         "The image the instances boot from, as Nova's image metadata: its properties are merged with the flavor's extra specs by Nova's rules (docs/images.md); a conflict is 400 ERT_SPEC_CONFLICT naming both. Needs a flavor. Or give image_properties.",
     },
     image_properties: { ...IMAGE_PROPERTIES, description: 'The same as image.properties (give one of the two).' },
+    request_groups: {
+      type: 'array',
+      maxItems: 64,
+      description:
+        "Request groups beyond the flavor, for each instance: ports' and devices' resource requests (Neutron's resource_request), each a numbered group whose resources come from one provider of the host's tree, claimed with the flavor in one allocation (docs/request-groups.md). Needs a flavor; two or more numbered groups need the flavor's group_policy.",
+      items: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['requester_id', 'resources'],
+        properties: {
+          requester_id: { type: 'string', pattern: '^[a-zA-Z0-9_-]{1,64}$', description: "Who asks (the port's uuid): the group's suffix." },
+          resources: { type: 'object', minProperties: 1, additionalProperties: { type: 'integer', minimum: 1 } },
+          required: { type: 'array', items: { type: 'string' }, description: 'Traits the serving provider must have.' },
+          forbidden: { type: 'array', items: { type: 'string' }, description: 'Traits it must not have.' },
+        },
+      },
+    },
     wait: { type: 'boolean', default: false, description: "select: wait until each host's tracker confirmed its reservation (placing a refused one elsewhere)." },
     confirm_timeout_ms: { type: 'integer', minimum: 1, description: 'select with wait: how long one round of confirmations may take (default reservations.timeout).' },
   },
@@ -251,6 +277,7 @@ const SELECTION = {
     allocations: ALLOCATIONS,
     state: { enum: ['scheduled', 'active'] },
     refusals: { type: 'array', items: { type: 'object', properties: { host: { type: 'string' }, state: { type: 'string' }, reason: { type: 'string' } } } },
+    mappings: { type: 'object', additionalProperties: { type: 'array', items: { type: 'string' } }, description: 'With request_groups: requester_id -> [uuid of the provider serving its group] (Placement 1.34 mappings).' },
   },
 } as const;
 
@@ -543,6 +570,7 @@ interface RequestBody {
   forbidden_aggregates?: string[];
   image?: { properties: Record<string, string> };
   image_properties?: Record<string, string>;
+  request_groups?: Array<{ requester_id: string; resources: Record<string, number>; required?: string[]; forbidden?: string[] }>;
   wait: boolean;
   confirm_timeout_ms?: number;
 }
@@ -684,6 +712,16 @@ export function schedulerApi(ctx: SchedulerApiContext): (app: FastifyInstance) =
       ...(body.availability_zone !== undefined ? { availabilityZone: body.availability_zone } : {}),
       ...(body.forbidden_aggregates !== undefined ? { forbiddenAggregates: body.forbidden_aggregates } : {}),
       ...(imageProperties !== undefined ? { image: { properties: imageProperties } } : {}),
+      ...(body.request_groups !== undefined
+        ? {
+            requestGroups: body.request_groups.map((g) => ({
+              requester: g.requester_id,
+              resources: g.resources,
+              ...(g.required !== undefined ? { required: g.required } : {}),
+              ...(g.forbidden !== undefined ? { forbidden: g.forbidden } : {}),
+            })),
+          }
+        : {}),
     };
   };
 
@@ -763,6 +801,7 @@ export function schedulerApi(ctx: SchedulerApiContext): (app: FastifyInstance) =
             allocations: placementAllocations(s.allocations),
             state: s.state ?? 'scheduled',
             ...(s.refusals && s.refusals.length > 0 ? { refusals: s.refusals } : {}),
+            ...(s.mappings !== undefined ? { mappings: s.mappings } : {}),
           })),
         },
       };

@@ -251,6 +251,43 @@ describe('the scheduler API', () => {
     }
   });
 
+  // Issue 20, point 4: a port's request group in the body, claimed with the flavor. Seen red
+  // with scheduleRequest dropping request_groups (both hosts weighed, no bandwidth claimed)
+  // and with the selection's mappings left out of the answer.
+  it('POST /select takes request_groups: the port lands on the host with the bridge, the answer maps it to the provider, and a malformed group is 400 naming the field', async () => {
+    const BRIDGE = '0b000000-0000-4000-8000-0000000000b1';
+    await store.createProvider({ uuid: BRIDGE, name: 'big:br-ex', parentUuid: BIG });
+    await store.setInventories(BRIDGE, 0, { NET_BW_EGR_KILOBIT_PER_SEC: normalizeInventory({ total: 1000 }) });
+    await store.setTraits(BRIDGE, undefined, ['CUSTOM_PHYSNET_PUBLIC']);
+    const placed: string[] = [];
+    try {
+      const one = { name: 'one', vcpus: 0, memory_mb: 1 };
+      const port = { requester_id: 'port-1', resources: { NET_BW_EGR_KILOBIT_PER_SEC: 600 }, required: ['CUSTOM_PHYSNET_PUBLIC'] };
+      const explained = (await post('/explain', { flavor: one, request_groups: [port] })).json() as { weighed: Array<{ host: string }> };
+      expect(explained.weighed.map((w) => w.host)).toEqual(['big']);
+      const res = await post('/select', { flavor: one, request_groups: [port] });
+      expect(res.statusCode, res.body).toBe(200);
+      const [selection] = res.json().instances as Array<{ uuid: string; host: string; allocations: Record<string, { resources: Record<string, number> }>; mappings: Record<string, string[]> }>;
+      placed.push(selection!.uuid);
+      expect(selection!.host).toBe('big');
+      expect(selection!.mappings).toEqual({ 'port-1': [BRIDGE] });
+      expect(selection!.allocations[BRIDGE]).toEqual({ resources: { NET_BW_EGR_KILOBIT_PER_SEC: 600 } });
+      expect((await store.getInstance(selection!.uuid))?.flavor.requestGroups).toEqual([{ requester: 'port-1', resources: { NET_BW_EGR_KILOBIT_PER_SEC: 600 }, required: ['CUSTOM_PHYSNET_PUBLIC'], provider: BRIDGE }]);
+      // 400 left on the bridge: a second port of 600 fits nowhere.
+      expect((await post('/select', { flavor: one, request_groups: [port] })).json().error.code).toBe('ERT_SCHEDULER_NO_VALID_HOST');
+
+      const badName = await post('/select', { flavor: one, request_groups: [{ ...port, requester_id: 'a port' }] });
+      expect(badName.statusCode).toBe(400);
+      expect(badName.json().error.message).toContain('request_groups/0/requester_id');
+      const badClass = await post('/select', { flavor: one, request_groups: [{ ...port, resources: { bandwidth: 5 } }] });
+      expect(badClass.statusCode).toBe(400);
+      expect(badClass.json().error).toMatchObject({ code: 'ERT_SPEC_INVALID_VALUE', details: { key: 'requestGroups[0].resources.bandwidth' } });
+    } finally {
+      for (const uuid of placed) await store.writeAllocations([{ consumer: { uuid, projectId: 'admin', userId: 'admin' }, allocations: [], removeInstance: true }]);
+      await store.deleteProvider(BRIDGE);
+    }
+  });
+
   // Issue 14: "or a Placement-style request instead of the flavor" (after the zone test above:
   // small is in the aggregate RACK). Seen red with scheduleRequest ignoring `placement` (400:
   // neither flavor nor placement) and with the parsed query's member_of dropped (explain

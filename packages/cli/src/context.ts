@@ -1,6 +1,6 @@
 import { stat } from 'node:fs/promises';
 import { resolve } from 'node:path';
-import type { ExtraSpecKey, Flavor, Logger } from '@ert/plugin-api';
+import type { ExtraSpecKey, Flavor, Logger, ResourceRequestGroup } from '@ert/plugin-api';
 import { createLogger, loadConfig, resolvePlugin, type ErtConfig } from '@ert/core';
 import { ErtError, isErtError, messageOf } from '@ert/plugin-api';
 import { parseFlavor } from '@ert/placement';
@@ -174,6 +174,39 @@ export function withImageProperties(flavor: Flavor, pairs: readonly string[] | u
     properties[pair.slice(0, at)] = pair.slice(at + 1);
   }
   return { ...flavor, image: { properties } };
+}
+
+/**
+ * One `--request-group` value: `REQUESTER:CLASS=N[,CLASS=N...][;required=T1,T2][;forbidden=T3]`
+ * (e.g. `port1:NET_BW_EGR_KILOBIT_PER_SEC=1000;required=CUSTOM_PHYSNET_PUBLIC`), a port's or
+ * device's resource request (docs/request-groups.md). The shape is checked here, naming the
+ * option; names and amounts are checked when the flavor is parsed (ERT_SPEC_*, exit 2).
+ */
+export function parseRequestGroupOption(text: string): ResourceRequestGroup {
+  const usage = () =>
+    new CliError(CliErrorCode.USAGE, `--request-group must be REQUESTER:CLASS=N[,CLASS=N...][;required=TRAIT,...][;forbidden=TRAIT,...], got ${JSON.stringify(text)}`, { option: '--request-group', value: text });
+  const [head, ...clauses] = text.split(';');
+  const colon = head!.indexOf(':');
+  if (colon < 1) throw usage();
+  const resources: Record<string, number> = {};
+  for (const pair of head!.slice(colon + 1).split(',')) {
+    const [resourceClass, amount, extra] = pair.split('=');
+    if (!resourceClass || amount === undefined || extra !== undefined || !/^\d+$/.test(amount.trim())) throw usage();
+    resources[resourceClass.trim()] = Number(amount.trim());
+  }
+  const group: ResourceRequestGroup = { requester: head!.slice(0, colon).trim(), resources };
+  for (const clause of clauses) {
+    const [key, list] = clause.split('=');
+    if ((key !== 'required' && key !== 'forbidden') || !list) throw usage();
+    group[key] = list.split(',').map((t) => t.trim());
+  }
+  return group;
+}
+
+/** `flavor` with the `--request-group` values as its request groups; the flavor itself when none is given. */
+export function withRequestGroups(flavor: Flavor, values: readonly string[] | undefined): Flavor {
+  if (values === undefined || values.length === 0) return flavor;
+  return { ...flavor, requestGroups: values.map(parseRequestGroupOption) };
 }
 
 /** `--root DIR` resolved from the working directory; refused unless it is a directory. */

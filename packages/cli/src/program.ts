@@ -9,7 +9,7 @@ import { migrateCommand } from './commands/db.js';
 import { pluginsCommand } from './commands/plugins.js';
 import { hostDiscoverCommand, hostRunCommand, hostSyncCommand } from './commands/host.js';
 import { hostEventsCommand } from './commands/host-events.js';
-import { claimCommand, releaseCommand } from './commands/claim.js';
+import { changeGroupsCommand, claimCommand, releaseCommand } from './commands/claim.js';
 import { scheduleCommand } from './commands/schedule.js';
 import { instanceDeleteCommand, instanceShowCommand, instancesCommand } from './commands/instances.js';
 import { flavorsCommand, hostsCommand, usageCommand } from './commands/inventory.js';
@@ -172,6 +172,7 @@ export function createProgram(io: CliIo = processIo()): Command {
     .option('--project <id>', 'project id', 'ert-cli')
     .option('--user <id>', 'user id', 'ert-cli')
     .option('--image-property <key=value...>', "the image's properties, merged with the flavor's extra specs by Nova's rules (trait:NAME=required, hw_cpu_policy=dedicated; docs/images.md)")
+    .option('--request-group <group...>', "a port's or device's request group, claimed with the flavor: REQUESTER:CLASS=N[,CLASS=N][;required=TRAIT,...][;forbidden=TRAIT,...] (docs/request-groups.md)")
     .action(action(claimCommand));
   program
     .command('release')
@@ -192,6 +193,7 @@ export function createProgram(io: CliIo = processIo()): Command {
     .option('--forbid-aggregate <aggregate...>', 'stay out of these aggregates, by name or uuid (request filter forbidden-aggregates)')
     .option('--project <id>', "the instances' project (request filter tenant-isolation)", 'ert-cli')
     .option('--image-property <key=value...>', "the image's properties, merged with the flavor's extra specs by Nova's rules (trait:NAME=required, hw_cpu_policy=dedicated; docs/images.md)")
+    .option('--request-group <group...>', "a port's or device's request group for each instance: REQUESTER:CLASS=N[,CLASS=N][;required=TRAIT,...][;forbidden=TRAIT,...] (docs/request-groups.md)")
     .action(action(scheduleCommand));
 
   program
@@ -203,6 +205,20 @@ export function createProgram(io: CliIo = processIo()): Command {
 
   const instance = program.command('instance').description('one instance record');
   instance.command('show').description('an instance with its allocations and assignments').argument('<uuid>', 'instance uuid').action(action(instanceShowCommand));
+  instance
+    .command('attach')
+    .description("extend a live instance's allocation in place with a port's or device's request group (checked by its host's plugins and the store)")
+    .argument('<uuid>', 'instance uuid')
+    .requiredOption('--request-group <group>', 'REQUESTER:CLASS=N[,CLASS=N][;required=TRAIT,...][;forbidden=TRAIT,...] (docs/request-groups.md)')
+    .option('--root <dir>', 'directory standing for / (default: tracker.root)')
+    .action(action((ctx: CommandContext, uuid: string, opts: { requestGroup: string; root?: string }) => changeGroupsCommand(ctx, uuid, { attach: opts.requestGroup }, opts)));
+  instance
+    .command('detach')
+    .description("shrink a live instance's allocation in place: its request group of REQUESTER goes")
+    .argument('<uuid>', 'instance uuid')
+    .requiredOption('--requester <id>', 'the requester (port or device id) whose group goes')
+    .option('--root <dir>', 'directory standing for / (default: tracker.root)')
+    .action(action((ctx: CommandContext, uuid: string, opts: { requester: string; root?: string }) => changeGroupsCommand(ctx, uuid, { detach: opts.requester }, opts)));
   instance
     .command('delete')
     .description('remove a reservation or a refused/expired record (an active instance: ert release)')

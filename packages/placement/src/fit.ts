@@ -7,7 +7,16 @@ import { DEFAULT_SEARCH_BUDGET, type FitAllocation, type FitProvider, type FitTr
 export type { FitAllocation, FitProvider, FitTree } from './types.js';
 
 export type FitResult =
-  | { ok: true; allocations: FitAllocation[] }
+  | {
+      ok: true;
+      allocations: FitAllocation[];
+      /**
+       * With `FitOptions.withMappings`: Placement 1.34's mappings, group suffix -> uuids of the
+       * providers serving it (a numbered group has one). For a plain request (the unnumbered
+       * group alone, which the shortcut answers) they are absent.
+       */
+      mappings?: Record<string, string[]>;
+    }
   | {
       ok: false;
       reason: string;
@@ -27,6 +36,8 @@ export interface FitOptions {
   budget?: number;
   /** Tuning: see SearchOptions.memoAfterSteps. */
   memoAfterSteps?: number;
+  /** Also return the mappings (which provider serves which group): for claims that record them. */
+  withMappings?: boolean;
   /** Always run the general search, even for a request the shortcut answers (tests compare the two). */
   noShortcut?: boolean;
 }
@@ -106,7 +117,7 @@ export function fitRequest(request: PlacementRequest, tree: FitTree, opts?: FitO
   const budget = opts?.budget ?? DEFAULT_SEARCH_BUDGET;
   const search = new AnchorSearch(anchor, compiled, { budget, mode: 'first', preallocated: pre, ...(opts?.memoAfterSteps === undefined ? {} : { memoAfterSteps: opts.memoAfterSteps }) });
   const outcome = search.run(() => true);
-  if (outcome === 'stopped') return { ok: true, allocations: search.allocations() };
+  if (outcome === 'stopped') return { ok: true, allocations: search.allocations(), ...(opts?.withMappings === true ? { mappings: search.mappings() } : {}) };
   if (outcome === 'budget') {
     return {
       ok: false,

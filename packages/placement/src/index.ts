@@ -9,6 +9,7 @@
 export * from './errors.js';
 export { BUILTIN_EXTRA_SPEC_PREFIXES, isBuiltinExtraSpecKey, parseFlavor, type ParseFlavorOptions } from './parse.js';
 export { attributeToImage, mergeImageProperties, type MergedExtraSpecs } from './image.js';
+export { requestGroupsOf, withGroupProviders } from './request-groups.js';
 export { convertPluginValue, extraSpecKeyProblem } from './plugin-values.js';
 export {
   aggregateExtraSpecsProblem,

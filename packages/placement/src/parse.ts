@@ -13,6 +13,7 @@ import {
 import { describeKey, PlacementErrorCodes, RequestSpecError, type PlacementErrorCode } from './errors.js';
 import { attributeToImage, mergeImageProperties } from './image.js';
 import { parseOpExpression } from './ops.js';
+import { requestGroupsOf } from './request-groups.js';
 import { convertPluginValue } from './plugin-values.js';
 
 /**
@@ -237,9 +238,20 @@ function parseExtraSpecs(flavor: Flavor, extraSpecs: Record<string, string>, opt
     }
     groups.push({ suffix, ...draft });
   }
-  const numberedCount = groups.length - 1;
-  if (numberedCount >= 2 && groupPolicy === undefined) {
-    throw specError(PlacementErrorCodes.CONFLICT, GROUP_POLICY_KEY, undefined, 'none or isolate', `${numberedCount} numbered groups (${groups.slice(1).map((g) => g.suffix).join(', ')}) need group_policy=none or group_policy=isolate`);
+  // Ports' and devices' request groups (flavor.requestGroups) are numbered groups of their own.
+  for (const extra of requestGroupsOf(flavor)) {
+    if (numbered.has(extra.suffix)) {
+      throw specError(PlacementErrorCodes.CONFLICT, `resources${extra.suffix}`, undefined, 'a request group suffix the flavor does not use', `the flavor's numbered group "${extra.suffix}" and the request group of requester ${extra.suffix} would be one group`);
+    }
+    groups.push(extra);
+  }
+  // Placement needs group_policy with two or more numbered groups. The flavor's own groups
+  // keep that rule; request groups (ports, devices) default to `none` when the flavor does not
+  // say (unlike Nova, which fails such a boot: a hot-attached second port must not make the
+  // instance unplaceable at its next resize or move).
+  const flavorNumbered = groups.length - 1 - (flavor.requestGroups?.length ?? 0);
+  if (flavorNumbered >= 2 && groupPolicy === undefined) {
+    throw specError(PlacementErrorCodes.CONFLICT, GROUP_POLICY_KEY, undefined, 'none or isolate', `${flavorNumbered} numbered groups (${groups.slice(1, 1 + flavorNumbered).map((g) => g.suffix).join(', ')}) need group_policy=none or group_policy=isolate`);
   }
 
   const spec: RequestSpec = {

@@ -105,12 +105,18 @@ export interface ClaimRequest {
   /** The parsed request: read amounts here (`requestedAmount`), not from the flavor. */
   spec: RequestSpec;
   /**
-   * `claim` for a new instance, `resize` for a new flavor of a live one. During a resize the
-   * instance's current allocation stays held until the resize is confirmed or reverted (Nova's
-   * semantics): when `test` runs, the view holds it under the migration consumer's uuid and
-   * nothing under the instance's, so counting everything in the view is right for both kinds.
+   * `claim` for a new instance, `resize` for a new flavor of a live one, `extend` for request
+   * groups added to a live instance (`Tracker.attach`, e.g. a hot-attached port). During a
+   * resize the instance's current allocation stays held until the resize is confirmed or
+   * reverted (Nova's semantics): when `test` runs, the view holds it under the migration
+   * consumer's uuid and nothing under the instance's, so counting everything in the view is
+   * right for both kinds. For `extend`, `spec` holds only the groups being added (its
+   * unnumbered group is empty and it has no plugin specs) and the view still holds the
+   * instance as it is: test the addition. An `extend` is placed by Placement's rules; a grant
+   * for it (allocations, CPUs, units, pools or an assignment) refuses it, naming the plugin,
+   * as the instance keeps what its claim assigned.
    */
-  kind: 'claim' | 'resize';
+  kind: 'claim' | 'resize' | 'extend';
 }
 
 /**

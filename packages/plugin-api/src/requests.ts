@@ -21,6 +21,40 @@ export interface Flavor {
    * with the same merged request the scheduler placed.
    */
   image?: ImageMeta;
+  /**
+   * Request groups beyond the flavor: ports' and devices' resource requests (Neutron's
+   * `resource_request`, a device profile's group), claimed together with the flavor in one
+   * allocation, each a numbered group of its own (docs/request-groups.md). Like `image`,
+   * they travel with the flavor into the instance record, so the host's tracker confirms,
+   * resizes and migrates the instance with them, and `attach` / `detach` change them on a
+   * live instance.
+   */
+  requestGroups?: ResourceRequestGroup[];
+}
+
+/**
+ * A port's or a device's resource request: a numbered request group whose suffix is
+ * `requester`. As any numbered group (Placement's rules), all its resources come from one
+ * provider of the host's tree (e.g. a bandwidth provider another service created under the
+ * compute host), which has every `required` trait and no `forbidden` one. With the flavor's
+ * own numbered groups, two or more numbered groups need the flavor's `group_policy` (Nova's
+ * rule for ports with resource requests).
+ */
+export interface ResourceRequestGroup {
+  /** Who asks (a port or device uuid): the group's suffix, `[A-Za-z0-9_-]{1,64}`, unique within the instance. */
+  requester: string;
+  /** Amount per resource class (positive integers); at least one class. */
+  resources: Record<ResourceClass, number>;
+  /** Traits the serving provider must have (e.g. `CUSTOM_PHYSNET_PUBLIC`, `CUSTOM_VNIC_TYPE_NORMAL`). */
+  required?: string[];
+  /** Traits the serving provider must not have. */
+  forbidden?: string[];
+  /**
+   * Written by ert when the instance is placed (never read from a request): the uuid of the
+   * provider that serves the group (Placement 1.34's mapping; Nova's `provider_uuids`), which
+   * a network service needs to bind the port.
+   */
+  provider?: string;
 }
 
 /** An image's scheduling-relevant metadata, as Glance gives it to Nova. */

@@ -421,12 +421,12 @@ async function checkTestReadOnly(h: Harness, v: Violations): Promise<void> {
       const before = hooks.stats ? structuredClone(await v.call('stats', () => hooks.stats!())) : undefined;
       const answers: unknown[] = [];
       for (const [i, spec] of all.entries()) {
-        for (const kind of ['claim', 'resize'] as const) answers.push(structuredClone(await v.call('test', () => hooks.test!(claimRequest(spec, { uuid: testUuid(200 + i), kind })))));
+        for (const kind of ['claim', 'resize', 'extend'] as const) answers.push(structuredClone(await v.call('test', () => hooks.test!(claimRequest(spec, { uuid: testUuid(200 + i), kind })))));
       }
       if (hooks.stats) v.equal(await v.call('stats', () => hooks.stats!()), before, `stats after test() ${when} changed`);
       const again: unknown[] = [];
       for (const [i, spec] of all.entries()) {
-        for (const kind of ['claim', 'resize'] as const) again.push(await v.call('test', () => hooks.test!(claimRequest(spec, { uuid: testUuid(200 + i), kind }))));
+        for (const kind of ['claim', 'resize', 'extend'] as const) again.push(await v.call('test', () => hooks.test!(claimRequest(spec, { uuid: testUuid(200 + i), kind }))));
       }
       v.equal(again, answers, `test() ${when} answered differently the second time`);
     };

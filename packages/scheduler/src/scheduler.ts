@@ -1,8 +1,8 @@
 import { isErtError, messageOf } from '@ert/plugin-api';
-import type { Clock, Flavor, HostState, ImageMeta, InstanceRequest, Logger, PlacementRequest, RequestSpec, SchedulingHints } from '@ert/plugin-api';
+import type { Clock, Flavor, HostState, ImageMeta, InstanceRequest, Logger, PlacementRequest, RequestSpec, ResourceRequestGroup, SchedulingHints } from '@ert/plugin-api';
 import { createLogger, createPluginRuntime } from '@ert/core';
 import type { ErtConfig, HookTiming, PluginRuntime } from '@ert/core';
-import { checkPlacementRequest, fitRequest, parseFlavor, specFromPlacementRequest } from '@ert/placement';
+import { checkPlacementRequest, fitRequest, parseFlavor, specFromPlacementRequest, withGroupProviders } from '@ert/placement';
 import { expireReservations } from '@ert/store';
 import type { Allocation, Store } from '@ert/store';
 import { affinityHosts, builtinFilters } from './builtins.js';
@@ -43,6 +43,15 @@ export interface ScheduleRequest {
    * confirms the reservation with the same request. Needs `flavor`.
    */
   image?: ImageMeta;
+  /**
+   * Request groups beyond the flavor, for every instance of the batch: ports' and devices'
+   * resource requests (docs/request-groups.md), each a numbered group of its own whose
+   * resources come from one provider of the chosen host's tree, claimed in the same
+   * allocation as the flavor. Kept on the flavor of each instance record
+   * (`flavor.requestGroups`, with the provider serving each), so the host's tracker confirms
+   * the reservation with them. Needs `flavor`.
+   */
+  requestGroups?: ResourceRequestGroup[];
   instances: InstanceToSchedule[];
   hints?: SchedulingHints;
   /**
@@ -65,6 +74,8 @@ export interface Selection {
   allocations: Allocation[];
   /** Up to maxAttempts - 1 other hosts that passed every filter, best first. */
   alternates: string[];
+  /** With `requestGroups`: requester -> [uuid of the provider serving its group] (Placement 1.34's mappings). */
+  mappings?: Record<string, string[]>;
   /** With `awaitConfirmation`: `active`, the host's tracker confirmed it through its plugins. */
   state?: 'active';
   /** With `awaitConfirmation`: hosts whose tracker refused the instance (or that let it expire) before this one took it, in order. */
@@ -299,7 +310,10 @@ class DefaultScheduler implements Scheduler {
   private parse(request: ScheduleRequest): ParsedRequest {
     validateRequest(request);
     const hints = withBatchMembers(request.hints, request.instances);
-    const flavor = request.image !== undefined ? { ...request.flavor!, image: request.image } : request.flavor;
+    const flavor =
+      request.image !== undefined || request.requestGroups !== undefined
+        ? { ...request.flavor!, ...(request.image !== undefined ? { image: request.image } : {}), ...(request.requestGroups !== undefined ? { requestGroups: request.requestGroups } : {}) }
+        : request.flavor;
     const input = JSON.stringify([flavor ?? null, request.placement ?? null, hints]);
     let parsed = this.parsed.get(input);
     if (parsed) {
@@ -374,12 +388,14 @@ class DefaultScheduler implements Scheduler {
         const ranking = this.rank(memo, limit);
         const candidates = ranking.candidates.filter((c) => !tried.has(c.host.name));
         if (candidates.length === 0) {
-          throw new NoValidHostError(instance.uuid, spec.flavor.name, summarize(buildExplanation(this.manager.slots, memo, ranking)), attempts);
+          // A bounded ranking evaluated only some hosts: explain from a complete one.
+          throw new NoValidHostError(instance.uuid, spec.flavor.name, summarize(buildExplanation(this.manager.slots, memo, ranking.bounded ? this.rank(memo, 0) : ranking)), attempts);
         }
         const pick = Math.min(Math.floor(this.env.random() * Math.min(hostSubsetSize, candidates.length)), candidates.length - 1);
         const chosen = candidates[pick]!.host;
         tried.add(chosen.name);
-        const fit = fitRequest(spec, { providers: chosen.providers, sharingProviders: chosen.sharingProviders }, { budget: this.config.scheduler.placementSearchBudget });
+        const withMappings = (spec.flavor.requestGroups?.length ?? 0) > 0;
+        const fit = fitRequest(spec, { providers: chosen.providers, sharingProviders: chosen.sharingProviders }, { budget: this.config.scheduler.placementSearchBudget, withMappings });
         if (!fit.ok) return { host: chosen.name, problem: fit.reason };
         const refused = this.manager.applyPlacement(chosen, instance, spec, fit.allocations);
         if (refused !== undefined) {
@@ -392,7 +408,7 @@ class DefaultScheduler implements Scheduler {
           .filter((c) => c.host !== chosen)
           .slice(0, maxAttempts - 1)
           .map((c) => c.host.name);
-        return { host: chosen.name, allocations: fit.allocations, alternates };
+        return { host: chosen.name, allocations: fit.allocations, alternates, flavor: withMappings ? withGroupProviders(instance.flavor, fit.mappings) : instance.flavor };
       });
       if (!decision.allocations) {
         attempts.push({ host: decision.host, error: decision.problem! });
@@ -408,7 +424,7 @@ class DefaultScheduler implements Scheduler {
               host: decision.host,
               projectId: instance.projectId,
               userId: instance.userId,
-              flavor: instance.flavor,
+              flavor: decision.flavor!,
               state: 'scheduled',
               assignments: {},
             },
@@ -431,7 +447,8 @@ class DefaultScheduler implements Scheduler {
         this.env.logger.debug({ host: decision.host, instance: instance.uuid, code: error.code }, 'claim lost a race; trying the next host');
         continue;
       }
-      return { instanceUuid: instance.uuid, host: decision.host, allocations: decision.allocations.map((a) => ({ ...a })), alternates: decision.alternates };
+      const mappings = groupMappings(decision.flavor!);
+      return { instanceUuid: instance.uuid, host: decision.host, allocations: decision.allocations.map((a) => ({ ...a })), alternates: decision.alternates, ...(mappings ? { mappings } : {}) };
     }
     return locked(async () => {
       const memo = this.memoFor(parsed);
@@ -570,6 +587,11 @@ function validateRequest(request: ScheduleRequest): void {
     }
     if (request.flavor?.image !== undefined) throw problem('give the image once: as image, or as flavor.image', { key: 'image' });
   }
+  if (request.requestGroups !== undefined) {
+    if (request.flavor === undefined) throw problem('requestGroups need a flavor: they are claimed with it', { key: 'requestGroups' });
+    if (!Array.isArray(request.requestGroups)) throw problem('requestGroups must be a list of { requester, resources, required?, forbidden? }', { key: 'requestGroups', value: request.requestGroups });
+    if (request.flavor?.requestGroups !== undefined) throw problem('give the request groups once: as requestGroups, or as flavor.requestGroups', { key: 'requestGroups' });
+  }
   if (!Array.isArray(request.instances) || request.instances.length === 0) throw problem('instances must be a non-empty list');
   if (request.availabilityZone !== undefined && (typeof request.availabilityZone !== 'string' || request.availabilityZone.length === 0)) {
     throw problem('availabilityZone must be a non-empty string', { key: 'availabilityZone', value: request.availabilityZone });
@@ -578,7 +600,7 @@ function validateRequest(request: ScheduleRequest): void {
     throw problem('forbiddenAggregates must be a list of aggregate uuids or names', { key: 'forbiddenAggregates', value: request.forbiddenAggregates });
   }
   // A BigInt (from a library caller) would otherwise end in JSON.stringify's TypeError.
-  for (const [key, value] of [['flavor', request.flavor], ['placement', request.placement], ['hints', request.hints], ['image', request.image]] as const) {
+  for (const [key, value] of [['flavor', request.flavor], ['placement', request.placement], ['hints', request.hints], ['image', request.image], ['requestGroups', request.requestGroups]] as const) {
     const at = bigintPath(value, key);
     if (at !== undefined) throw problem(`${at} is a BigInt; give a number or a string`, { key: at });
   }
@@ -603,6 +625,13 @@ function bigintPath(value: unknown, path: string, depth = 0): string | undefined
     if (found !== undefined) return found;
   }
   return undefined;
+}
+
+/** requester -> [provider uuid] of each request group of a placed flavor (Placement's mappings shape); undefined when it has none. */
+function groupMappings(flavor: Flavor): Record<string, string[]> | undefined {
+  const groups = flavor.requestGroups;
+  if (groups === undefined || groups.length === 0) return undefined;
+  return Object.fromEntries(groups.filter((g) => g.provider !== undefined).map((g) => [g.requester, [g.provider!]]));
 }
 
 /** A server group's members include the instances being scheduled with it (as in Nova). */

@@ -18,11 +18,12 @@ import {
   type Logger,
   type RequestSpec,
   type ResourceClass,
+  type ResourceRequestGroup,
   type TunableInventoryField,
 } from '@ert/plugin-api';
 import { Backoff, createLogger, createPluginRuntime, systemClock, validateStats, type ActiveResource, type DispatcherOptions, type ErtConfig, type PluginRuntime } from '@ert/core';
 import { STORE_ERROR_CODES, TRACKER_OWNER, createStore, isStoreUnavailable, type Allocation, type AllocationWrite, type InstanceRecord, type ProviderSnapshot, type HostStore } from '@ert/store';
-import { fitRequest, parseFlavor, type FitProvider, type FitTree } from '@ert/placement';
+import { fitRequest, parseFlavor, withGroupProviders, type FitProvider, type FitTree } from '@ert/placement';
 import { formatCpuList } from '@ert/sysfs';
 import { machineIdentity, onlineCpus } from './machine.js';
 import { TrackerError, TrackerErrorCodes } from './errors.js';
@@ -156,9 +157,30 @@ export interface Tracker {
    * every plugin's view alike. The new flavor must therefore fit beside the old one; when it
    * does not, the result is `{ ok: false }` with the refusing plugin's reason (which names
    * the class, pages, ways or CPUs missing), and nothing changes. The instance keeps its
-   * image (`flavor.image` of its record): a new flavor without one is merged with it.
+   * image and its request groups (`flavor.image`, `flavor.requestGroups` of its record): a
+   * new flavor without them is merged with the instance's.
    */
   resize(uuid: string, flavor: Flavor): Promise<ClaimResult>;
+  /**
+   * Extend a live instance's allocation in place with one more request group (a
+   * hot-attached port's or device's resource request, docs/request-groups.md; Nova's
+   * interface attach). Only the addition is tested and fitted: every plugin's `test` sees
+   * kind `extend` with a spec of that group alone (a grant refuses it), and Placement's
+   * rules put it on one provider of the host's tree beside what the instance holds. One
+   * transaction, checked against the consumer generation read first, writes the grown
+   * allocation and the record (its `flavor.requestGroups` with the group and the provider
+   * serving it); plugins then re-add the instance and `resized` is emitted. A refusal (a
+   * plugin, placement, capacity, a concurrent writer, an instance that is not active here or
+   * is mid-resize or move, a requester it already has) changes nothing.
+   */
+  attach(uuid: string, group: ResourceRequestGroup): Promise<ClaimResult>;
+  /**
+   * Shrink a live instance's allocation in place: its request group of `requester` (e.g. a
+   * detached port) and that group's amounts on the provider serving it go, in one
+   * transaction checked against the consumer generation; plugins re-add the instance and
+   * `resized` is emitted. An unknown requester changes nothing.
+   */
+  detach(uuid: string, requester: string): Promise<ClaimResult>;
   /** Finish a resize: the migration consumer's old allocations, pages, ways and CPUs are released; the instance keeps the new ones. */
   confirmResize(uuid: string): Promise<ClaimResult>;
   /** Undo a resize or a cold migration: the new allocations are released and the instance gets the old host, flavor, allocations, assignments and CPUs back. */
@@ -1116,23 +1138,42 @@ class HostTracker implements Tracker {
    * Parse, test and place `request` on this host; writes nothing. `adopt` are allocations
    * of this consumer that the new ones replace (not counted as used while fitting); on a
    * resize it is empty, so the old allocations stay counted (they move to the migration
-   * consumer). Returns the allocations (grants first), the plugins' assignments and the
-   * holds (CPUs a plugin pinned the instance to, units and pools), or every reason.
+   * consumer). Returns the allocations (grants first), the plugins' assignments, the
+   * holds (CPUs a plugin pinned the instance to, units and pools) and the flavor to record
+   * (its request groups' `provider` set from the fit), or every reason.
    */
   private async place(
     store: HostStore,
     request: InstanceRequest,
     kind: 'claim' | 'resize',
     adopt: Allocation[],
-  ): Promise<{ ok: true; spec: RequestSpec; allocations: Allocation[]; assignments: Record<string, JsonValue>; holds: Holds } | { ok: false; reasons: Array<{ plugin?: string; reason: string }> }> {
+  ): Promise<{ ok: true; spec: RequestSpec; flavor: Flavor; allocations: Allocation[]; assignments: Record<string, JsonValue>; holds: Holds } | { ok: false; reasons: Array<{ plugin?: string; reason: string }> }> {
     let spec: RequestSpec;
     try {
       spec = this.parse(request.flavor);
     } catch (err) {
       return { ok: false, reasons: [{ reason: `flavor ${request.flavor.name}: ${(err as Error).message}` }] };
     }
-    // A class an unavailable plugin owns is not claimed against its last known inventory (fail closed).
-    const unavailable = await this.availability.refusals(
+    const unavailable = await this.unavailableFor(store, spec);
+    if (unavailable.length > 0) return { ok: false, reasons: unavailable };
+    const { reasons, grants } = await this.testAll({ instance: request, spec, kind });
+    if (reasons.length > 0) return { ok: false, reasons };
+    const { tree, providers } = await this.fitTree(store, adopt);
+    const granted = this.resolveGrants(grants, providers);
+    if (granted.reasons.length > 0) return { ok: false, reasons: granted.reasons };
+    const hasGroups = (request.flavor.requestGroups?.length ?? 0) > 0;
+    const fit = fitRequest(spec, tree, { preallocated: granted.allocations, withMappings: hasGroups });
+    if (!fit.ok) return { ok: false, reasons: [{ reason: fit.reason }] };
+    const allocations = mergeAllocations(granted.allocations, fit.allocations);
+    const assignments: Record<string, JsonValue> = {};
+    for (const [plugin, grant] of grants) if (grant.assignment !== undefined) assignments[plugin] = grant.assignment;
+    const flavor = hasGroups ? withGroupProviders(request.flavor, fit.mappings) : request.flavor;
+    return { ok: true, spec, flavor, allocations, assignments, holds: granted.holds };
+  }
+
+  /** A class an unavailable plugin owns is not claimed against its last known inventory (fail closed): the refusals, or []. */
+  private unavailableFor(store: HostStore, spec: RequestSpec): Promise<Array<{ plugin?: string; reason: string }>> {
+    return this.availability.refusals(
       spec,
       async () => {
         const [snapshot] = await store.loadHosts([this.hostName]);
@@ -1140,18 +1181,6 @@ class HostTracker implements Tracker {
       },
       (plugin) => this.resources.find((r) => r.name === plugin)?.plugin.extraSpecs?.map((k) => k.key) ?? [],
     );
-    if (unavailable.length > 0) return { ok: false, reasons: unavailable };
-    const { reasons, grants } = await this.testAll({ instance: request, spec, kind });
-    if (reasons.length > 0) return { ok: false, reasons };
-    const { tree, providers } = await this.fitTree(store, adopt);
-    const granted = this.resolveGrants(grants, providers);
-    if (granted.reasons.length > 0) return { ok: false, reasons: granted.reasons };
-    const fit = fitRequest(spec, tree, { preallocated: granted.allocations });
-    if (!fit.ok) return { ok: false, reasons: [{ reason: fit.reason }] };
-    const allocations = mergeAllocations(granted.allocations, fit.allocations);
-    const assignments: Record<string, JsonValue> = {};
-    for (const [plugin, grant] of grants) if (grant.assignment !== undefined) assignments[plugin] = grant.assignment;
-    return { ok: true, spec, allocations, assignments, holds: granted.holds };
   }
 
   /** `claimAttempts`, timed and told to the observer (`onClaim`). */
@@ -1191,7 +1220,7 @@ class HostTracker implements Tracker {
         host: this.hostName,
         projectId: request.projectId,
         userId: request.userId,
-        flavor: request.flavor,
+        flavor: placed.flavor,
         state: 'active',
         assignments: placed.assignments,
         ...placed.holds,
@@ -1286,9 +1315,12 @@ class HostTracker implements Tracker {
       if (!record || record.host !== this.hostName || record.state !== 'active') {
         return { ok: false, reasons: [{ reason: `instance ${uuid} is ${record ? `${record.state} on host ${record.host}` : 'unknown'}; only an active instance of host ${this.hostName} can be resized` }] };
       }
-      // Nova's rule: a resize changes the flavor, not the image; the new flavor is merged with
-      // the instance's image properties (docs/images.md) unless it names an image itself.
-      const flavor: Flavor = newFlavor.image === undefined && record.flavor.image !== undefined ? { ...newFlavor, image: record.flavor.image } : newFlavor;
+      // Nova's rule: a resize changes the flavor, not the image nor the ports; the new flavor is
+      // merged with the instance's image properties (docs/images.md) and request groups
+      // (docs/request-groups.md) unless it names its own.
+      const flavor: Flavor = { ...newFlavor };
+      if (newFlavor.image === undefined && record.flavor.image !== undefined) flavor.image = record.flavor.image;
+      if (newFlavor.requestGroups === undefined && record.flavor.requestGroups !== undefined) flavor.requestGroups = record.flavor.requestGroups;
       const evacuated = await this.evacuationHeld(store, record);
       if (evacuated) return evacuated;
       const old = await store.getAllocations(uuid);
@@ -1328,7 +1360,7 @@ class HostTracker implements Tracker {
         await restore();
         return placed;
       }
-      const resized: InstanceRecord = { ...record, flavor, state: 'resizing', previousFlavor: record.flavor, migrationUuid: migration, assignments: placed.assignments, updatedAt: now };
+      const resized: InstanceRecord = { ...record, flavor: placed.flavor, state: 'resizing', previousFlavor: record.flavor, migrationUuid: migration, assignments: placed.assignments, updatedAt: now };
       // The new flavor's holds (or none); the migration record keeps the old ones until confirmed.
       setHolds(resized, placed.holds);
       // One transaction whose writes the store checks in order: the instance's new allocations
@@ -1396,7 +1428,7 @@ class HostTracker implements Tracker {
     const migrationRecord: InstanceRecord = { ...record, uuid: migration, state: 'resizing', updatedAt: now };
     delete migrationRecord.migrationUuid;
     delete migrationRecord.previousFlavor;
-    const moved: InstanceRecord = { ...record, host: this.hostName, state: kind === 'migrate' ? 'resizing' : 'active', migrationUuid: migration, assignments: placed.assignments, updatedAt: now };
+    const moved: InstanceRecord = { ...record, host: this.hostName, flavor: placed.flavor, state: kind === 'migrate' ? 'resizing' : 'active', migrationUuid: migration, assignments: placed.assignments, updatedAt: now };
     if (kind === 'migrate') moved.previousFlavor = record.flavor;
     setHolds(moved, placed.holds);
     try {
@@ -1420,6 +1452,94 @@ class HostTracker implements Tracker {
       return { ok: false, reasons: enforcement.map((p) => ({ ...(p.plugin ? { plugin: p.plugin } : {}), reason: `enforcement by plugin ${p.plugin} failed, migration reverted: ${p.message}` })) };
     }
     return { ok: true, instance, allocations: placed.allocations, record: moved, problems };
+  }
+
+  /* ------------------------------------------------------- request groups of a live instance */
+
+  attach(uuid: string, group: ResourceRequestGroup): Promise<ClaimResult> {
+    this.assertRunning();
+    return this.mutex.run(async () => {
+      const store = await this.openStore();
+      const record = await store.getInstance(uuid);
+      const notLive = this.notLiveHere(uuid, record, 'extended');
+      if (notLive) return notLive;
+      // Read with the record: the write is checked against this generation.
+      const old = await store.getAllocations(uuid);
+      const { provider: _given, ...asked } = group;
+      const flavor: Flavor = { ...record!.flavor, requestGroups: [...(record!.flavor.requestGroups ?? []), asked] };
+      let spec: RequestSpec;
+      try {
+        spec = this.parse(flavor);
+      } catch (err) {
+        return { ok: false, reasons: [{ reason: `instance ${uuid} with request group ${String(asked.requester)}: ${(err as Error).message}` }] };
+      }
+      // What is tested and fitted is the addition alone (Nova's interface attach): the
+      // instance's allocation stays counted, in the store and in every plugin's view.
+      const added = spec.groups.find((g) => g.suffix === asked.requester)!;
+      const addition: RequestSpec = { ...spec, groups: [{ suffix: '', resources: {}, requiredTraits: [], forbiddenTraits: [], memberOf: [] }, added], groupPolicy: 'none', pluginSpecs: {}, aggregateExtraSpecs: {}, capabilities: [] };
+      const unavailable = await this.unavailableFor(store, addition);
+      if (unavailable.length > 0) return { ok: false, reasons: unavailable };
+      const request: InstanceRequest = { uuid, projectId: record!.projectId, userId: record!.userId, flavor };
+      const { reasons, grants } = await this.testAll({ instance: request, spec: addition, kind: 'extend' });
+      for (const plugin of grants.keys()) reasons.push({ plugin, reason: `plugin ${plugin} hook test answered an extend with a grant; an extension is placed by Placement's rules and the instance keeps what its claim assigned` });
+      if (reasons.length > 0) return { ok: false, reasons };
+      const { tree } = await this.fitTree(store, []);
+      const fit = fitRequest(addition, tree, { withMappings: true });
+      if (!fit.ok) return { ok: false, reasons: [{ reason: fit.reason }] };
+      const extended: InstanceRecord = { ...record!, flavor: withGroupProviders(flavor, fit.mappings), updatedAt: this.clock.now() };
+      return this.rewriteLocked(store, record!, old, mergeAllocations(old.allocations, fit.allocations), extended, spec);
+    });
+  }
+
+  detach(uuid: string, requester: string): Promise<ClaimResult> {
+    this.assertRunning();
+    return this.mutex.run(async () => {
+      const store = await this.openStore();
+      const record = await store.getInstance(uuid);
+      const notLive = this.notLiveHere(uuid, record, 'shrunk');
+      if (notLive) return notLive;
+      const groups = record!.flavor.requestGroups ?? [];
+      const group = groups.find((g) => g.requester === requester);
+      if (!group) {
+        return { ok: false, reasons: [{ reason: `instance ${uuid} has no request group of requester ${requester} (it has ${groups.map((g) => g.requester).join(', ') || 'none'})` }] };
+      }
+      const old = await store.getAllocations(uuid);
+      const allocations = withoutGroup(old.allocations, group);
+      if (typeof allocations === 'string') return { ok: false, reasons: [{ reason: `instance ${uuid}, request group ${requester}: ${allocations}` }] };
+      const flavor: Flavor = { ...record!.flavor, requestGroups: groups.filter((g) => g !== group) };
+      if (flavor.requestGroups!.length === 0) delete flavor.requestGroups;
+      const shrunk: InstanceRecord = { ...record!, flavor, updatedAt: this.clock.now() };
+      return this.rewriteLocked(store, record!, old, allocations, shrunk, this.parseOr(flavor));
+    });
+  }
+
+  /** A refusal unless `record` is an active instance of this host (not mid-resize or migration). */
+  private notLiveHere(uuid: string, record: InstanceRecord | undefined, verb: string): ClaimResult | undefined {
+    if (record && record.host === this.hostName && record.state === 'active' && record.migrationUuid === undefined) return undefined;
+    const where = record ? `${record.state}${record.migrationUuid !== undefined ? ' with a resize or move pending' : ''} on host ${record.host}` : 'unknown';
+    return { ok: false, reasons: [{ reason: `instance ${uuid} is ${where}; only an active instance of host ${this.hostName} with no resize or move pending can be ${verb}` }] };
+  }
+
+  /**
+   * Write an active instance's changed allocations and record in one transaction, checked
+   * against the consumer generation read with `old` (another writer's change since is a
+   * refusal and nothing is written), then give the plugins its new shape, refresh stats and
+   * announce `resized` (with the instance as it was).
+   */
+  private async rewriteLocked(store: HostStore, record: InstanceRecord, old: { allocations: Allocation[]; generation: number | null }, allocations: Allocation[], updated: InstanceRecord, spec: RequestSpec): Promise<ClaimResult> {
+    try {
+      await store.writeAllocations([{ consumer: { uuid: record.uuid, projectId: record.projectId, userId: record.userId, generation: old.generation }, allocations, instance: updated }]);
+    } catch (err) {
+      return { ok: false, reasons: [{ reason: `store refused the allocations: ${(err as Error).message}` }] };
+    }
+    const problems: Problem[] = [];
+    const previous = this.toClaimed(record, this.parseOr(record.flavor), old.allocations, await this.providerNames(store, old.allocations));
+    const instance = this.toClaimed(updated, spec, allocations, await this.providerNames(store, allocations));
+    await this.removeFromPlugins(record.uuid, problems);
+    await this.addToPlugins(instance, updated.assignments, problems);
+    await this.refreshStats(store, problems);
+    problems.push(...(await this.emit('resized', instance, updated.assignments, { instance: previous, assignments: record.assignments })));
+    return { ok: true, instance, allocations, record: updated, problems };
   }
 
   /** A refusal while an evacuated instance's allocations are still held on the host it left (until that host's tracker starts again). */
@@ -1531,6 +1651,22 @@ function mergeAllocations(granted: Allocation[], fitted: Allocation[]): Allocati
     else out.push({ ...a });
   }
   return out;
+}
+
+/**
+ * `allocations` less a request group's amounts on the provider that serves it (its recorded
+ * `provider`); entries that reach 0 go. A reason when the group has no provider recorded or
+ * the allocations do not hold its amounts there.
+ */
+function withoutGroup(allocations: readonly Allocation[], group: ResourceRequestGroup): Allocation[] | string {
+  if (group.provider === undefined) return 'the record does not say which provider serves it';
+  const out = allocations.map((a) => ({ ...a }));
+  for (const [resourceClass, amount] of Object.entries(group.resources)) {
+    const held = out.find((a) => a.providerUuid === group.provider && a.resourceClass === resourceClass);
+    if (!held || held.amount < amount) return `its ${amount} ${resourceClass} are not allocated on provider ${group.provider} (${held?.amount ?? 0} are)`;
+    held.amount -= amount;
+  }
+  return out.filter((a) => a.amount > 0);
 }
 
 const GRANT_FIELDS: ReadonlySet<string> = new Set(['allocations', 'assignment', 'cpus', 'units', 'pools']);

@@ -3,7 +3,7 @@ import { hostname } from 'node:os';
 import { createTracker, type Problem } from '@ert/tracker';
 import type { JsonValue } from '@ert/plugin-api';
 import type { Allocation, Store } from '@ert/store';
-import { checkComputeFlavor, checkRoot, findFlavor, unknownHost, withImageProperties, type CommandContext } from '../context.js';
+import { checkComputeFlavor, checkRoot, findFlavor, parseRequestGroupOption, unknownHost, withImageProperties, withRequestGroups, type CommandContext } from '../context.js';
 import { CliError, CliErrorCode } from '../errors.js';
 
 interface ClaimOptions {
@@ -14,6 +14,7 @@ interface ClaimOptions {
   project: string;
   user: string;
   imageProperty?: string[];
+  requestGroup?: string[];
 }
 
 /** Each problem's message (a hook failure's names the plugin and the hook), joined for the one-line failure. */
@@ -48,11 +49,13 @@ function describeAssignment(value: JsonValue): string {
  * A flavor whose extra specs do not parse is a configuration error (ERT_SPEC_*, exit 2,
  * naming the flavor and its file), found before the store is opened. The result names each
  * allocation's provider and what each plugin assigned (CPUs, cache ways, pages).
+ * `--request-group` (repeatable) claims ports' or devices' request groups with the flavor
+ * (docs/request-groups.md).
  * JSON: `{ instance, host, flavor, allocations: [{ providerUuid, providerName, resourceClass, amount }], assignments: { <plugin>: <value> }, cpus? }`.
  */
 export async function claimCommand(ctx: CommandContext, opts: ClaimOptions): Promise<void> {
   const config = await ctx.config();
-  const flavor = withImageProperties(findFlavor(config, opts.flavor), opts.imageProperty);
+  const flavor = withRequestGroups(withImageProperties(findFlavor(config, opts.flavor), opts.imageProperty), opts.requestGroup);
   await checkComputeFlavor(config, flavor);
   const root = opts.root !== undefined ? await checkRoot(ctx.io, opts.root) : undefined;
   const store = await ctx.store(config, { create: true });
@@ -87,7 +90,8 @@ export async function claimCommand(ctx: CommandContext, opts: ClaimOptions): Pro
     const cpus = result.record.cpus;
     const assigned = Object.entries(assignments).map(([plugin, value]) => ({ plugin, value: describeAssignment(value) }));
     if (cpus !== undefined && cpus.length > 0) assigned.push({ plugin: '(pinned cpus)', value: cpus.join(',') });
-    ctx.out.result({ instance: uuid, host: tracker.hostName, flavor: flavor.name, allocations, assignments, ...(cpus === undefined ? {} : { cpus }) }, () =>
+    const requestGroups = result.record.flavor.requestGroups;
+    ctx.out.result({ instance: uuid, host: tracker.hostName, flavor: flavor.name, allocations, assignments, ...(cpus === undefined ? {} : { cpus }), ...(requestGroups ? { requestGroups } : {}) }, () =>
       `claimed ${uuid} (${flavor.name}) on ${tracker.hostName}\n` +
       ctx.out.table(allocations, [
         { header: 'PROVIDER', value: (a) => a.providerName },
@@ -140,4 +144,61 @@ export async function releaseCommand(ctx: CommandContext, uuid: string, opts: { 
     );
   }
   ctx.out.result({ instance: uuid, host: instance.host, released: result.released }, () => `released ${uuid} on ${instance.host}\n`);
+}
+
+/**
+ * `ert instance attach UUID --request-group G` / `ert instance detach UUID --requester ID`:
+ * extend or shrink a live instance's allocation in place (a hot-attached or detached port),
+ * through the tracker of the host the store records it on (`Tracker.attach` / `detach`,
+ * docs/request-groups.md): the host's plugins test the addition, the store checks capacity
+ * and the consumer generation, all in one transaction. A refusal exits 3 naming every reason
+ * and changes nothing; an unknown uuid exits 2; plugin hook failures after the write exit 4
+ * (ERT_CLI_CLAIMED_WITH_PROBLEMS). JSON: `{ instance, host, allocations, requestGroups }`.
+ */
+export async function changeGroupsCommand(ctx: CommandContext, uuid: string, change: { attach: string } | { detach: string }, opts: { root?: string }): Promise<void> {
+  const config = await ctx.config();
+  const group = 'attach' in change ? parseRequestGroupOption(change.attach) : undefined;
+  const root = opts.root !== undefined ? await checkRoot(ctx.io, opts.root) : undefined;
+  const store = await ctx.store(config);
+  const record = await store.getInstance(uuid);
+  if (!record) throw new CliError(CliErrorCode.UNKNOWN_INSTANCE, `no instance ${uuid} in the store`, { instance: uuid });
+  const tracker = await createTracker({ config, store, logger: await ctx.logger(), hostName: record.host, ...(root ? { root } : {}) });
+  const verb = group ? `attach of request group ${group.requester} to` : `detach of request group ${(change as { detach: string }).detach} from`;
+  try {
+    await tracker.start();
+    const result = group ? await tracker.attach(uuid, group) : await tracker.detach(uuid, (change as { detach: string }).detach);
+    if (!result.ok) {
+      const reasons = result.reasons.map((r) => (r.plugin ? `${r.plugin}: ${r.reason}` : r.reason));
+      throw new CliError(CliErrorCode.CLAIM_REJECTED, `${verb} instance ${uuid} on host ${record.host} refused: ${reasons.join('; ')}`, { instance: uuid, host: record.host, reasons: result.reasons });
+    }
+    const allocations = await nameProviders(store, result.allocations);
+    const requestGroups = result.record.flavor.requestGroups ?? [];
+    if (result.problems.length > 0) {
+      throw new CliError(CliErrorCode.CLAIMED_WITH_PROBLEMS, `${verb} instance ${uuid} done, but ${result.problems.length} problem(s) followed: ${describeProblems(result.problems)}`, {
+        instance: uuid,
+        host: record.host,
+        allocations,
+        requestGroups,
+        problems: result.problems,
+      });
+    }
+    const providerName = (provider: string | undefined) => allocations.find((a) => a.providerUuid === provider)?.providerName ?? provider ?? '';
+    ctx.out.result({ instance: uuid, host: record.host, allocations, requestGroups }, () =>
+      `${group ? 'attached' : 'detached'} request group ${group ? group.requester : (change as { detach: string }).detach} (instance ${uuid} on ${record.host})\n` +
+      ctx.out.table(allocations, [
+        { header: 'PROVIDER', value: (a) => a.providerName },
+        { header: 'CLASS', value: (a) => a.resourceClass },
+        { header: 'AMOUNT', value: (a) => a.amount },
+      ]) +
+      (requestGroups.length > 0
+        ? ctx.out.table(requestGroups, [
+            { header: 'REQUESTER', value: (g) => g.requester },
+            { header: 'RESOURCES', value: (g) => Object.entries(g.resources).map(([c, n]) => `${c}=${n}`).join(' ') },
+            { header: 'PROVIDER', value: (g) => providerName(g.provider) },
+          ])
+        : 'no request groups left\n'),
+    );
+  } finally {
+    await tracker.stop();
+  }
 }

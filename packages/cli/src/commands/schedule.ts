@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { isErtError } from '@ert/plugin-api';
 import { parseDuration } from '@ert/core';
 import { CliError, CliErrorCode } from '../errors.js';
-import { findFlavor, inFlavor, positiveInt, withImageProperties, type CommandContext } from '../context.js';
+import { findFlavor, inFlavor, positiveInt, withImageProperties, withRequestGroups, type CommandContext } from '../context.js';
 import { renderExplanation } from '../render.js';
 
 interface ScheduleOptions {
@@ -16,6 +16,7 @@ interface ScheduleOptions {
   forbidAggregate?: string[];
   project?: string;
   imageProperty?: string[];
+  requestGroup?: string[];
 }
 
 /**
@@ -32,11 +33,14 @@ interface ScheduleOptions {
  * `--availability-zone`, `--forbid-aggregate` and `--project` (the instances' project, default
  * `ert-cli`) are what the request filters read (docs/request-filters.md). `--image-property
  * KEY=VALUE` (repeatable) gives the image's properties, merged with the flavor's extra specs
- * (docs/images.md); the reservations keep them for the hosts' trackers.
+ * (docs/images.md); the reservations keep them for the hosts' trackers. `--request-group
+ * REQUESTER:CLASS=N[;required=T]` (repeatable) adds a port's or device's request group, claimed
+ * with the flavor on one provider of the chosen host (docs/request-groups.md); each selection
+ * then names the provider serving each requester (`mappings`).
  */
 export async function scheduleCommand(ctx: CommandContext, opts: ScheduleOptions): Promise<void> {
   const config = await ctx.config();
-  const flavor = withImageProperties(findFlavor(config, opts.flavor), opts.imageProperty);
+  const flavor = withRequestGroups(withImageProperties(findFlavor(config, opts.flavor), opts.imageProperty), opts.requestGroup);
   const count = positiveInt('--count', opts.count, 1);
   let confirmTimeout: number | undefined;
   if (opts.confirmTimeout !== undefined) {
@@ -78,6 +82,7 @@ export async function scheduleCommand(ctx: CommandContext, opts: ScheduleOptions
           { header: 'HOST', value: (s) => s.host },
           { header: 'ALLOCATIONS', value: (s) => s.allocations.map((a) => `${a.resourceClass}=${a.amount}`).join(' ') },
           { header: 'ALTERNATES', value: (s) => s.alternates.join(',') },
+          ...(flavor.requestGroups ? [{ header: 'GROUPS', value: (s: (typeof selections)[number]) => Object.entries(s.mappings ?? {}).map(([requester, providers]) => `${requester}@${providers.join(',')}`).join(' ') }] : []),
           ...(opts.wait ? [{ header: 'REFUSED BY', value: (s: (typeof selections)[number]) => (s.refusals ?? []).map((r) => `${r.host} (${r.state}: ${r.reason})`).join('; ') }] : []),
         ]),
       );

@@ -496,14 +496,24 @@ export interface Store {
    * writer had set them), and every other writer's trait is kept.
    */
   setTraits(uuid: string, generation: number | undefined, traits: string[], options?: { owner?: string }): Promise<ProviderRecord>;
-  /** Uuids of the aggregates the provider is in, sorted. Unknown provider: NOT_FOUND. */
-  getAggregates(uuid: string): Promise<string[]>;
+  /**
+   * Uuids of the aggregates the provider is in, sorted. Unknown provider: NOT_FOUND. With
+   * `options.owner`, only the memberships that writer owns (`setAggregates`).
+   */
+  getAggregates(uuid: string, options?: { owner?: string }): Promise<string[]>;
   /**
    * Replace the provider's aggregate memberships (unknown aggregates are created without name
    * or metadata). Pass the generation read, or undefined to skip the check; bumps it, and the
    * generation of the hosts that see the provider. Returns the new record.
+   *
+   * Ownership, as `setTraits`: each membership records the writer that owns it. Without
+   * `options.owner` (the Placement API's PUT aggregates, `ert aggregate add-host`) the whole
+   * set is replaced, a kept membership keeping its owner and an added one having none. With
+   * `options.owner` (the tracker, for provider config files' `aggregates`) only that owner's
+   * memberships are replaced and the others kept; one it names that another writer added
+   * becomes its own. So an aggregate a file stops naming leaves, and an operator's stays.
    */
-  setAggregates(uuid: string, generation: number | undefined, aggregates: string[]): Promise<ProviderRecord>;
+  setAggregates(uuid: string, generation: number | undefined, aggregates: string[], options?: { owner?: string }): Promise<ProviderRecord>;
   /**
    * Create an aggregate or replace its name and metadata (values must be strings, else
    * ERT_STORE_INVALID); bumps the hosts whose root is a member, as their snapshots change.

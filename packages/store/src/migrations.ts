@@ -369,6 +369,25 @@ const providerChangeXid: Migration = {
   },
 };
 
+/**
+ * 0012: `provider_aggregates.owner`, the writer that owns a membership (as 0009 did for
+ * providers, traits and inventories): the tracker replaces only its own (provider config
+ * files' `aggregates`), so one a file stops naming leaves and an operator's stays. Existing
+ * memberships have none; the tracker adopts the ones its files name at its next sync.
+ */
+const aggregateOwner: Migration = {
+  async up(knex) {
+    await knex.schema.alterTable('provider_aggregates', (t) => {
+      t.string('owner', 64).nullable();
+    });
+  },
+  async down(knex) {
+    await knex.schema.alterTable('provider_aggregates', (t) => {
+      t.dropColumn('owner');
+    });
+  },
+};
+
 const migrations: Record<string, Migration> = {
   '0001_initial': initial,
   '0002_instance_cpus': instanceCpus,
@@ -381,6 +400,7 @@ const migrations: Record<string, Migration> = {
   '0009_ownership': ownership,
   '0010_model_version': modelVersion,
   '0011_provider_change_xid': providerChangeXid,
+  '0012_aggregate_owner': aggregateOwner,
 };
 
 /** This program's migrations, in application order. */

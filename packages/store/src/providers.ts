@@ -332,20 +332,19 @@ export async function setTraits(ctx: StoreContext, uuid: string, generation: num
   );
 }
 
-export async function getAggregates(ctx: StoreContext, uuid: string): Promise<string[]> {
+export async function getAggregates(ctx: StoreContext, uuid: string, options: { owner?: string } = {}): Promise<string[]> {
   return ctx.read(async (trx) => {
     const row = await ctx.providerRow(trx, uuid);
-    const rows: Array<{ uuid: string }> = await trx('provider_aggregates as pa')
-      .join('aggregates as a', 'a.id', 'pa.aggregate_id')
-      .where('pa.provider_id', row.id)
-      .select('a.uuid')
-      .orderBy('a.uuid');
+    const query = trx('provider_aggregates as pa').join('aggregates as a', 'a.id', 'pa.aggregate_id').where('pa.provider_id', row.id);
+    if (options.owner !== undefined) query.where('pa.owner', options.owner);
+    const rows: Array<{ uuid: string }> = await query.select('a.uuid').orderBy('a.uuid');
     return rows.map((r) => r.uuid);
   });
 }
 
-export async function setAggregates(ctx: StoreContext, uuid: string, generation: number | undefined, aggregates: string[]): Promise<ProviderRecord> {
+export async function setAggregates(ctx: StoreContext, uuid: string, generation: number | undefined, aggregates: string[], options: { owner?: string } = {}): Promise<ProviderRecord> {
   for (const agg of aggregates) checkName('aggregate', agg, 36);
+  if (options.owner !== undefined) checkName('owner', options.owner, 64);
   return ctx.write(
     `setAggregates ${uuid}`,
     async (trx) => {
@@ -353,8 +352,17 @@ export async function setAggregates(ctx: StoreContext, uuid: string, generation:
       // Before and after: a sharing provider leaving or joining aggregates changes who sees it.
       await ctx.bumpHostsOf(trx, [row.id]);
       const ids = await ctx.ensureNamed(trx, 'aggregates', 'uuid', aggregates);
+      // Ownership, as setTraits: an owner's write replaces its own rows and adopts the ones it
+      // names; a write without owner replaces the set, each kept membership keeping its owner.
+      const before: Array<{ aggregate_id: number; owner: string | null }> = await trx('provider_aggregates').where('provider_id', row.id).select('aggregate_id', 'owner');
+      const wanted = new Set(ids.values());
+      const kept = options.owner === undefined ? [] : before.filter((r) => (r.owner ?? null) !== options.owner && !wanted.has(r.aggregate_id));
+      const ownerOf = new Map(before.map((r) => [r.aggregate_id, r.owner ?? null]));
       await trx('provider_aggregates').where('provider_id', row.id).delete();
-      await insertRows(trx, 'provider_aggregates', ['provider_id', 'aggregate_id'], [...ids.values()].map((id) => [row.id, id]));
+      await insertRows(trx, 'provider_aggregates', ['provider_id', 'aggregate_id', 'owner'], [
+        ...[...wanted].map((id) => [row.id, id, options.owner ?? ownerOf.get(id) ?? null]),
+        ...kept.map((r) => [row.id, r.aggregate_id, r.owner ?? null]),
+      ]);
       await ctx.bumpHostsOf(trx, [row.id]);
       return ctx.providerRecord(trx, uuid);
     },

@@ -156,8 +156,8 @@ export class KnexStore implements Store {
   getUsages = (uuid: string) => providers.getUsages(this.ctx, uuid);
   getTraits = (uuid: string, options?: { owner?: string }) => providers.getTraits(this.ctx, uuid, options);
   setTraits = (uuid: string, generation: number | undefined, traits: string[], options?: { owner?: string }) => providers.setTraits(this.ctx, uuid, generation, traits, options);
-  getAggregates = (uuid: string) => providers.getAggregates(this.ctx, uuid);
-  setAggregates = (uuid: string, generation: number | undefined, aggregates: string[]) => providers.setAggregates(this.ctx, uuid, generation, aggregates);
+  getAggregates = (uuid: string, options?: { owner?: string }) => providers.getAggregates(this.ctx, uuid, options);
+  setAggregates = (uuid: string, generation: number | undefined, aggregates: string[], options?: { owner?: string }) => providers.setAggregates(this.ctx, uuid, generation, aggregates, options);
   upsertAggregate = (aggregate: AggregateRecord) => providers.upsertAggregate(this.ctx, aggregate);
   listAggregates = () => providers.listAggregates(this.ctx);
 

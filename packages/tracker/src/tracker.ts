@@ -685,18 +685,15 @@ class HostTracker implements Tracker {
       await store.setTraits(provider.uuid, record!.generation, provider.traits, { owner: TRACKER_OWNER });
       changes.push(`traits of ${provider.name}: ${[...provider.traits].sort().join(', ') || '(none)'}`);
     });
-    // Provider config files' aggregates: the missing memberships are added, every other kept
-    // (aggregates record no owner: one a file stops naming stays until removed by hand).
-    if (provider.aggregates.length > 0) {
-      await this.withRetries(async () => {
-        const current = await store.getAggregates(provider.uuid);
-        const missing = provider.aggregates.filter((a) => !current.includes(a));
-        if (missing.length === 0) return;
-        const record = await store.getProvider(provider.uuid);
-        await store.setAggregates(provider.uuid, record!.generation, [...current, ...missing]);
-        changes.push(`aggregates of ${provider.name}: added ${missing.join(', ')}`);
-      });
-    }
+    // Provider config files' aggregates: the tracker owns the memberships they name, and
+    // only those (an operator's or the API's stay; one a file stops naming leaves).
+    await this.withRetries(async () => {
+      const current = await store.getAggregates(provider.uuid, { owner: TRACKER_OWNER });
+      if (sameSet(current, provider.aggregates)) return;
+      const record = await store.getProvider(provider.uuid);
+      await store.setAggregates(provider.uuid, record!.generation, provider.aggregates, { owner: TRACKER_OWNER });
+      changes.push(`aggregates of ${provider.name}: ${[...provider.aggregates].sort().join(', ') || '(none)'}`);
+    });
   }
 
   /**

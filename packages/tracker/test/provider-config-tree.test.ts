@@ -1,9 +1,9 @@
 /*
  * Issue 20, point 5: the operator's word in provider config files (docs/provider-config.md):
  * a custom provider under any provider of the host's tree (a plugin's, or one another entry
- * creates, in any order), not only under the root; and aggregates, added to the provider's
- * memberships at every sync while other writers' memberships are kept (aggregates record no
- * owner, docs/ownership.md).
+ * creates, in any order), not only under the root; and aggregates: the memberships the files
+ * name are the tracker's (owner `tracker`), put back at every sync and removed when a file
+ * stops naming them, while other writers' memberships are kept (docs/ownership.md).
  *
  * Seen red: with buildTree creating nested providers only under `$HOST` (the old rule), the
  * three nested entries were unmatched; with reconcileProvider not writing aggregates, the root
@@ -61,12 +61,15 @@ describe.each(BACKENDS)('provider config files: nested anywhere, aggregates (%s)
     expect((await tracker.sync()).changes).toEqual([]);
   });
 
-  it('puts providers in the files\' aggregates at every sync and keeps the memberships other writers add', async () => {
+  // Seen red with the tracker's setAggregates written without { owner } (the operator's AGG_C
+  // gone when the file dropped AGG_A), and with the store's owner-scoped setAggregates not
+  // keeping the other owners' rows (AGG_C gone at the first sync).
+  it('puts providers in the files\' aggregates at every sync, keeps the memberships other writers add, and removes one a file stops naming', async () => {
     const dir = await bench.providerDir({ 'tree.yaml': FILE });
     const store = await bench.openStore(bench.storeOptions());
     const tracker = await bench.tracker(bench.config({ store: bench.storeOptions(), resources: plugins(), providerConfigs: dir }), store);
     const first = await tracker.start();
-    expect(first.changes).toEqual(expect.arrayContaining([`aggregates of host1: added ${AGG_A}`, `aggregates of host1_fpga: added ${AGG_B}`]));
+    expect(first.changes).toEqual(expect.arrayContaining([`aggregates of host1: ${AGG_A}`, `aggregates of host1_fpga: ${AGG_B}`]));
     expect(await store.getAggregates(providerUuid('host1'))).toEqual([AGG_A]);
     expect(await store.getAggregates(providerUuid('host1_fpga'))).toEqual([AGG_B]);
 
@@ -79,7 +82,19 @@ describe.each(BACKENDS)('provider config files: nested anywhere, aggregates (%s)
     // The file's membership removed by another writer is the tracker's to put back, as a trait it reports.
     const again = (await store.getProvider(providerUuid('host1')))!;
     await store.setAggregates(again.uuid, again.generation, [AGG_C]);
-    expect((await tracker.sync()).changes).toContain(`aggregates of host1: added ${AGG_A}`);
+    expect((await tracker.sync()).changes).toContain(`aggregates of host1: ${AGG_A}`);
     expect((await store.getAggregates(providerUuid('host1'))).sort()).toEqual([AGG_A, AGG_C]);
+    expect(await store.getAggregates(providerUuid('host1'), { owner: 'tracker' })).toEqual([AGG_A]);
+
+    // The file stops naming AGG_A (a new tracker reads the files at creation): the tracker's
+    // membership leaves, the operator's AGG_C stays.
+    await tracker.stop();
+    const dropped = await bench.providerDir({ 'tree.yaml': FILE.replace(`aggregates: [${AGG_A}]`, 'aggregates: []') });
+    const next = await bench.tracker(bench.config({ store: bench.storeOptions(), resources: plugins(), providerConfigs: dropped }), store);
+    const report = await next.start();
+    expect(report.changes).toContain('aggregates of host1: (none)');
+    expect(await store.getAggregates(providerUuid('host1'))).toEqual([AGG_C]);
+    expect(await store.getAggregates(providerUuid('host1_fpga'))).toEqual([AGG_B]);
+    expect((await next.sync()).changes).toEqual([]);
   });
 });

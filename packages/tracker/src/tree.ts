@@ -36,7 +36,7 @@ export interface DesiredProvider {
   traits: string[];
   /** Who reported each class: a plugin name or `file providers[i]`. */
   owners: Record<ResourceClass, string>;
-  /** Aggregates provider config files put the provider in (the tracker adds the missing memberships; others are kept). */
+  /** Aggregates provider config files put the provider in: the tracker's memberships (docs/ownership.md); other writers' are kept. */
   aggregates: string[];
 }
 

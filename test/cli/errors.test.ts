@@ -62,6 +62,14 @@ describe('ert error paths', () => {
     const unknown = await runErt(['frobnicate'], { cwd: empty });
     expect(unknown.code).toBe(2);
     expect(unknown.stderr).toBe("ert: unknown command 'frobnicate' (run with --help for usage)\n");
+    // With --help too: a typo of a command is not answered with the general usage and exit 0
+    // (seen red without withoutHelpForUnknownCommand: exit 0, the usage on stdout).
+    for (const args of [['server', '--help'], ['-c', 'x.yaml', 'server', '-h']]) {
+      const typo = await runErt(args, { cwd: empty });
+      expect([args, typo.code, typo.stdout]).toEqual([args, 2, '']);
+      expect(typo.stderr).toBe("ert: unknown command 'server' (did you mean serve?) (run with --help for usage)\n");
+    }
+    expect((await runErt(['serve', '--help'], { cwd: empty })).code).toBe(0);
     const option = await runErt(['hosts', '--bogus'], { cwd: empty });
     expect(option.code).toBe(2);
     expect(option.stderr).toMatch(/^ert: unknown option '--bogus'/);

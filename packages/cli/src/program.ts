@@ -330,7 +330,7 @@ export function createProgram(io: CliIo = processIo()): Command {
 export async function runCli(argv: string[], io: CliIo = processIo()): Promise<number> {
   const program = createProgram(io);
   try {
-    await program.parseAsync(argv, { from: 'user' });
+    await program.parseAsync(withoutHelpForUnknownCommand(program, argv), { from: 'user' });
     return ExitCode.OK;
   } catch (err) {
     if (err instanceof CommanderError) {
@@ -347,6 +347,27 @@ export async function runCli(argv: string[], io: CliIo = processIo()): Promise<n
     reportError(io, err, globals);
     return exitCodeFor(err);
   }
+}
+
+/**
+ * `ert server --help` (a typo of a command) would print the general usage and exit 0, as if the
+ * command existed: with `--help`/`-h` dropped, commander reports the unknown command (with its
+ * suggestion) and the exit status is 2. The first operand is the command name; the global
+ * options that take a value (`-c`/`--config`, `--log-level`) are skipped with it.
+ */
+function withoutHelpForUnknownCommand(program: Command, argv: string[]): string[] {
+  const known = new Set(program.commands.flatMap((c) => [c.name(), ...c.aliases()]));
+  known.add('help');
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (arg === '-c' || arg === '--config' || arg === '--log-level') {
+      i++;
+      continue;
+    }
+    if (arg.startsWith('-')) continue;
+    return known.has(arg) ? argv : argv.filter((a) => a !== '--help' && a !== '-h');
+  }
+  return argv;
 }
 
 function reportError(io: CliIo, err: unknown, globals: GlobalOptions): void {

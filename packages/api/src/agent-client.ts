@@ -7,7 +7,7 @@
  * is ERT_STORE_UNAVAILABLE, which the tracker retries with backoff.
  */
 import { ErtError } from '@ert/plugin-api';
-import { HOST_STORE_METHODS, StoreError, type HostStore, type HostStoreMethod, type StoreErrorCode } from '@ert/store';
+import { HOST_STORE_KINDS, HOST_STORE_METHODS, StoreError, type HostStore, type HostStoreMethod, type StoreErrorCode } from '@ert/store';
 import { AGENT_PREFIX } from './agent-api.js';
 
 export interface RemoteStoreOptions {
@@ -23,8 +23,6 @@ export interface RemoteStoreOptions {
 
 /** Errors of the agent client that are not the server's: ERT_AGENT_BAD_RESPONSE (a server that is not an ert agent API). */
 export const AgentClientErrorCodes = { BAD_RESPONSE: 'ERT_AGENT_BAD_RESPONSE' } as const;
-
-const READS: ReadonlySet<HostStoreMethod> = new Set(['checkSchema', 'getProvider', 'getProviderByName', 'listProviders', 'getInventories', 'getUsages', 'getTraits', 'getAllocations', 'getHost', 'readStats', 'getInstance', 'listInstances', 'loadHosts']);
 
 /** A `HostStore` over HTTP: `createTracker({ store: remoteStore({ url, token }) })`. `close` ends nothing on the server. */
 export function remoteStore(options: RemoteStoreOptions): HostStore {
@@ -44,7 +42,7 @@ export function remoteStore(options: RemoteStoreOptions): HostStore {
       ok = true;
       return result;
     } finally {
-      options.onCall?.({ kind: READS.has(method) ? 'read' : 'write', operation: `agent:${method}`, seconds: (performance.now() - started) / 1000, ok });
+      options.onCall?.({ kind: HOST_STORE_KINDS[method], operation: `agent:${method}`, seconds: (performance.now() - started) / 1000, ok });
     }
   }
 

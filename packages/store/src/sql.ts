@@ -17,7 +17,9 @@ export function chunks<T>(items: readonly T[], size = IN_CHUNK): T[][] {
 
 export async function inChunks<T, V>(values: V[], query: (part: V[]) => PromiseLike<T[]>): Promise<T[]> {
   const out: T[] = [];
-  for (const part of chunks(values)) out.push(...(await query(part)));
+  // Row by row: a chunk's rows can be many more than its values (5,000 hosts' trees: 125,000
+  // trait rows), beyond what a spread into push takes as arguments (a RangeError).
+  for (const part of chunks(values)) for (const row of await query(part)) out.push(row);
   return out;
 }
 

@@ -40,6 +40,21 @@ import { REPO, runErt, scratchDir, startErt } from '../cli/helpers.js';
  *   filter that refuses it; bad input names the field (vcpus, flavor).
  * - Auth: a server with a token file asks for a token; a wrong one, or a stored one that
  *   expired, gets the login prompt with a message (never a blank page); the right one opens.
+ * - Filters (/ui/?trait=T&aggregate=ssd): as many tiles as the store has hosts with the trait
+ *   (any provider of the tree) whose root is in the aggregate, and their totals; the controls
+ *   write the address. (Mutation-checked: with the aggregate test in facetHosts of
+ *   packages/ui/src/fleet.tsx never excluding a group, this fails.)
+ * - Decisions (/ui/decisions): a select made through the API, with the host the API chose; a
+ *   no-valid-host one with its code, reason and the hosts each filter removed. (Mutation-checked:
+ *   with the chosen host's data-host taken from the decision's user in
+ *   packages/ui/src/decisions.tsx, this fails.)
+ * - Trusted headers: behind a proxy (its headers on every request) the view opens with no
+ *   token asked; without them it says the proxy's identity is missing. (Mutation-checked: with
+ *   packages/api/src/ui.ts not writing `identity` into the page, the view asks for a token and
+ *   this fails.)
+ * - Under load: 1,000 claims at 100/s with the fleet open; the figures are logged
+ *   (docs/benchmarks.md), only the outcome is asserted: every claim placed, the page's totals
+ *   equal to the store's at the end.
  *
  * Screenshots of each page go to docs/ui/ with ERT_UI_SCREENSHOTS=1 (the committed ones;
  * otherwise to the scratch directory, so that a test run does not rewrite docs/). No
@@ -411,6 +426,177 @@ describe.skipIf(!CHROMIUM)('the web view at /ui on ert serve over 1,000 simulate
     await fleet.close();
     await hostPage.close();
   });
+
+  it('Filters: a trait and an aggregate (deep links, and the controls) leave the hosts the store says, with their totals', async () => {
+    // The store now (earlier tests claimed): each host's traits over its tree, its root's aggregates.
+    const store = await createStore({ client: 'sqlite3', connection: join(dir, 'fleet.db') });
+    const [now, ssd] = await Promise.all([store.loadHosts(), store.listAggregates().then((all) => all.find((a) => a.name === 'ssd')!)]).finally(() => store.close());
+    const traitsOf = (s: HostSnapshot) => new Set(s.providers.flatMap((p) => p.traits));
+    const counts = new Map<string, number>();
+    for (const s of now) for (const t of traitsOf(s)) counts.set(t, (counts.get(t) ?? 0) + 1);
+    // A trait some hosts have and others not, the closest to half of them.
+    const [trait, withTrait] = [...counts].filter(([, n]) => n < HOSTS).sort((a, b) => Math.abs(a[1] - HOSTS / 2) - Math.abs(b[1] - HOSTS / 2) || a[0].localeCompare(b[0]))[0]!;
+    const inSsd = (s: HostSnapshot) => s.providers[0]!.aggregates.includes(ssd.uuid);
+    const both = now.filter((s) => traitsOf(s).has(trait) && inSsd(s));
+    expect(both.length).toBeGreaterThan(0);
+    expect(both.length).toBeLessThan(withTrait);
+
+    const page = await newPage();
+    await page.goto(`${origin}/ui/?trait=${trait}&aggregate=ssd`);
+    await page.locator(`[data-testid=fleet-canvas][data-hosts="${both.length}"]`).waitFor();
+    expect(await page.getByTestId('fleet-count').textContent()).toBe(`${both.length} of ${HOSTS} hosts shown`);
+    expect(await shownTotals(page)).toEqual(totalsOf(both));
+    expect(await page.locator('input[name=trait]').inputValue()).toBe(trait);
+    expect(await page.locator('select[name=aggregate]').inputValue()).toBe('ssd');
+    await page.screenshot({ path: join(shots, 'fleet-filtered.png') });
+
+    // The controls write the address: hosts without the trait, then only those in ssd.
+    await page.goto(`${origin}/ui/`);
+    await page.locator(`[data-testid=fleet-canvas][data-hosts="${HOSTS}"]`).waitFor();
+    await page.locator('input[name=trait]').fill(`!${trait}`);
+    await page.locator('input[name=trait]').press('Enter');
+    await page.locator(`[data-testid=fleet-canvas][data-hosts="${HOSTS - withTrait}"]`).waitFor();
+    expect(new URL(page.url()).search).toBe(`?trait=!${trait}`);
+    await page.locator('select[name=aggregate]').selectOption('ssd');
+    const ssdWithout = now.filter((s) => !traitsOf(s).has(trait) && inSsd(s));
+    await page.locator(`[data-testid=fleet-canvas][data-hosts="${ssdWithout.length}"]`).waitFor();
+    expect(new URL(page.url()).search).toBe(`?trait=!${trait}&aggregate=ssd`);
+    expect(await shownTotals(page)).toEqual(totalsOf(ssdWithout));
+    // A trait no host has: none shown, and said.
+    await page.goto(`${origin}/ui/?trait=CUSTOM_NO_HOST_HAS_THIS`);
+    await page.locator('[data-testid=fleet-canvas][data-hosts="0"]').waitFor();
+    expect(await page.getByTestId('unknown-traits').textContent()).toContain('CUSTOM_NO_HOST_HAS_THIS');
+    await page.close();
+  });
+
+  it('Decisions: a select made through the API is listed with its chosen host; a failure with its reason', async () => {
+    const select = (body: unknown) => fetch(`${origin}/scheduler/v1/select`, { method: 'POST', headers: { 'x-auth-token': 'admin', 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const placed = await select({ flavor: { name: 'decision-probe', vcpus: 1, memory_mb: 128, disk_gb: 0 } });
+    expect(placed.status, await placed.clone().text()).toBe(200);
+    const [chosen] = ((await placed.json()) as { instances: Array<{ uuid: string; host: string }> }).instances;
+    const refused = await select({ flavor: 'huge' });
+    expect(refused.status).toBe(409);
+
+    const page = await newPage();
+    await page.goto(`${origin}/ui/decisions`);
+    const row = page.locator(`[data-testid=decisions] tr[data-outcome=placed]:has([data-instance="${chosen!.uuid}"])`);
+    await row.waitFor();
+    expect(await row.locator(`[data-field=host] [data-instance="${chosen!.uuid}"]`).getAttribute('data-host')).toBe(chosen!.host);
+    expect(await row.locator('[data-field=host] a').first().textContent()).toBe(chosen!.host);
+    expect(await row.locator('[data-field=request]').textContent()).toContain('decision-probe (1 vCPU, 128 MB)');
+    // The scheduler held every host when it chose.
+    expect(await row.locator('[data-field=considered]').textContent()).toBe(String(HOSTS));
+    const failure = page.locator('[data-testid=decisions] tr[data-outcome=no_valid_host]').first();
+    expect(await failure.locator('[data-field=request]').textContent()).toContain('huge');
+    expect(await failure.locator('[data-field=code]').textContent()).toBe('ERT_SCHEDULER_NO_VALID_HOST');
+    expect(await failure.locator('[data-field=reason]').textContent()).toContain('no valid host');
+    expect(await failure.locator('[data-field=filters] li[data-filter=resources]').textContent()).toBe(`resources: removed ${HOSTS}`);
+    await page.screenshot({ path: join(shots, 'decisions.png') });
+    // The one placed just before the failure links to its host.
+    await row.locator('[data-field=host] a').first().click();
+    await page.getByTestId('provider-tree').waitFor();
+    expect(page.url()).toBe(`${origin}/ui/hosts/${encodeURIComponent(chosen!.host)}`);
+    await page.close();
+  });
+
+  it('Auth: behind a proxy (trusted headers) the view opens with the proxy\'s identity, asks for no token, and says when the identity is missing', async () => {
+    const proxied = startErt(['--config', join(dir, 'ert.config.yaml'), 'serve', '--port', '0', '--auth', 'trusted-headers'], { cwd: dir, env: { ERT_STORE_CONNECTION: join(dir, 'fleet.db') } });
+    children.push(proxied);
+    const proxyOrigin = (await servedAt(proxied)).origin;
+    // The proxy's headers on every request of the page, as an auth proxy in front would set them.
+    const signedIn = await browser.newContext({ viewport: { width: 1280, height: 900 }, extraHTTPHeaders: { 'x-user-id': 'operator', 'x-roles': 'admin', 'openstack-system-scope': 'all' } });
+    const page = await signedIn.newPage();
+    await page.goto(`${proxyOrigin}/ui/`);
+    await page.locator(`[data-testid=fleet-canvas][data-hosts="${HOSTS}"]`).waitFor();
+    await page.locator('[data-testid=live][data-state=live]').waitFor();
+    expect(await page.getByTestId('login').count()).toBe(0);
+    await signedIn.close();
+    // Reached without the proxy: no token prompt, a message naming the missing identity.
+    const bare = await newPage();
+    await bare.goto(`${proxyOrigin}/ui/hosts`);
+    await bare.getByTestId('proxy-refused').waitFor();
+    expect(await bare.getByTestId('login-problem').textContent()).toContain('trusted headers');
+    expect(await bare.locator('input[name=token]').count()).toBe(0);
+    await bare.close();
+  });
+
+  it('Fleet under load: stays responsive while 100 claims/s stream in (measured, logged), and ends with the store\'s totals', async () => {
+    // Last of the file: its 1,000 claims stay (the other tests compare pages with the store as read before).
+    const page = await newPage();
+    await page.goto(`${origin}/ui/`);
+    const canvas = page.locator(`[data-testid=fleet-canvas][data-hosts="${HOSTS}"]`);
+    await canvas.waitFor();
+    await page.locator('[data-testid=live][data-state=live]').waitFor();
+    const before = await shownTotals(page);
+    // In the page: the gaps between animation frames, long tasks (> 50 ms of main thread), and the canvas redraws.
+    await page.evaluate(`(() => {
+      const m = (window.loadProbe = { gaps: [], longTasks: [], draws: 0, on: true });
+      let last = performance.now();
+      const frame = (t) => { m.gaps.push(t - last); last = t; if (m.on) requestAnimationFrame(frame); };
+      requestAnimationFrame(frame);
+      new PerformanceObserver((list) => { for (const e of list.getEntries()) m.longTasks.push(e.duration); }).observe({ type: 'longtask' });
+      new MutationObserver(() => m.draws++).observe(document.querySelector('[data-testid=fleet-canvas]'), { attributes: true, attributeFilter: ['data-draw-ms'] });
+    })()`);
+    const tile = Number(await canvas.getAttribute('data-tile'));
+    const names = snapshots.map((s) => s.host.name).sort();
+    const rate = 100;
+    const seconds = 10;
+    const latencies: number[] = [];
+    const statuses = new Map<number, number>();
+    let placed = 0;
+    const started = performance.now();
+    const claims = Array.from({ length: rate * seconds }, (_, i) =>
+      new Promise<void>((resolve) => setTimeout(resolve, Math.max(0, started + (i * 1000) / rate - performance.now()))).then(async () => {
+        const sent = performance.now();
+        const res = await fetch(`${origin}/scheduler/v1/select`, {
+          method: 'POST',
+          headers: { 'x-auth-token': 'admin', 'content-type': 'application/json' },
+          body: JSON.stringify({ flavor: { name: 'load-probe', vcpus: 1, memory_mb: 256, disk_gb: 0 } }),
+        });
+        await res.arrayBuffer();
+        latencies.push(performance.now() - sent);
+        statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
+        if (res.status === 200) placed++;
+      }),
+    );
+    // Meanwhile, the page as a user sees it: hover from tile to tile (until the tooltip names the
+    // host under the pointer), and how long a script waits for the main thread.
+    const hovers: number[] = [];
+    const turns: number[] = [];
+    let all = false;
+    const done = Promise.all(claims).then(() => (all = true));
+    for (let i = 0; !all; i++) {
+      const t0 = performance.now();
+      await page.evaluate('1');
+      turns.push(performance.now() - t0);
+      const h = i % 2;
+      const t1 = performance.now();
+      await canvas.hover({ position: { x: h * tile + tile / 2, y: tile / 2 } });
+      await page.locator('.tip strong', { hasText: new RegExp(`^${names[h]}$`) }).waitFor();
+      hovers.push(performance.now() - t1);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    await done;
+    const streamed = performance.now() - started;
+    // Live lag: from the last answer to the page's totals counting every claim.
+    const lagStarted = performance.now();
+    await expect.poll(async () => (await shownTotals(page)).VCPU?.used, { timeout: 30_000, interval: 50 }).toBe(before.VCPU!.used + placed);
+    const lag = performance.now() - lagStarted;
+    const probe = await page.evaluate<{ gaps: number[]; longTasks: number[]; draws: number }>('(window.loadProbe.on = false, window.loadProbe)');
+    const q = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(p * xs.length))]!.toFixed(0);
+    console.log(
+      `test/ui: ${HOSTS} hosts, ${rate * seconds} claims at ${rate}/s sent over ${(streamed / 1000).toFixed(1)} s (${placed} placed; statuses ${JSON.stringify(Object.fromEntries(statuses))}; ` +
+        `select p50 ${q(latencies, 0.5)} ms, p99 ${q(latencies, 0.99)} ms); page: ${probe.draws} redraws, frame gap p50 ${q(probe.gaps, 0.5)} ms, p99 ${q(probe.gaps, 0.99)} ms, max ${q(probe.gaps, 1)} ms; ` +
+        `long tasks ${probe.longTasks.length} (${probe.longTasks.reduce((a, b) => a + b, 0).toFixed(0)} ms); hover to tooltip p50 ${q(hovers, 0.5)} ms, max ${q(hovers, 1)} ms (${hovers.length}); ` +
+        `main-thread turn p50 ${q(turns, 0.5)} ms, max ${q(turns, 1)} ms; totals caught up ${lag.toFixed(0)} ms after the last answer`,
+    );
+    expect(statuses.get(200)).toBe(rate * seconds);
+    // Whatever the timing, the page ends with the store's totals.
+    const store = await createStore({ client: 'sqlite3', connection: join(dir, 'fleet.db') });
+    const now = await store.loadHosts().finally(() => store.close());
+    expect(await shownTotals(page)).toEqual(totalsOf(now));
+    await page.close();
+  }, 120_000);
 
   /** The uuid of an instance recorded on `host` (read from the store). */
   async function firstInstanceOf(host: string): Promise<string | undefined> {

@@ -1,13 +1,15 @@
 /**
  * Live changes of the fleet for `GET /scheduler/v1/events` (server-sent events; the web view's
  * live updates, docs/ui.md). One feed per server, whatever the number of clients: while at
- * least one client listens it polls the store's host generations (`Store.hostGenerations`, one
- * cheap query: name -> generation) every `intervalMs`, and when hosts changed (a claim, a
- * release, new stats, a status: anything that bumps a host's generation), added or went, it
- * reads those hosts once and hands every listener one change with their summaries. Changes
- * are coalesced per interval, so 10,000 hosts changing make one message a second, not 10,000;
- * a client that reads slower than that gets its pending changes merged (the latest summary
- * of each host) until its connection drains (see `eventStream`).
+ * least one client listens it reads every host's snapshot every `intervalMs` from the
+ * server's one `HostSnapshots` (the same kept snapshots `GET /hosts` answers from: one cheap
+ * read of the hosts' generations, and only the hosts whose generation moved are loaded, once,
+ * whoever asked first), and when hosts changed (a claim, a release, new stats, a status:
+ * anything that bumps a host's generation), were added or went, it hands every listener one
+ * change with the summaries of those snapshots. Changes are coalesced per interval, so 10,000
+ * hosts changing make one message a second, not 10,000; a client that reads slower than that
+ * gets its pending changes merged (the latest summary of each host) until its connection
+ * drains (see `eventStream`).
  */
 import type { ServerResponse } from 'node:http';
 
@@ -17,11 +19,16 @@ export interface HostChange {
   removed: string[];
 }
 
-export interface HostChangeFeedOptions {
-  /** Name -> generation of every host (`Store.hostGenerations`). */
-  generations: () => Promise<Map<string, number>>;
-  /** The summaries of the named hosts. */
-  summaries: (names: string[]) => Promise<HostChange['hosts']>;
+/** What the feed needs of a host's snapshot (`@ert/store`'s HostSnapshot, structurally). */
+export interface VersionedHost {
+  host: { name: string; generation: number };
+}
+
+export interface HostChangeFeedOptions<S extends VersionedHost> {
+  /** Every host's current snapshot (`HostSnapshots.all()`: shared with GET /hosts, read in proportion to what changed). */
+  snapshots: () => Promise<readonly S[]>;
+  /** The summaries of these snapshots (as GET /hosts lists them). */
+  summaries: (snapshots: S[]) => HostChange['hosts'];
   /** Time between two polls, ms (from the end of one to the start of the next). */
   intervalMs: number;
   /** Told when a poll fails (the feed keeps polling). */
@@ -29,13 +36,13 @@ export interface HostChangeFeedOptions {
 }
 
 /** The shared poller: started by the first listener, stopped when the last one leaves. */
-export class HostChangeFeed {
+export class HostChangeFeed<S extends VersionedHost = VersionedHost> {
   private readonly listeners = new Set<(change: HostChange) => void>();
   private previous: Map<string, number> | undefined;
   private baseline: Promise<void> | undefined;
   private timer: NodeJS.Timeout | undefined;
 
-  constructor(private readonly options: HostChangeFeedOptions) {}
+  constructor(private readonly options: HostChangeFeedOptions<S>) {}
 
   /** Listeners now. */
   get size(): number {
@@ -48,9 +55,9 @@ export class HostChangeFeed {
    */
   async subscribe(listener: (change: HostChange) => void): Promise<() => void> {
     this.listeners.add(listener);
-    this.baseline ??= this.options.generations().then(
-      (generations) => {
-        this.previous = generations;
+    this.baseline ??= this.options.snapshots().then(
+      (snapshots) => {
+        this.previous = generationsOf(snapshots);
         this.schedule();
       },
       (err: unknown) => {
@@ -87,17 +94,17 @@ export class HostChangeFeed {
   private async poll(): Promise<void> {
     const baseline = this.baseline;
     try {
-      const now = await this.options.generations();
+      const snapshots = await this.options.snapshots();
+      // Stopped (and maybe restarted) while reading: this poll's result belongs to nobody.
+      if (this.baseline !== baseline) return;
+      const now = generationsOf(snapshots);
       const before = this.previous ?? now;
-      const changed = [...now].filter(([name, generation]) => before.get(name) !== generation).map(([name]) => name);
+      const changed = snapshots.filter((s) => before.get(s.host.name) !== s.host.generation);
       const removed = [...before.keys()].filter((name) => !now.has(name));
       if (changed.length > 0 || removed.length > 0) {
-        const hosts = changed.length > 0 ? await this.options.summaries(changed) : [];
-        // Stopped (and maybe restarted) while reading: this poll's result belongs to nobody.
-        if (this.baseline !== baseline) return;
+        const hosts = changed.length > 0 ? this.options.summaries(changed) : [];
         for (const listener of this.listeners) listener({ hosts, removed });
       }
-      if (this.baseline !== baseline) return;
       this.previous = now;
     } catch (err) {
       this.options.onError?.(err);
@@ -105,6 +112,8 @@ export class HostChangeFeed {
     if (this.baseline === baseline) this.schedule();
   }
 }
+
+const generationsOf = (snapshots: readonly VersionedHost[]): Map<string, number> => new Map(snapshots.map((s) => [s.host.name, s.host.generation]));
 
 /**
  * Serve one client's event stream on `res` (already answered 200 `text/event-stream` by the
@@ -114,7 +123,7 @@ export class HostChangeFeed {
  * per host), and go as one message at the next drain. Resolves when the client goes or
  * `closed` resolves (the server closing).
  */
-export async function eventStream(feed: HostChangeFeed, res: ServerResponse, closed: Promise<void>, keepAliveMs = 15_000): Promise<void> {
+export async function eventStream<S extends VersionedHost>(feed: HostChangeFeed<S>, res: ServerResponse, closed: Promise<void>, keepAliveMs = 15_000): Promise<void> {
   const pending = new Map<string, HostChange['hosts'][number]>();
   const removed = new Set<string>();
   let blocked = false;

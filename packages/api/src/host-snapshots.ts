@@ -30,7 +30,8 @@ export class HostSnapshots {
     for (const name of this.kept.keys()) if (!generations.has(name)) this.kept.delete(name);
     const changed = [...generations].filter(([name, generation]) => this.kept.get(name)?.host.generation !== generation).map(([name]) => name);
     if (changed.length > 0) {
-      const loaded = await this.store.loadHosts(changed);
+      // Every host (the first read): one read of all, without lists of names.
+      const loaded = await this.store.loadHosts(changed.length === generations.size ? undefined : changed);
       const found = new Set(loaded.map((s) => s.host.name));
       for (const snapshot of loaded) this.kept.set(snapshot.host.name, snapshot);
       // Deleted between the two reads.

@@ -2,7 +2,8 @@
  * The scheduler API of `ert serve` (docs/api.md, "Scheduler API"): `POST /select`,
  * `POST /explain`, `GET /hosts`, `GET /hosts/{name}`, `GET /instances`, `GET|DELETE /instances/{uuid}`,
  * `GET /flavors`, `GET /availability-zones`, `GET /events` (server-sent events: hosts that
- * changed) and this module's OpenAPI document, under `/scheduler/v1`, outside the
+ * changed), `GET /host-facets` (traits and aggregates of the hosts), `GET /decisions` (the
+ * latest selects, decisions.ts) and this module's OpenAPI document, under `/scheduler/v1`, outside the
  * Placement prefix. Same authentication as the Placement API (the serve process's
  * authenticator); its policy's base rules decide: `system_reader_api` for reads and
  * `explain`, `system_admin_api` for `select` and `DELETE`. Every error is
@@ -19,10 +20,12 @@ import { PlacementQueryError, parseCandidatesQuery } from '@ert/placement';
 import { availabilityZonesOf } from '@ert/placement';
 import { withdrawInstance, type Allocation, type HostSnapshot, type InstanceRecord, type InstanceState, type ProviderSnapshot, type StatsRecord, type Store } from '@ert/store';
 import type { Authenticator, Credentials } from './auth.js';
+import { DECISION_OUTCOMES, DecisionLog, type DecisionOutcome } from './decisions.js';
 import { eventStream, HostChangeFeed } from './events.js';
 import type { DecisionEvent } from './metrics.js';
 import type { Policy } from './policy.js';
 import { HostSnapshots } from './host-snapshots.js';
+import { hostFacets } from './host-facets.js';
 
 /** Where `ert serve` mounts the scheduler API. */
 export const SCHEDULER_PREFIX = '/scheduler/v1';
@@ -78,6 +81,8 @@ export interface SchedulerBackend {
   >;
   explain(request: BackendRequest): Promise<unknown>;
   close?(): Promise<void>;
+  /** Hosts the scheduler holds (GET /decisions: the hosts a placement considered). */
+  readonly hostCount?: number;
 }
 
 export interface SchedulerApiOptions {
@@ -93,6 +98,14 @@ export interface SchedulerApiOptions {
   onDecision?: (decision: DecisionEvent) => void;
   /** `GET /events`: how often the store's host generations are polled while a client listens, ms (default 1000). */
   eventsIntervalMs?: number;
+  /**
+   * Read every host's snapshot once the server listens (`ert serve`), so that the first
+   * `GET /hosts` (the web view's fleet) joins that read or finds it done instead of reading
+   * every host itself. Readiness does not wait for it.
+   */
+  warmHostSnapshots?: boolean;
+  /** `GET /decisions`: how many of the latest decisions are kept (default 200). */
+  decisionsKept?: number;
 }
 
 /** What `createApi` adds: the store and the Placement API's authenticator and policy. */
@@ -395,6 +408,32 @@ const FLAVOR = {
   properties: { name: { type: 'string' }, vcpus: { type: 'integer' }, memory_mb: { type: 'integer' }, disk_gb: { type: 'integer' }, extra_specs: { type: 'object', additionalProperties: { type: 'string' } } },
 } as const;
 
+const DECISION = {
+  type: 'object',
+  required: ['id', 'at', 'outcome', 'request', 'user_id', 'duration_ms'],
+  properties: {
+    id: { type: 'integer', description: "1 for the process's first decision, then one more each." },
+    at: { type: 'string', format: 'date-time' },
+    outcome: { enum: [...DECISION_OUTCOMES] },
+    request: { type: 'object', description: 'The body of POST /select as sent, without instance_uuids.' },
+    user_id: { type: 'string' },
+    project_id: { type: 'string' },
+    duration_ms: { type: 'number' },
+    hosts_considered: { type: 'integer', description: 'Placed: the hosts the scheduler held; no valid host: the hosts its explanation counted. Absent when the request failed before any host was looked at.' },
+    hosts_passed: { type: 'integer', description: 'No valid host: the hosts that passed every filter.' },
+    instances: { type: 'array', items: { type: 'object', properties: { uuid: { type: 'string' }, host: { type: 'string' }, alternates: { type: 'integer' }, state: { type: 'string' } } } },
+    error: {
+      type: 'object',
+      properties: {
+        code: { type: 'string' },
+        message: { type: 'string' },
+        filters: { type: 'array', items: { type: 'object', properties: { filter: { type: 'string' }, removed: { type: 'integer' } } } },
+        attempts: { type: 'array', items: { type: 'object', properties: { host: { type: 'string' }, error: { type: 'string' } } } },
+      },
+    },
+  },
+} as const;
+
 /** Policy base rules of Placement's policy (overridable in the policy file). */
 type Rule = 'system_reader_api' | 'system_admin_api' | 'none';
 
@@ -453,9 +492,10 @@ export const SCHEDULER_ROUTES: readonly SchedulerRoute[] = [
     method: 'GET',
     path: '/hosts',
     operationId: 'listHosts',
-    summary: "Every host: the scheduler's status, capacity and usage per class, stats freshness.",
+    summary: "Every host: the scheduler's status, capacity and usage per class, stats freshness (without it with stats=false: the web view's fleet and table, 60% less).",
     rule: 'system_reader_api',
-    responses: { 200: ['The hosts', { type: 'object', properties: { hosts: { type: 'array', items: HOST } } }], ...errors(401, 403) },
+    query: { stats: { enum: ['true', 'false'], description: 'false: without each host\'s "stats" (default true).' } },
+    responses: { 200: ['The hosts', { type: 'object', properties: { hosts: { type: 'array', items: HOST } } }], ...errors(400, 401, 403) },
   },
   {
     method: 'GET',
@@ -518,6 +558,64 @@ export const SCHEDULER_ROUTES: readonly SchedulerRoute[] = [
       'Server-sent events (text/event-stream) of the hosts that change: `event: ready` once listening, then per poll of the store (every second) that found changes `event: hosts` with data {"hosts": [summaries as GET /hosts lists them], "removed": [names]}: claims, releases, stats, status. Coalesced per poll; a slow reader gets its pending changes merged.',
     rule: 'system_reader_api',
     responses: { 200: ['An endless text/event-stream'], ...errors(401, 403) },
+  },
+  {
+    method: 'GET',
+    path: '/host-facets',
+    operationId: 'hostFacets',
+    summary:
+      "Every host's traits (of any provider of its tree) and aggregates (its root provider's), grouped: hosts with the same traits and aggregates are one group of names, with indexes into the lists of traits and aggregates (host-facets.ts). The web view's trait and aggregate filters.",
+    rule: 'system_reader_api',
+    responses: {
+      200: [
+        'The facets',
+        {
+          type: 'object',
+          required: ['traits', 'aggregates', 'groups'],
+          properties: {
+            traits: { type: 'array', items: { type: 'string' } },
+            aggregates: {
+              type: 'array',
+              items: { type: 'object', required: ['uuid', 'metadata', 'hosts'], properties: { uuid: { type: 'string' }, name: { type: 'string' }, metadata: { type: 'object', additionalProperties: { type: 'string' } }, hosts: { type: 'integer' } } },
+            },
+            groups: {
+              type: 'array',
+              items: {
+                type: 'object',
+                required: ['traits', 'aggregates', 'hosts'],
+                properties: { traits: { type: 'array', items: { type: 'integer' } }, aggregates: { type: 'array', items: { type: 'integer' } }, hosts: { type: 'array', items: { type: 'string' } } },
+              },
+            },
+          },
+        },
+      ],
+      ...errors(401, 403),
+    },
+  },
+  {
+    method: 'GET',
+    path: '/decisions',
+    operationId: 'listDecisions',
+    summary:
+      "The latest scheduling decisions of this process, newest first: every POST /select that reached the scheduler API's handler, placed or not, with the request, the caller, the hosts chosen, the time taken, the hosts considered and, when not placed, the error's code and reason (no valid host: the hosts removed per filter). Kept in memory, the last 200 by default (a restart forgets them); with ert serve --workers N each worker answers with its own (`process`).",
+    rule: 'system_reader_api',
+    query: { limit: { type: 'string', pattern: '^[1-9][0-9]{0,5}$', description: 'At most this many (a whole number from 1).' }, outcome: { enum: [...DECISION_OUTCOMES] } },
+    responses: {
+      200: [
+        'The decisions',
+        {
+          type: 'object',
+          required: ['process', 'kept', 'recorded', 'decisions'],
+          properties: {
+            process: { type: 'integer', description: 'The pid of the process that answered (its own decisions).' },
+            kept: { type: 'integer', description: 'How many decisions the ring keeps.' },
+            recorded: { type: 'integer', description: 'Decisions recorded since the process started, kept or dropped.' },
+            decisions: { type: 'array', items: DECISION },
+          },
+        },
+      ],
+      ...errors(400, 401, 403),
+    },
   },
   {
     method: 'GET',
@@ -726,28 +824,41 @@ export function schedulerApi(ctx: SchedulerApiContext): (app: FastifyInstance) =
   };
 
   /** A host as GET /hosts lists it: the scheduler's status, capacity and usage per class, stats freshness. */
-  const hostSummary = (s: HostSnapshot, now: number) => {
-    const resources: Record<string, { capacity: number; used: number; free: number }> = {};
-    for (const provider of s.providers) {
-      for (const [rc, inventory] of Object.entries(provider.inventories)) {
-        const entry = (resources[rc] ??= { capacity: 0, used: 0, free: 0 });
-        entry.capacity += capacityOf(inventory);
-        entry.used += provider.usages[rc] ?? 0;
-        entry.free = Math.max(entry.capacity - entry.used, 0);
+  /** What of a host's summary its snapshot alone decides, kept per snapshot (HostSnapshots keeps one until the host's generation moves). */
+  const fixedParts = new WeakMap<HostSnapshot, { last_update: string; generation: number; providers: number; instances: number; resources: Record<string, { capacity: number; used: number; free: number }> }>();
+  const hostSummary = (s: HostSnapshot, now: number, withStats = true) => {
+    let fixed = fixedParts.get(s);
+    if (!fixed) {
+      const resources: Record<string, { capacity: number; used: number; free: number }> = {};
+      for (const provider of s.providers) {
+        for (const [rc, inventory] of Object.entries(provider.inventories)) {
+          const entry = (resources[rc] ??= { capacity: 0, used: 0, free: 0 });
+          entry.capacity += capacityOf(inventory);
+          entry.used += provider.usages[rc] ?? 0;
+          entry.free = Math.max(entry.capacity - entry.used, 0);
+        }
       }
+      fixed = {
+        last_update: iso(s.host.lastUpdate),
+        generation: s.host.generation,
+        providers: s.providers.length,
+        instances: s.instances.length,
+        resources: Object.fromEntries(Object.entries(resources).sort(([a], [b]) => a.localeCompare(b))),
+      };
+      fixedParts.set(s, fixed);
     }
     return {
       name: s.host.name,
       status: ctx.effectiveStatus(s.host.status, s.host.lastUpdate, now, ctx.staleAfter),
       ...(s.host.statusReason !== undefined ? { status_reason: s.host.statusReason } : {}),
-      last_update: iso(s.host.lastUpdate),
-      generation: s.host.generation,
-      providers: s.providers.length,
-      instances: s.instances.length,
-      resources: Object.fromEntries(Object.entries(resources).sort(([a], [b]) => a.localeCompare(b))),
-      stats: Object.values(s.stats)
-        .map((st) => statsFreshness(st, s, now))
-        .sort((a, b) => a.plugin.localeCompare(b.plugin)),
+      ...fixed,
+      ...(withStats
+        ? {
+            stats: Object.values(s.stats)
+              .map((st) => statsFreshness(st, s, now))
+              .sort((a, b) => a.plugin.localeCompare(b.plugin)),
+          }
+        : {}),
     };
   };
 
@@ -764,14 +875,16 @@ export function schedulerApi(ctx: SchedulerApiContext): (app: FastifyInstance) =
   type Handler = (request: FastifyRequest, body: unknown, reply: FastifyReply) => Promise<{ status: number; body?: unknown; streamed?: true }>;
 
   const hostSnapshots = new HostSnapshots(ctx.store);
+  // The live feed reads the same kept snapshots as GET /hosts: one poller of the store.
   const feed = new HostChangeFeed({
-    generations: () => ctx.store.hostGenerations(),
-    summaries: async (names) => {
+    snapshots: () => hostSnapshots.all(),
+    summaries: (snapshots) => {
       const now = Date.now();
-      return (await ctx.store.loadHosts(names)).map((s) => hostSummary(s, now));
+      return snapshots.map((s) => hostSummary(s, now));
     },
     intervalMs: ctx.eventsIntervalMs ?? 1000,
   });
+  const decisions = new DecisionLog(ctx.decisionsKept);
   let serverClosing: () => void = () => {};
   const closing = new Promise<void>((resolve) => (serverClosing = resolve));
 
@@ -807,9 +920,10 @@ export function schedulerApi(ctx: SchedulerApiContext): (app: FastifyInstance) =
       };
     },
     explain: async (request, raw) => ({ status: 200, body: await (await scheduler()).explain(scheduleRequest(raw as RequestBody, request.credentials!)) }),
-    listHosts: async () => {
+    listHosts: async (request) => {
       const now = Date.now();
-      return { status: 200, body: { hosts: (await hostSnapshots.all()).map((s) => hostSummary(s, now)).sort((a, b) => a.name.localeCompare(b.name)) } };
+      const withStats = (request.query as { stats?: string }).stats !== 'false';
+      return { status: 200, body: { hosts: (await hostSnapshots.all()).map((s) => hostSummary(s, now, withStats)).sort((a, b) => a.name.localeCompare(b.name)) } };
     },
     showHost: async (request) => {
       const { name } = request.params as { name: string };
@@ -871,7 +985,33 @@ export function schedulerApi(ctx: SchedulerApiContext): (app: FastifyInstance) =
     },
   };
 
+  // Every select is recorded in the decisions' ring (decisions.ts), placed or not.
+  const select = handlers.select!;
+  handlers.select = (request, body, reply) =>
+    decisions.track(body, request.credentials!, () => select(request, body, reply), async () => (await backend?.catch(() => undefined))?.hostCount);
+  handlers.hostFacets = async () => {
+    const [snapshots, aggregates] = await Promise.all([hostSnapshots.all(), ctx.store.listAggregates()]);
+    return { status: 200, body: hostFacets(snapshots, aggregates) };
+  };
+  handlers.listDecisions = async (request) => {
+    const q = request.query as { limit?: string; outcome?: DecisionOutcome };
+    const listed = decisions.list({ ...(q.limit !== undefined ? { limit: Number(q.limit) } : {}), ...(q.outcome !== undefined ? { outcome: q.outcome } : {}) });
+    return { status: 200, body: { process: process.pid, kept: decisions.limit, recorded: decisions.recorded, decisions: listed } };
+  };
+
   return async (app) => {
+    let warming: Promise<unknown> | undefined;
+    if (ctx.warmHostSnapshots) {
+      app.addHook('onListen', async () => {
+        const started = performance.now();
+        warming = hostSnapshots.all().then(
+          (all) => app.log.info({ hosts: all.length, ms: Math.round(performance.now() - started) }, 'host snapshots read'),
+          (err: unknown) => app.log.warn({ err }, 'host snapshots not read at start (GET /hosts reads them)'),
+        );
+      });
+      // Not closing the store under that read.
+      app.addHook('onClose', async () => void (await warming));
+    }
     // Open event streams would keep the server from closing: end them first.
     app.addHook('preClose', async () => {
       serverClosing();

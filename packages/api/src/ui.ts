@@ -11,7 +11,9 @@
  * `X-Auth-Token` and goes through the API's own authentication and policy. The server writes
  * into the page where the Placement API is mounted and, only when it serves `noauth2` on a
  * loopback address (where anyone who can connect may already say `X-Auth-Token: admin`), the
- * token to open with, so that the view opens directly; otherwise the view asks for a token.
+ * token to open with, so that the view opens directly; with `trusted-headers` (the proxy in
+ * front says who the user is) that no token is to be asked for; otherwise the view asks for a
+ * token.
  */
 import { readdir, readFile } from 'node:fs/promises';
 import { extname, join, relative, sep } from 'node:path';
@@ -25,6 +27,8 @@ export interface UiOptions {
   dir: string;
   /** The token the view opens with, without asking: only for noauth2 on a loopback address (`admin`). */
   openToken?: string;
+  /** `proxy` for `--auth trusted-headers`: the proxy in front identifies the user, so the view asks for no token (a 401 says the proxy's identity is missing). */
+  identity?: 'proxy';
 }
 
 const TYPES: Record<string, string> = {
@@ -57,7 +61,11 @@ export async function uiRoutes(app: FastifyInstance, options: UiOptions & { plac
       const path = relative(options.dir, file).split(sep).join('/');
       const body = await readFile(file);
       if (path === 'index.html') {
-        const config = JSON.stringify({ placementPrefix: options.placementPrefix, ...(options.openToken !== undefined ? { openToken: options.openToken } : {}) });
+        const config = JSON.stringify({
+          placementPrefix: options.placementPrefix,
+          ...(options.openToken !== undefined ? { openToken: options.openToken } : {}),
+          ...(options.identity !== undefined ? { identity: options.identity } : {}),
+        });
         index = Buffer.from(body.toString('utf8').replace('</head>', `  <meta name="ert-ui" content="${escapeAttribute(config)}" />\n  </head>`));
       } else {
         assets.set(path, { type: TYPES[extname(path)] ?? 'application/octet-stream', body });

@@ -23,13 +23,13 @@ describe('HostChangeFeed', () => {
     let polls = 0;
     const summaryCalls: string[][] = [];
     const feed = new HostChangeFeed({
-      generations: async () => {
+      snapshots: async () => {
         polls++;
-        return new Map(generations);
+        return [...generations].map(([name, generation]) => ({ host: { name, generation } }));
       },
-      summaries: async (names) => {
-        summaryCalls.push(names);
-        return names.map((name) => ({ name, generation: generations.get(name) }));
+      summaries: (snapshots) => {
+        summaryCalls.push(snapshots.map((s) => s.host.name));
+        return snapshots.map((s) => ({ name: s.host.name, generation: s.host.generation }));
       },
       intervalMs: 10,
     });
@@ -119,6 +119,93 @@ describe('GET /scheduler/v1/events on a server', () => {
     // Closing the server ends the open stream instead of waiting for it.
     const closed = app.close().then(() => 'closed');
     expect(await Promise.race([closed, new Promise((r) => setTimeout(() => r('timeout'), 5000))])).toBe('closed');
+    aborter.abort();
+  });
+});
+
+describe('one reader of the store for GET /hosts and the live feed (HostSnapshots), warmed when the server listens', () => {
+  let dir: string;
+  let store: Store;
+  let app: FastifyInstance;
+  let origin: string;
+  /** The hosts each `loadHosts` call asked for (undefined: all). */
+  const loads: Array<string[] | undefined> = [];
+
+  beforeAll(async () => {
+    dir = mkdtempSync(path.join(tmpdir(), 'ert-events-'));
+    store = await createStore({ client: 'sqlite3', connection: path.join(dir, 'ert.db') });
+    await store.migrate();
+    const host = (name: string, uuid: string) => ({
+      host: { name, status: 'up' as const, lastUpdate: Date.now() },
+      providers: [{ uuid, name, inventories: { VCPU: normalizeInventory({ total: 4 }) }, traits: [], aggregates: [] }],
+    });
+    await store.importHosts([host('one', '0e000000-0000-4000-8000-000000000011'), host('two', '0e000000-0000-4000-8000-000000000012'), host('three', '0e000000-0000-4000-8000-000000000013')]);
+    // The store as the server sees it, with its loadHosts calls counted.
+    const counted = new Proxy(store, {
+      get(target, property) {
+        const value = Reflect.get(target, property, target) as unknown;
+        if (property === 'loadHosts') {
+          return (names?: string[]) => {
+            loads.push(names === undefined ? undefined : [...names].sort());
+            return target.loadHosts(names);
+          };
+        }
+        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    app = await createApi({
+      store: counted,
+      auth: 'noauth2',
+      scheduler: { createScheduler: () => Promise.reject(new Error('not needed')), flavors: [], effectiveStatus, staleAfter: 0, eventsIntervalMs: 50, warmHostSnapshots: true },
+    });
+    origin = await app.listen({ host: '127.0.0.1', port: 0 });
+  });
+
+  afterAll(async () => {
+    await app?.close();
+    await store?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  /**
+   * Mutations seen red: without the warm-up (the onListen hook removed) no host is read before
+   * the first GET /hosts; with the feed reading the changed hosts itself (its own
+   * `loadHosts(names)`, as before HostSnapshots) the changed host is loaded twice.
+   */
+  it('reads every host once at listen; a change is loaded once, and the stream sends what GET /hosts answers', async () => {
+    // Warmed without any request: every host read once (one read of all, no list of names).
+    await expect.poll(() => loads.length).toBe(1);
+    expect(loads[0]).toBeUndefined();
+    const list = async () => ((await (await fetch(`${origin}${SCHEDULER_PREFIX}/hosts`, { headers: { 'x-auth-token': 'admin' } })).json()) as { hosts: HostChange['hosts'] }).hosts;
+    expect((await list()).map((h) => h.name)).toEqual(['one', 'three', 'two']);
+    expect(loads).toHaveLength(1);
+
+    const aborter = new AbortController();
+    const res = await fetch(`${origin}${SCHEDULER_PREFIX}/events`, { headers: { 'x-auth-token': 'admin' }, signal: aborter.signal });
+    const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+    let buffer = '';
+    const nextEvent = async (name: string): Promise<unknown> => {
+      for (;;) {
+        const match = new RegExp(`event: ${name}\\ndata: (.*)\\n\\n`).exec(buffer);
+        if (match) {
+          buffer = buffer.slice(match.index + match[0].length);
+          return JSON.parse(match[1]!);
+        }
+        const { value, done } = await reader.read();
+        if (done) throw new Error('stream ended');
+        buffer += value;
+      }
+    };
+    await nextEvent('ready');
+    await store.writeStats('three', 'probe', 1, { n: 1 });
+    const change = (await nextEvent('hosts')) as HostChange;
+    expect(change.hosts.map((h) => h.name)).toEqual(['three']);
+    // Several polls of the feed and a GET /hosts later: the changed host was loaded once.
+    await new Promise((r) => setTimeout(r, 200));
+    const listed = (await list()).find((h) => h.name === 'three')!;
+    expect(loads.slice(1)).toEqual([['three']]);
+    const withoutAge = (h: Record<string, unknown>) => ({ ...h, stats: (h.stats as Array<Record<string, unknown>>).map(({ age_ms: _age, ...rest }) => rest) });
+    expect(withoutAge(change.hosts[0]!)).toEqual(withoutAge(listed));
     aborter.abort();
   });
 });

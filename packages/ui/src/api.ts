@@ -11,13 +11,19 @@ export interface ServerConfig {
   placementPrefix: string;
   /** Set only for noauth2 on loopback: the token the view uses without asking. */
   openToken?: string;
+  /** `proxy` with `--auth trusted-headers`: the proxy in front says who the user is; no token is asked for. */
+  identity?: 'proxy';
 }
 
 export function serverConfig(): ServerConfig {
   const meta = document.querySelector('meta[name="ert-ui"]');
   try {
     const parsed = JSON.parse(meta?.getAttribute('content') ?? '{}') as Partial<ServerConfig>;
-    return { placementPrefix: parsed.placementPrefix ?? '/placement', ...(parsed.openToken ? { openToken: parsed.openToken } : {}) };
+    return {
+      placementPrefix: parsed.placementPrefix ?? '/placement',
+      ...(parsed.openToken ? { openToken: parsed.openToken } : {}),
+      ...(parsed.identity === 'proxy' ? { identity: 'proxy' as const } : {}),
+    };
   } catch {
     return { placementPrefix: '/placement' };
   }
@@ -62,6 +68,12 @@ export function onAuthRequired(listener: (message: string) => void): () => void 
   return () => authListeners.delete(listener);
 }
 
+/** Why a 401 came: no token, a token refused, or (trusted headers) no identity from the proxy. */
+export function refusedMessage(token: string | undefined): string {
+  if (serverConfig().identity === 'proxy') return 'the server takes who you are from the proxy in front of it (trusted headers), and this request reached it without an identity';
+  return token === undefined ? 'this server needs a token' : 'the server refused the token (wrong or expired)';
+}
+
 async function call<T>(path: string, init: { method?: string; body?: unknown; placementVersion?: string } = {}): Promise<T> {
   const headers: Record<string, string> = { accept: 'application/json' };
   const token = storedToken();
@@ -77,7 +89,7 @@ async function call<T>(path: string, init: { method?: string; body?: unknown; pl
     body = undefined;
   }
   if (res.status === 401) {
-    const message = token === undefined ? 'this server needs a token' : 'the server refused the token (wrong or expired)';
+    const message = refusedMessage(token);
     for (const l of authListeners) l(message);
     throw new AuthRequired(message);
   }
@@ -191,12 +203,37 @@ export interface HostDetail {
 /** The request `POST /explain` takes: a configured flavor by name, or one given inline. */
 export type FlavorRequest = string | { name: string; vcpus: number; memory_mb: number; disk_gb: number };
 
+/** GET /scheduler/v1/host-facets: the hosts' traits (any provider of the tree) and aggregates (the root's), grouped. */
+export interface HostFacets {
+  traits: string[];
+  aggregates: Array<{ uuid: string; name?: string; metadata: Record<string, string>; hosts: number }>;
+  groups: Array<{ traits: number[]; aggregates: number[]; hosts: string[] }>;
+}
+
+/** One decision of GET /scheduler/v1/decisions. */
+export interface Decision {
+  id: number;
+  at: string;
+  outcome: 'placed' | 'no_valid_host' | 'error';
+  request: { flavor?: string | { name: string; vcpus: number; memory_mb: number; disk_gb?: number }; placement?: unknown; count?: number; availability_zone?: string } & Record<string, unknown>;
+  user_id: string;
+  project_id?: string;
+  duration_ms: number;
+  hosts_considered?: number;
+  hosts_passed?: number;
+  instances?: Array<{ uuid: string; host: string; alternates: number; state: string }>;
+  error?: { code: string; message: string; filters?: Array<{ filter: string; removed: number }>; attempts?: Array<{ host: string; error: string }> };
+}
+
 const S = '/scheduler/v1';
 /** Placement microversion the view asks for (in_tree, parent_provider_uuid: 1.14). */
 const PV = '1.14';
 
 export const api = {
-  hosts: () => call<{ hosts: HostView[] }>(`${S}/hosts`).then((r) => r.hosts),
+  /** Without the stats (the fleet and the table do not show them: 60% of the answer). */
+  hosts: () => call<{ hosts: HostView[] }>(`${S}/hosts?stats=false`).then((r) => r.hosts),
+  facets: () => call<HostFacets>(`${S}/host-facets`),
+  decisions: () => call<{ process: number; kept: number; recorded: number; decisions: Decision[] }>(`${S}/decisions`),
   zones: () => call<{ zones: Zone[]; hosts_without_zone: string[] }>(`${S}/availability-zones`),
   flavors: () => call<{ flavors: FlavorView[] }>(`${S}/flavors`).then((r) => r.flavors),
   host: (name: string) => call<HostDetail>(`${S}/hosts/${encodeURIComponent(name)}`),

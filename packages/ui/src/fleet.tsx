@@ -1,5 +1,5 @@
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
-import { api, type HostView, type Zone } from './api.js';
+import { api, type HostFacets, type HostView, type Zone } from './api.js';
 import { useLiveHosts } from './live.js';
 import { Failure, Loading, useLoad } from './load.js';
 import { navigate } from './router.js';
@@ -102,6 +102,7 @@ function FleetCanvas({ hosts, cls }: { hosts: HostView[]; cls: string }) {
       g.strokeRect((focus % layout.cols) * layout.size - 1, Math.floor(focus / layout.cols) * layout.size - 1, layout.size + 1, layout.size + 1);
     }
     canvas.dataset.hosts = String(hosts.length);
+    canvas.dataset.tile = String(layout.size);
     canvas.dataset.drawMs = (performance.now() - started).toFixed(1);
   }, [hosts, cls, layout, focus]);
 
@@ -152,47 +153,102 @@ function FleetCanvas({ hosts, cls }: { hosts: HostView[]; cls: string }) {
   );
 }
 
-export function FleetPage() {
-  // The hosts stay live (claims, releases, stats: live.ts); the zones are read once.
+/** The fleet's filters, as its address holds them (deep links: `/ui/?class=MEMORY_MB&status=up&zone=az1&trait=HW_CPU_X86_AVX2,!CUSTOM_X&aggregate=ssd`). */
+export interface FleetFilters {
+  /** The class tiles are coloured by (default VCPU). */
+  cls?: string;
+  /** Statuses shown (default all). */
+  statuses: Set<string>;
+  /** An availability zone, NO_ZONE, or '' for any. */
+  zone: string;
+  /** Traits every host shown has (any provider of its tree); `!NAME`: a trait it must not have. */
+  traits: string[];
+  /** An aggregate (name, or uuid) the host's root provider is in; '' for any. */
+  aggregate: string;
+}
+
+const list = (v: string | null): string[] => (v ?? '').split(',').map((t) => t.trim()).filter((t) => t !== '');
+
+/** The filters of a fleet address's query (`?trait=A,!B&aggregate=ssd&zone=z&status=up,stale&class=VCPU`). */
+export function filtersOf(search: string): FleetFilters {
+  const q = new URLSearchParams(search);
+  const statuses = q.has('status') ? list(q.get('status')).filter((st) => (STATUSES as readonly string[]).includes(st)) : [...STATUSES];
+  return { ...(q.get('class') ? { cls: q.get('class')! } : {}), statuses: new Set(statuses), zone: q.get('zone') ?? '', traits: list(q.get('trait')), aggregate: q.get('aggregate') ?? '' };
+}
+
+/** The query of `f` (only what differs from the defaults). */
+export function searchOf(f: FleetFilters): string {
+  const q = new URLSearchParams();
+  if (f.cls) q.set('class', f.cls);
+  if (f.statuses.size !== STATUSES.length) q.set('status', STATUSES.filter((st) => f.statuses.has(st)).join(','));
+  if (f.zone) q.set('zone', f.zone);
+  if (f.traits.length > 0) q.set('trait', f.traits.join(','));
+  if (f.aggregate) q.set('aggregate', f.aggregate);
+  const text = q.toString().replaceAll('%2C', ',').replaceAll('%21', '!');
+  return text ? `?${text}` : '';
+}
+
+/**
+ * The hosts that pass the trait and aggregate filters (from GET /host-facets), or undefined
+ * when neither is set. A trait no host has, required, leaves none.
+ */
+export function facetHosts(facets: HostFacets, traits: string[], aggregate: string): Set<string> | undefined {
+  if (traits.length === 0 && aggregate === '') return undefined;
+  const required = traits.filter((t) => !t.startsWith('!'));
+  const forbidden = traits.filter((t) => t.startsWith('!')).map((t) => t.slice(1));
+  const aggregateIndex = aggregate === '' ? -1 : facets.aggregates.findIndex((a) => a.uuid === aggregate || a.name === aggregate);
+  const out = new Set<string>();
+  if (aggregate !== '' && aggregateIndex < 0) return out;
+  for (const g of facets.groups) {
+    const has = new Set(g.traits.map((i) => facets.traits[i]!));
+    if (!required.every((t) => has.has(t)) || forbidden.some((t) => has.has(t))) continue;
+    if (aggregateIndex >= 0 && !g.aggregates.includes(aggregateIndex)) continue;
+    for (const h of g.hosts) out.add(h);
+  }
+  return out;
+}
+
+export function FleetPage({ search }: { search: string }) {
+  // The hosts stay live (claims, releases, stats: live.ts); the zones, traits and aggregates are read once.
   const hosts = useLiveHosts(() => api.hosts());
-  const zoneData = useLoad(() => api.zones());
-  const [cls, setCls] = useState<string | undefined>();
-  const [statuses, setStatuses] = useState<Set<string>>(new Set(STATUSES));
-  const [zone, setZone] = useState('');
-  const error = hosts.error ?? zoneData.error;
+  const meta = useLoad(() => Promise.all([api.zones(), api.facets()]));
+  const filters = useMemo(() => filtersOf(search), [search]);
+  const error = hosts.error ?? meta.error;
   if (error) return <Failure error={error} />;
-  if (!hosts.value || !zoneData.value) return <Loading what="hosts" />;
-  const [all, zones] = [hosts.value, zoneData.value];
-  return <Fleet all={all} zones={zones.zones} unzoned={zones.hosts_without_zone} cls={cls} setCls={setCls} statuses={statuses} setStatuses={setStatuses} zone={zone} setZone={setZone} />;
+  if (!hosts.value || !meta.value) return <Loading what="hosts" />;
+  const [zones, facets] = meta.value;
+  return <Fleet all={hosts.value} zones={zones.zones} unzoned={zones.hosts_without_zone} facets={facets} filters={filters} set={(next) => navigate(`/${searchOf(next)}`, true)} />;
 }
 
 const NO_ZONE = '(no zone)';
 
-function Fleet(p: {
-  all: HostView[];
-  zones: Zone[];
-  unzoned: string[];
-  cls: string | undefined;
-  setCls: (c: string) => void;
-  statuses: Set<string>;
-  setStatuses: (s: Set<string>) => void;
-  zone: string;
-  setZone: (z: string) => void;
-}) {
+function Fleet(p: { all: HostView[]; zones: Zone[]; unzoned: string[]; facets: HostFacets; filters: FleetFilters; set: (f: FleetFilters) => void }) {
+  const f = p.filters;
   const classes = useMemo(() => [...new Set(p.all.flatMap((h) => Object.keys(h.resources)))].sort(), [p.all]);
-  const cls = p.cls ?? (classes.includes('VCPU') ? 'VCPU' : (classes[0] ?? 'VCPU'));
+  const cls = f.cls ?? (classes.includes('VCPU') ? 'VCPU' : (classes[0] ?? 'VCPU'));
+  const byFacets = useMemo(() => facetHosts(p.facets, f.traits, f.aggregate), [p.facets, f.traits.join(','), f.aggregate]);
   const shown = useMemo(() => {
-    const inZone = p.zone === '' ? undefined : new Set(p.zone === NO_ZONE ? p.unzoned : (p.zones.find((z) => z.name === p.zone)?.hosts ?? []));
-    return p.all.filter((h) => p.statuses.has(h.status) && (!inZone || inZone.has(h.name)));
-  }, [p.all, p.statuses, p.zone, p.zones, p.unzoned]);
+    const inZone = f.zone === '' ? undefined : new Set(f.zone === NO_ZONE ? p.unzoned : (p.zones.find((z) => z.name === f.zone)?.hosts ?? []));
+    return p.all.filter((h) => f.statuses.has(h.status) && (!inZone || inZone.has(h.name)) && (!byFacets || byFacets.has(h.name)));
+  }, [p.all, f.statuses, f.zone, p.zones, p.unzoned, byFacets]);
+  const unknownTraits = f.traits.map((t) => t.replace(/^!/, '')).filter((t) => !p.facets.traits.includes(t));
+  const [traitText, setTraitText] = useState(f.traits.join(', '));
+  useEffect(() => setTraitText(f.traits.join(', ')), [f.traits.join(',')]);
+  const applyTraits = () => p.set({ ...f, traits: list(traitText.replaceAll(' ', '')) });
   const totals = useMemo(() => totalsOf(shown), [shown]);
   return (
     <main>
       <h1>Fleet</h1>
-      <form class="controls" onSubmit={(e) => e.preventDefault()}>
+      <form
+        class="controls"
+        onSubmit={(e) => {
+          e.preventDefault();
+          applyTraits();
+        }}
+      >
         <label>
           Colour by{' '}
-          <select name="class" value={cls} onChange={(e) => p.setCls((e.target as HTMLSelectElement).value)}>
+          <select name="class" value={cls} onChange={(e) => p.set({ ...f, cls: (e.target as HTMLSelectElement).value })}>
             {classes.map((c) => (
               <option value={c}>{c}</option>
             ))}
@@ -205,12 +261,12 @@ function Fleet(p: {
               <input
                 type="checkbox"
                 name={`status-${s}`}
-                checked={p.statuses.has(s)}
+                checked={f.statuses.has(s)}
                 onChange={(e) => {
-                  const next = new Set(p.statuses);
+                  const next = new Set(f.statuses);
                   if ((e.target as HTMLInputElement).checked) next.add(s);
                   else next.delete(s);
-                  p.setStatuses(next);
+                  p.set({ ...f, statuses: next });
                 }}
               />{' '}
               {s} ({p.all.filter((h) => h.status === s).length})
@@ -219,7 +275,7 @@ function Fleet(p: {
         </fieldset>
         <label>
           Availability zone{' '}
-          <select name="zone" value={p.zone} onChange={(e) => p.setZone((e.target as HTMLSelectElement).value)}>
+          <select name="zone" value={f.zone} onChange={(e) => p.set({ ...f, zone: (e.target as HTMLSelectElement).value })}>
             <option value="">all</option>
             {p.zones.map((z) => (
               <option value={z.name}>
@@ -231,7 +287,42 @@ function Fleet(p: {
             </option>
           </select>
         </label>
+        <label>
+          Aggregate{' '}
+          <select name="aggregate" value={f.aggregate} onChange={(e) => p.set({ ...f, aggregate: (e.target as HTMLSelectElement).value })}>
+            <option value="">all</option>
+            {p.facets.aggregates.map((a) => (
+              <option value={a.name ?? a.uuid}>
+                {a.name ?? a.uuid} ({a.hosts} hosts)
+              </option>
+            ))}
+            {f.aggregate !== '' && !p.facets.aggregates.some((a) => a.name === f.aggregate || a.uuid === f.aggregate) && <option value={f.aggregate}>{f.aggregate} (no host)</option>}
+          </select>
+        </label>
+        <label>
+          Traits{' '}
+          <input
+            name="trait"
+            list="fleet-traits"
+            size={34}
+            placeholder="HW_CPU_X86_AVX2, !CUSTOM_X (Enter)"
+            title="Traits every host shown has on some provider of its tree, comma-separated; !NAME: must not have it. Enter applies."
+            value={traitText}
+            onInput={(e) => setTraitText((e.target as HTMLInputElement).value)}
+            onChange={applyTraits}
+          />
+          <datalist id="fleet-traits">
+            {p.facets.traits.map((t) => (
+              <option value={t} />
+            ))}
+          </datalist>
+        </label>
       </form>
+      {unknownTraits.length > 0 && (
+        <p class="problem" role="status" data-testid="unknown-traits">
+          No host has {unknownTraits.join(', ')}.
+        </p>
+      )}
       <p data-testid="fleet-count">
         <strong>{shown.length}</strong> of {p.all.length} hosts shown
       </p>

@@ -7,7 +7,7 @@
  * reload. A dropped connection is opened again after 2, 4, ... 30 s; a 401 brings the login
  * prompt as any call's does.
  */
-import { authListeners, storedToken, type HostView } from './api.js';
+import { authListeners, refusedMessage, storedToken, type HostView } from './api.js';
 import { useEffect, useState } from 'preact/hooks';
 
 /** One `hosts` event: the changed (or new) hosts' summaries and the names of hosts that went. */
@@ -64,7 +64,7 @@ async function run(): Promise<void> {
       const token = storedToken();
       const res = await fetch('/scheduler/v1/events', { headers: { accept: 'text/event-stream', ...(token !== undefined ? { 'x-auth-token': token } : {}) } });
       if (res.status === 401) {
-        for (const l of authListeners) l('the server refused the token (wrong or expired)');
+        for (const l of authListeners) l(refusedMessage(token));
         break;
       }
       if (!res.ok || !res.body) throw new Error(`${res.status}`);

@@ -7,6 +7,7 @@ import { HostsPage } from './hosts.js';
 import { InstancePage } from './instance.js';
 import { useLiveState } from './live.js';
 import { Link, useRoute } from './router.js';
+import { DecisionsPage } from './decisions.js';
 import { WhyNotPage } from './why-not.js';
 import './style.css';
 
@@ -53,6 +54,29 @@ function Login({ message, onDone }: { message: string; onDone: () => void }) {
   );
 }
 
+/**
+ * With `--auth trusted-headers` the proxy in front says who the user is: no token is asked for.
+ * A 401 means a request reached ert without the proxy's identity: said so, with a retry.
+ */
+function ProxyRefused({ message, onRetry }: { message: string; onRetry: () => void }) {
+  return (
+    <main class="login">
+      <div data-testid="proxy-refused">
+        <h1>ert</h1>
+        <p class="problem" role="alert" data-testid="login-problem">
+          Not signed in: {message}.
+        </p>
+        <p>
+          Open the view through the proxy that signs you in (it sets <code>X-User-Id</code>, <code>X-Project-Id</code> and <code>X-Roles</code>), then retry.
+        </p>
+        <button type="button" onClick={onRetry}>
+          Retry
+        </button>
+      </div>
+    </main>
+  );
+}
+
 function NotFound({ path }: { path: string }) {
   return (
     <main>
@@ -78,7 +102,8 @@ function LiveIndicator() {
 function App() {
   const route = useRoute();
   // undefined: signed in (or opening directly); a string: the login prompt with that message.
-  const [prompt, setPrompt] = useState<string | undefined>(storedToken() === undefined ? '' : undefined);
+  const proxy = serverConfig().identity === 'proxy';
+  const [prompt, setPrompt] = useState<string | undefined>(storedToken() === undefined && !proxy ? '' : undefined);
   const [epoch, setEpoch] = useState(0);
   useEffect(
     () =>
@@ -88,6 +113,11 @@ function App() {
       }),
     [],
   );
+  const done = () => {
+    setPrompt(undefined);
+    setEpoch(epoch + 1);
+  };
+  if (prompt !== undefined && proxy) return <ProxyRefused message={prompt} onRetry={done} />;
   if (prompt !== undefined) {
     return (
       <Login
@@ -101,7 +131,8 @@ function App() {
   }
   const signedIn = sessionStorage.getItem('ert-token') !== null;
   let page;
-  if (route.path === '/' || route.path === '') page = <FleetPage key={epoch} />;
+  if (route.path === '/' || route.path === '') page = <FleetPage key={epoch} search={route.search} />;
+  else if (route.path === '/decisions') page = <DecisionsPage key={epoch} />;
   else if (route.path === '/hosts') page = <HostsPage key={epoch} />;
   else if (route.path.startsWith('/hosts/')) page = <HostPage key={`${epoch}${route.path}`} name={decodeURIComponent(route.path.slice('/hosts/'.length))} />;
   else if (route.path.startsWith('/instances/')) page = <InstancePage key={`${epoch}${route.path}`} uuid={decodeURIComponent(route.path.slice('/instances/'.length))} />;
@@ -115,6 +146,7 @@ function App() {
           <Link href="/">Fleet</Link>
           <Link href="/hosts">Hosts</Link>
           <Link href="/why-not">Why not here?</Link>
+          <Link href="/decisions">Decisions</Link>
           <span class="spacer" />
           <LiveIndicator />
           {signedIn && !serverConfig().openToken && (

@@ -191,10 +191,18 @@ async function serveOne(ctx: CommandContext, opts: ServeCommandOptions, config: 
         effectiveStatus,
         staleAfter: config.tracker.staleAfter,
         onDecision: metrics.observeDecision,
+        // GET /hosts (the web view's fleet) answers from kept snapshots: read them once listening,
+        // so that the first view of a large fleet does not wait for every host to be read.
+        warmHostSnapshots: true,
       },
       // The web view at /ui (docs/ui.md): opens without asking for a token only where noauth2
       // already lets anyone who connects be admin, on a loopback address.
-      ui: { dir: uiAssets(), ...(setup.mode === 'noauth2' && isLoopback(opts.host) ? { openToken: 'admin' } : {}) },
+      // With trusted-headers the proxy in front signs the user in: the view asks for no token.
+      ui: {
+        dir: uiAssets(),
+        ...(setup.mode === 'noauth2' && isLoopback(opts.host) ? { openToken: 'admin' } : {}),
+        ...(setup.mode === 'trusted-headers' ? { identity: 'proxy' as const } : {}),
+      },
     });
     try {
       if (worker) {

@@ -8,7 +8,10 @@ import { normalizeInventory } from '@ert/plugin-api';
 import type { Flavor, HostStatus, Inventory, InventoryInput, JsonValue, Plugin } from '@ert/plugin-api';
 import { createStore } from '@ert/store';
 import type { HostImport, Store, StoreOptions } from '@ert/store';
-import { afterAll } from 'vitest';
+import { fileURLToPath } from 'node:url';
+import { loadConfig } from '@ert/core';
+import { createTracker, type Tracker } from '@ert/tracker';
+import { afterAll, beforeAll } from 'vitest';
 import { createScheduler, type Scheduler } from '../src/index.js';
 
 /** A temp directory removed by `cleanup`. */
@@ -139,4 +142,43 @@ export function useFleets(client: 'sqlite3' | 'pg', prefix: string) {
       return s;
     },
   };
+}
+
+const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
+
+/** The fixture tree of one of config/hosts' profiles, standing for `/` on that host. */
+export function profileRoot(profile: string): string {
+  return path.join(REPO_ROOT, 'config', 'hosts', profile);
+}
+
+/**
+ * For one describe block: a migrated store holding one host per profile of config/hosts,
+ * each synced by its real tracker with config/ert.config.yaml's plugins (hosts named after
+ * their profiles), and a scheduler on it refreshing at every decision; `setup(store)` runs
+ * after the syncs, before the scheduler starts. Everything is closed after the block's tests.
+ * Read the fields inside tests (they are set in a beforeAll).
+ */
+export function useProfileHosts(client: 'sqlite3' | 'pg', label: string, profiles: readonly string[], setup?: (store: Store) => Promise<void>) {
+  const tmp = tempDir(`ert-${label}-`);
+  const world = { store: undefined as unknown as Store, scheduler: undefined as unknown as Scheduler, trackers: new Map<string, Tracker>(), config: undefined as unknown as ErtConfig };
+  beforeAll(async () => {
+    const base = await loadConfig({ path: path.join(REPO_ROOT, 'config', 'ert.config.yaml'), env: {} });
+    const opened = await openStore(client, tmp.dir, label);
+    world.store = opened.store;
+    world.config = { ...base, store: opened.options, log: { level: 'silent' }, scheduler: { ...base.scheduler, refreshInterval: 0 } };
+    for (const profile of profiles) {
+      const tracker = await createTracker({ config: world.config, store: world.store, hostName: profile, root: profileRoot(profile) });
+      await tracker.sync();
+      world.trackers.set(profile, tracker);
+    }
+    await setup?.(world.store);
+    world.scheduler = await createScheduler({ config: world.config, store: world.store });
+  }, 120_000);
+  afterAll(async () => {
+    await world.scheduler?.close();
+    for (const tracker of world.trackers.values()) await tracker.stop();
+    await world.store?.close();
+    tmp.cleanup();
+  });
+  return world;
 }

@@ -1,13 +1,7 @@
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '@ert/core';
-import type { ErtConfig } from '@ert/core';
+import { describe, expect, it } from 'vitest';
 import { RequestSpecError } from '@ert/placement';
-import type { Store } from '@ert/store';
-import { createTracker, type Tracker } from '@ert/tracker';
-import { createScheduler, NoValidHostError, type Scheduler } from '../src/index.js';
-import { flavor, instances, openStore, tempDir } from './helpers.js';
+import { NoValidHostError } from '../src/index.js';
+import { flavor, instances, useProfileHosts } from './helpers.js';
 
 /*
  * Image properties (issue 20, point 3; docs/images.md) through the scheduler with the six
@@ -19,48 +13,24 @@ import { flavor, instances, openStore, tempDir } from './helpers.js';
  * The reservation of an image asking dedicated CPUs is then confirmed by the host's own
  * tracker, whose plugins see the same merged request (the image travels on the record's flavor).
  */
-const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 const PROFILES = ['xeon-2s-cat', 'epyc-1s', 'cloud-vm'] as const;
 const XEON_ISOLATED = [36, 37, 38, 39, 76, 77, 78, 79];
 
 describe('image properties through the scheduler and the tracker, real plugins', () => {
-  const tmp = tempDir('ert-images-');
-  let store: Store;
-  let scheduler: Scheduler;
-  const trackers = new Map<string, Tracker>();
-
-  beforeAll(async () => {
-    const base = await loadConfig({ path: path.join(repoRoot, 'config', 'ert.config.yaml'), env: {} });
-    const opened = await openStore('sqlite3', tmp.dir, 'images');
-    store = opened.store;
-    const config: ErtConfig = { ...base, store: opened.options, log: { level: 'silent' }, scheduler: { ...base.scheduler, refreshInterval: 0 } };
-    for (const profile of PROFILES) {
-      const tracker = await createTracker({ config, store, hostName: profile, root: path.join(repoRoot, 'config', 'hosts', profile) });
-      await tracker.sync();
-      trackers.set(profile, tracker);
-    }
-    scheduler = await createScheduler({ config, store });
-  }, 120_000);
-
-  afterAll(async () => {
-    await scheduler?.close();
-    for (const tracker of trackers.values()) await tracker.stop();
-    await store?.close();
-    tmp.cleanup();
-  });
+  const world = useProfileHosts('sqlite3', 'images', PROFILES);
 
   const small = flavor('small', 1, 512);
 
   it('an image trait required keeps the request off hosts without it; forbidden keeps it off hosts with it', async () => {
     // Seen red: with mergeImageProperties' trait branch not taking the image's trait, all three hosts passed both explains.
-    expect((await scheduler.explain({ flavor: small, instances: instances(1) })).passed).toBe(3);
-    const required = await scheduler.explain({ flavor: small, image: { properties: { 'trait:HW_CPU_X86_AVX512F': 'required' } }, instances: instances(1) });
+    expect((await world.scheduler.explain({ flavor: small, instances: instances(1) })).passed).toBe(3);
+    const required = await world.scheduler.explain({ flavor: small, image: { properties: { 'trait:HW_CPU_X86_AVX512F': 'required' } }, instances: instances(1) });
     expect(required.weighed.map((w) => w.host).sort()).toEqual(['cloud-vm', 'xeon-2s-cat']);
     expect(required.rejected.map((r) => r.host)).toEqual(['epyc-1s']);
-    const forbidden = await scheduler.explain({ flavor: small, image: { properties: { 'trait:HW_CPU_X86_AVX512F': 'forbidden' } }, instances: instances(1) });
+    const forbidden = await world.scheduler.explain({ flavor: small, image: { properties: { 'trait:HW_CPU_X86_AVX512F': 'forbidden' } }, instances: instances(1) });
     expect(forbidden.weighed.map((w) => w.host)).toEqual(['epyc-1s']);
 
-    const placed = await scheduler.select({ flavor: small, image: { properties: { 'trait:HW_CPU_X86_AVX512F': 'forbidden' } }, instances: instances(2) });
+    const placed = await world.scheduler.select({ flavor: small, image: { properties: { 'trait:HW_CPU_X86_AVX512F': 'forbidden' } }, instances: instances(2) });
     expect(placed.map((s) => s.host)).toEqual(['epyc-1s', 'epyc-1s']);
   });
 
@@ -69,57 +39,57 @@ describe('image properties through the scheduler and the tracker, real plugins',
     // kept on the record), the host's tracker confirmed it as a shared instance: no CPUs pinned
     // (and the record held no image).
     const [one] = instances(1);
-    const [selection] = await scheduler.select({ flavor: flavor('plain', 2, 1024), image: { properties: { hw_cpu_policy: 'dedicated', 'trait:HW_CPU_X86_AVX512F': 'required' } }, instances: [one!] });
+    const [selection] = await world.scheduler.select({ flavor: flavor('plain', 2, 1024), image: { properties: { hw_cpu_policy: 'dedicated', 'trait:HW_CPU_X86_AVX512F': 'required' } }, instances: [one!] });
     // Only xeon-2s-cat has both AVX-512 and dedicated CPUs.
     expect(selection!.host).toBe('xeon-2s-cat');
     expect(selection!.allocations.filter((a) => a.resourceClass === 'PCPU').map((a) => a.amount)).toEqual([2]);
     expect(selection!.allocations.some((a) => a.resourceClass === 'VCPU')).toBe(false);
-    const reserved = await store.getInstance(one!.uuid);
+    const reserved = await world.store.getInstance(one!.uuid);
     expect(reserved).toMatchObject({ state: 'scheduled', flavor: { name: 'plain', extraSpecs: {}, image: { properties: { hw_cpu_policy: 'dedicated' } } } });
 
-    const report = await trackers.get('xeon-2s-cat')!.confirmScheduled();
+    const report = await world.trackers.get('xeon-2s-cat')!.confirmScheduled();
     expect(report.refused).toEqual([]);
     expect(report.confirmed).toEqual([one!.uuid]);
-    const confirmed = await store.getInstance(one!.uuid);
+    const confirmed = await world.store.getInstance(one!.uuid);
     expect(confirmed?.state).toBe('active');
     // The vcpu plugin pinned two of the host's dedicated CPUs: it saw hw:cpu_policy=dedicated.
     expect(confirmed?.cpus).toHaveLength(2);
     for (const cpu of confirmed!.cpus!) expect(XEON_ISOLATED).toContain(cpu);
     // The next periodic update rebuilds the plugins' views from the record: still pinned, still PCPU.
-    await trackers.get('xeon-2s-cat')!.sync();
-    expect((await store.getInstance(one!.uuid))?.cpus).toEqual(confirmed!.cpus);
+    await world.trackers.get('xeon-2s-cat')!.sync();
+    expect((await world.store.getInstance(one!.uuid))?.cpus).toEqual(confirmed!.cpus);
 
     // A resize changes the flavor, not the image (Nova): the new flavor is merged with it.
     // Seen red: without the carry-over in tracker.resize, the resized instance asked VCPU and pinned nothing.
-    const xeon = trackers.get('xeon-2s-cat')!;
+    const xeon = world.trackers.get('xeon-2s-cat')!;
     const resized = await xeon.resize(one!.uuid, flavor('plain-3', 3, 1024));
     expect(resized.ok).toBe(true);
-    const record = await store.getInstance(one!.uuid);
+    const record = await world.store.getInstance(one!.uuid);
     expect(record).toMatchObject({ state: 'resizing', flavor: { name: 'plain-3', image: { properties: { hw_cpu_policy: 'dedicated' } } } });
     expect(record?.cpus).toHaveLength(3);
-    const { allocations } = await store.getAllocations(one!.uuid);
+    const { allocations } = await world.store.getAllocations(one!.uuid);
     expect(allocations.filter((a) => a.resourceClass === 'PCPU').map((a) => a.amount)).toEqual([3]);
     expect((await xeon.confirmResize(one!.uuid)).ok).toBe(true);
   });
 
   it('an image asking dedicated CPUs on an explicitly shared flavor is refused before any host is looked at, naming both', async () => {
     // Seen red: with the shared-flavor rule removed from mergeImageProperties, the request was placed on a VCPU host.
-    const error = await scheduler
+    const error = await world.scheduler
       .select({ flavor: flavor('shared', 2, 1024, { 'hw:cpu_policy': 'shared' }), image: { properties: { hw_cpu_policy: 'dedicated' } }, instances: instances(1) })
       .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(RequestSpecError);
     expect((error as RequestSpecError).code).toBe('ERT_SPEC_CONFLICT');
     expect((error as Error).message).toBe('flavor hw:cpu_policy=shared conflicts with image hw_cpu_policy=dedicated: a shared flavor does not let the image ask for dedicated CPUs');
     // An image property on a request without a flavor is refused too.
-    await expect(scheduler.select({ placement: { groups: [{ suffix: '', resources: { VCPU: 1 }, requiredTraits: [], forbiddenTraits: [], memberOf: [] }], groupPolicy: 'none' }, image: { properties: {} }, instances: instances(1) })).rejects.toThrow(/image needs a flavor/);
+    await expect(world.scheduler.select({ placement: { groups: [{ suffix: '', resources: { VCPU: 1 }, requiredTraits: [], forbiddenTraits: [], memberOf: [] }], groupPolicy: 'none' }, image: { properties: {} }, instances: instances(1) })).rejects.toThrow(/image needs a flavor/);
   });
 
   it('the image is part of the request: the same flavor with and without it is ranked apart', async () => {
     // Seen red: with the parse cache keyed on request.flavor alone, the second explain reused the first's spec (3 hosts passed).
     const f = flavor('tiny', 1, 256);
-    expect((await scheduler.explain({ flavor: f, instances: instances(1) })).passed).toBe(3);
-    expect((await scheduler.explain({ flavor: f, image: { properties: { hw_cpu_policy: 'dedicated' } }, instances: instances(1) })).weighed.map((w) => w.host).sort()).toEqual(['epyc-1s', 'xeon-2s-cat']);
-    const err = await scheduler.select({ flavor: flavor('huge', 64, 1024), image: { properties: { hw_cpu_policy: 'dedicated' } }, instances: instances(1) }).catch((e: unknown) => e);
+    expect((await world.scheduler.explain({ flavor: f, instances: instances(1) })).passed).toBe(3);
+    expect((await world.scheduler.explain({ flavor: f, image: { properties: { hw_cpu_policy: 'dedicated' } }, instances: instances(1) })).weighed.map((w) => w.host).sort()).toEqual(['epyc-1s', 'xeon-2s-cat']);
+    const err = await world.scheduler.select({ flavor: flavor('huge', 64, 1024), image: { properties: { hw_cpu_policy: 'dedicated' } }, instances: instances(1) }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(NoValidHostError);
   });
 });

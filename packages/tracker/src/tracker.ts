@@ -1454,16 +1454,9 @@ class HostTracker implements Tracker {
   /* ------------------------------------------------------- request groups of a live instance */
 
   attach(uuid: string, group: ResourceRequestGroup): Promise<ClaimResult> {
-    this.assertRunning();
-    return this.mutex.run(async () => {
-      const store = await this.openStore();
-      const record = await store.getInstance(uuid);
-      const notLive = this.notLiveHere(uuid, record, 'extended');
-      if (notLive) return notLive;
-      // Read with the record: the write is checked against this generation.
-      const old = await store.getAllocations(uuid);
+    return this.withLiveInstance(uuid, 'extended', async (store, record, old) => {
       const { provider: _given, ...asked } = group;
-      const flavor: Flavor = { ...record!.flavor, requestGroups: [...(record!.flavor.requestGroups ?? []), asked] };
+      const flavor: Flavor = { ...record.flavor, requestGroups: [...(record.flavor.requestGroups ?? []), asked] };
       let spec: RequestSpec;
       try {
         spec = this.parse(flavor);
@@ -1476,45 +1469,54 @@ class HostTracker implements Tracker {
       const addition: RequestSpec = { ...spec, groups: [{ suffix: '', resources: {}, requiredTraits: [], forbiddenTraits: [], memberOf: [] }, added], groupPolicy: 'none', pluginSpecs: {}, aggregateExtraSpecs: {}, capabilities: [] };
       const unavailable = await this.unavailableFor(store, addition);
       if (unavailable.length > 0) return { ok: false, reasons: unavailable };
-      const request: InstanceRequest = { uuid, projectId: record!.projectId, userId: record!.userId, flavor };
+      const request: InstanceRequest = { uuid, projectId: record.projectId, userId: record.userId, flavor };
       const { reasons, grants } = await this.testAll({ instance: request, spec: addition, kind: 'extend' });
       for (const plugin of grants.keys()) reasons.push({ plugin, reason: `plugin ${plugin} hook test answered an extend with a grant; an extension is placed by Placement's rules and the instance keeps what its claim assigned` });
       if (reasons.length > 0) return { ok: false, reasons };
       const { tree } = await this.fitTree(store, []);
       const fit = fitRequest(addition, tree, { withMappings: true });
       if (!fit.ok) return { ok: false, reasons: [{ reason: fit.reason }] };
-      const extended: InstanceRecord = { ...record!, flavor: withGroupProviders(flavor, fit.mappings), updatedAt: this.clock.now() };
-      return this.rewriteLocked(store, record!, old, mergeAllocations(old.allocations, fit.allocations), extended, spec);
+      const extended: InstanceRecord = { ...record, flavor: withGroupProviders(flavor, fit.mappings), updatedAt: this.clock.now() };
+      return this.rewriteLocked(store, record, old, mergeAllocations(old.allocations, fit.allocations), extended, spec);
     });
   }
 
   detach(uuid: string, requester: string): Promise<ClaimResult> {
-    this.assertRunning();
-    return this.mutex.run(async () => {
-      const store = await this.openStore();
-      const record = await store.getInstance(uuid);
-      const notLive = this.notLiveHere(uuid, record, 'shrunk');
-      if (notLive) return notLive;
-      const groups = record!.flavor.requestGroups ?? [];
+    return this.withLiveInstance(uuid, 'shrunk', async (store, record, old) => {
+      const groups = record.flavor.requestGroups ?? [];
       const group = groups.find((g) => g.requester === requester);
       if (!group) {
         return { ok: false, reasons: [{ reason: `instance ${uuid} has no request group of requester ${requester} (it has ${groups.map((g) => g.requester).join(', ') || 'none'})` }] };
       }
-      const old = await store.getAllocations(uuid);
       const allocations = withoutGroup(old.allocations, group);
       if (typeof allocations === 'string') return { ok: false, reasons: [{ reason: `instance ${uuid}, request group ${requester}: ${allocations}` }] };
-      const flavor: Flavor = { ...record!.flavor, requestGroups: groups.filter((g) => g !== group) };
+      const flavor: Flavor = { ...record.flavor, requestGroups: groups.filter((g) => g !== group) };
       if (flavor.requestGroups!.length === 0) delete flavor.requestGroups;
-      const shrunk: InstanceRecord = { ...record!, flavor, updatedAt: this.clock.now() };
-      return this.rewriteLocked(store, record!, old, allocations, shrunk, this.parseOr(flavor));
+      const shrunk: InstanceRecord = { ...record, flavor, updatedAt: this.clock.now() };
+      return this.rewriteLocked(store, record, old, allocations, shrunk, this.parseOr(flavor));
     });
   }
 
-  /** A refusal unless `record` is an active instance of this host (not mid-resize or migration). */
-  private notLiveHere(uuid: string, record: InstanceRecord | undefined, verb: string): ClaimResult | undefined {
-    if (record && record.host === this.hostName && record.state === 'active' && record.migrationUuid === undefined) return undefined;
-    const where = record ? `${record.state}${record.migrationUuid !== undefined ? ' with a resize or move pending' : ''} on host ${record.host}` : 'unknown';
-    return { ok: false, reasons: [{ reason: `instance ${uuid} is ${where}; only an active instance of host ${this.hostName} with no resize or move pending can be ${verb}` }] };
+  /**
+   * Under the host lock: `fn` with the record of `uuid` and its allocations (whose consumer
+   * generation the write is checked against), read together; a refusal, without calling it,
+   * unless the record is an active instance of this host with no resize or move pending.
+   */
+  private withLiveInstance(
+    uuid: string,
+    verb: string,
+    fn: (store: HostStore, record: InstanceRecord, old: { allocations: Allocation[]; generation: number | null }) => Promise<ClaimResult>,
+  ): Promise<ClaimResult> {
+    this.assertRunning();
+    return this.mutex.run(async () => {
+      const store = await this.openStore();
+      const record = await store.getInstance(uuid);
+      if (!record || record.host !== this.hostName || record.state !== 'active' || record.migrationUuid !== undefined) {
+        const where = record ? `${record.state}${record.migrationUuid !== undefined ? ' with a resize or move pending' : ''} on host ${record.host}` : 'unknown';
+        return { ok: false, reasons: [{ reason: `instance ${uuid} is ${where}; only an active instance of host ${this.hostName} with no resize or move pending can be ${verb}` }] };
+      }
+      return fn(store, record, await store.getAllocations(uuid));
+    });
   }
 
   /**

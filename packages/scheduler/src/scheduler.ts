@@ -388,8 +388,7 @@ class DefaultScheduler implements Scheduler {
         const ranking = this.rank(memo, limit);
         const candidates = ranking.candidates.filter((c) => !tried.has(c.host.name));
         if (candidates.length === 0) {
-          // A bounded ranking evaluated only some hosts: explain from a complete one.
-          throw new NoValidHostError(instance.uuid, spec.flavor.name, summarize(buildExplanation(this.manager.slots, memo, ranking.bounded ? this.rank(memo, 0) : ranking)), attempts);
+          throw new NoValidHostError(instance.uuid, spec.flavor.name, summarize(buildExplanation(this.manager.slots, memo, ranking)), attempts);
         }
         const pick = Math.min(Math.floor(this.env.random() * Math.min(hostSubsetSize, candidates.length)), candidates.length - 1);
         const chosen = candidates[pick]!.host;

@@ -36,9 +36,10 @@ export interface Flavor {
  * A port's or a device's resource request: a numbered request group whose suffix is
  * `requester`. As any numbered group (Placement's rules), all its resources come from one
  * provider of the host's tree (e.g. a bandwidth provider another service created under the
- * compute host), which has every `required` trait and no `forbidden` one. With the flavor's
- * own numbered groups, two or more numbered groups need the flavor's `group_policy` (Nova's
- * rule for ports with resource requests).
+ * compute host), which has every `required` trait and no `forbidden` one. The flavor's
+ * `group_policy` applies to them with its own numbered groups (`isolate`: each on a provider
+ * of its own); a flavor that sets none lets request groups share providers (`none`), where
+ * Nova would refuse two ports without it (docs/request-groups.md).
  */
 export interface ResourceRequestGroup {
   /** Who asks (a port or device uuid): the group's suffix, `[A-Za-z0-9_-]{1,64}`, unique within the instance. */

@@ -224,7 +224,8 @@ describe('deploy/Dockerfile (checked without a Docker daemon: the image is not b
           child.on('exit', (code) => reject(new Error(`exited ${code}: ${stderr}`)));
         });
         expect((await fetch(`${origin}/healthz`)).status).toBe(200);
-        expect((await fetch(`${origin}/readyz`)).status).toBe(200);
+        // Ready once it has read every host's snapshot (the check host-snapshots, a few ms here).
+        await expect.poll(async () => (await fetch(`${origin}/readyz`)).status, { timeout: 10_000, interval: 20 }).toBe(200);
       } finally {
         child.kill('SIGTERM');
         await new Promise((resolve) => (child.exitCode !== null ? resolve(null) : child.once('exit', resolve)));

@@ -101,9 +101,12 @@ export interface SchedulerApiOptions {
   /**
    * Read every host's snapshot once the server listens (`ert serve`), so that the first
    * `GET /hosts` (the web view's fleet) joins that read or finds it done instead of reading
-   * every host itself. Readiness does not wait for it.
+   * every host itself. The server answers meanwhile; `onHostSnapshotsRead` is told when the
+   * read ended (`ert serve`'s readiness check `host-snapshots` waits for it).
    */
   warmHostSnapshots?: boolean;
+  /** Told once the read of `warmHostSnapshots` ended: the hosts read and how long it took, or why it failed (GET /hosts then reads them itself). */
+  onHostSnapshotsRead?: (outcome: { hosts: number; ms: number } | { error: unknown }) => void;
   /** `GET /decisions`: how many of the latest decisions are kept (default 200). */
   decisionsKept?: number;
 }
@@ -1005,8 +1008,19 @@ export function schedulerApi(ctx: SchedulerApiContext): (app: FastifyInstance) =
       app.addHook('onListen', async () => {
         const started = performance.now();
         warming = hostSnapshots.all().then(
-          (all) => app.log.info({ hosts: all.length, ms: Math.round(performance.now() - started) }, 'host snapshots read'),
-          (err: unknown) => app.log.warn({ err }, 'host snapshots not read at start (GET /hosts reads them)'),
+          (all) => {
+            // The summaries' and facets' parts kept per snapshot, made now rather than at the first view.
+            const now = Date.now();
+            for (const s of all) hostSummary(s, now, false);
+            hostFacets(all, []);
+            const read = { hosts: all.length, ms: Math.round(performance.now() - started) };
+            app.log.info(read, 'host snapshots read');
+            ctx.onHostSnapshotsRead?.(read);
+          },
+          (err: unknown) => {
+            app.log.warn({ err }, 'host snapshots not read at start (GET /hosts reads them)');
+            ctx.onHostSnapshotsRead?.({ error: err });
+          },
         );
       });
       // Not closing the store under that read.

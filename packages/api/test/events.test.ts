@@ -130,6 +130,8 @@ describe('one reader of the store for GET /hosts and the live feed (HostSnapshot
   let origin: string;
   /** The hosts each `loadHosts` call asked for (undefined: all). */
   const loads: Array<string[] | undefined> = [];
+  /** What onHostSnapshotsRead was told (ert serve's readiness check waits for it). */
+  const warmed: unknown[] = [];
 
   beforeAll(async () => {
     dir = mkdtempSync(path.join(tmpdir(), 'ert-events-'));
@@ -156,7 +158,15 @@ describe('one reader of the store for GET /hosts and the live feed (HostSnapshot
     app = await createApi({
       store: counted,
       auth: 'noauth2',
-      scheduler: { createScheduler: () => Promise.reject(new Error('not needed')), flavors: [], effectiveStatus, staleAfter: 0, eventsIntervalMs: 50, warmHostSnapshots: true },
+      scheduler: {
+        createScheduler: () => Promise.reject(new Error('not needed')),
+        flavors: [],
+        effectiveStatus,
+        staleAfter: 0,
+        eventsIntervalMs: 50,
+        warmHostSnapshots: true,
+        onHostSnapshotsRead: (outcome) => warmed.push(outcome),
+      },
     });
     origin = await app.listen({ host: '127.0.0.1', port: 0 });
   });
@@ -176,6 +186,8 @@ describe('one reader of the store for GET /hosts and the live feed (HostSnapshot
     // Warmed without any request: every host read once (one read of all, no list of names).
     await expect.poll(() => loads.length).toBe(1);
     expect(loads[0]).toBeUndefined();
+    await expect.poll(() => warmed.length).toBe(1);
+    expect(warmed[0]).toMatchObject({ hosts: 3 });
     const list = async () => ((await (await fetch(`${origin}${SCHEDULER_PREFIX}/hosts`, { headers: { 'x-auth-token': 'admin' } })).json()) as { hosts: HostChange['hosts'] }).hosts;
     expect((await list()).map((h) => h.name)).toEqual(['one', 'three', 'two']);
     expect(loads).toHaveLength(1);

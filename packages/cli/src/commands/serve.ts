@@ -17,6 +17,7 @@ import {
   tokensFromFile,
   type Authenticator,
   type AuthMode,
+  type CheckResult,
   type Policy,
   type PolicyDefaults,
 } from '@ert/api';
@@ -168,6 +169,7 @@ async function serveOne(ctx: CommandContext, opts: ServeCommandOptions, config: 
       );
     };
     if (tokens) process.on('SIGHUP', onHup);
+    let snapshotsRead: CheckResult = { ok: false, reason: 'reading every host once (GET /scheduler/v1/hosts then answers from memory)', code: 'ERT_API_STARTING' };
     const server = await serve({
       store,
       host: opts.host,
@@ -178,7 +180,10 @@ async function serveOne(ctx: CommandContext, opts: ServeCommandOptions, config: 
       policy,
       workerHeader: worker,
       logger,
-      setup: serveOps(metrics, store),
+      // Ready once every host's snapshot is read (below): the first view of a large fleet then
+      // answers from memory. A read that failed does not hold readiness (the store check says
+      // why, and GET /hosts reads them itself).
+      setup: serveOps(metrics, store, { 'host-snapshots': () => snapshotsRead }),
       // The scheduler API (/scheduler/v1): one scheduler for this process, created at the first
       // select or explain; claims of concurrent requests are written concurrently (overlapClaims).
       scheduler: {
@@ -194,6 +199,9 @@ async function serveOne(ctx: CommandContext, opts: ServeCommandOptions, config: 
         // GET /hosts (the web view's fleet) answers from kept snapshots: read them once listening,
         // so that the first view of a large fleet does not wait for every host to be read.
         warmHostSnapshots: true,
+        onHostSnapshotsRead: (outcome) => {
+          snapshotsRead = 'error' in outcome ? { ok: true, detail: `not read at start (${messageOf(outcome.error)}): GET /hosts reads them` } : { ok: true, detail: outcome };
+        },
       },
       // The web view at /ui (docs/ui.md): opens without asking for a token only where noauth2
       // already lets anyone who connects be admin, on a loopback address.

@@ -14,9 +14,11 @@
  * catalogue of 30+ flavors, every plugin's extra specs, server groups, host hints, custom
  * sizes, and requests built to fail; every decision is timed (no warm-up is hidden), first-seen
  * shapes are reported apart, failures are counted apart (a request built to fail that is
- * placed, or usage over capacity at the end, is a wrong answer: exit 1).
+ * placed, or usage over capacity at the end, is a wrong answer: exit 1); `slowest` lists the
+ * ten slowest placed decisions with their kind.
  * With --concurrency C > 1, C clients send requests at once and the scheduler overlaps claims.
- * With --profile FILE, a V8 CPU profile of the steady phase only is written to FILE (.cpuprofile).
+ * With --profile FILE, a V8 CPU profile of the timed decisions only is written to FILE (.cpuprofile):
+ * the steady phase of `flavors`, every decision of `mixed`.
  *
  * Builds a fleet of N hosts through the real discovery (the tracker's `buildFleet` over the host
  * profiles in config/hosts/* with the five first-party plugins), imports it into a fresh SQLite
@@ -183,6 +185,15 @@ async function runMixed(config: ErtConfig, store: Store, args: Args): Promise<Re
   let failedAsBuilt = 0;
   let wrong = 0;
   let newShapes = 0;
+  // The slowest placed decisions, with what they were (where the tail comes from).
+  const SLOWEST = 10;
+  const slowest: Array<{ ms: number; kind: string; flavor: string; firstSeen: boolean }> = [];
+  const profiler = args.profile === undefined ? undefined : new Session();
+  if (profiler) {
+    profiler.connect();
+    await profiler.post('Profiler.enable');
+    await profiler.post('Profiler.start');
+  }
   const loadBefore = loadavg()[0]!;
   const begin = performance.now();
   for (let i = 0; i < args.decisions; i++) {
@@ -196,6 +207,8 @@ async function runMixed(config: ErtConfig, store: Store, args: Args): Promise<Re
       await scheduler.select({ flavor: request.flavor, ...(request.hints ? { hints: request.hints } : {}), instances: [{ uuid, projectId: 'bench', userId: 'bench' }] });
       const ms = performance.now() - t0;
       all.push(ms);
+      slowest.push({ ms: round(ms), kind: request.kind, flavor: request.flavor.name, firstSeen: isNew });
+      if (slowest.length > SLOWEST * 4) slowest.sort((a, b) => b.ms - a.ms).splice(SLOWEST);
       if (isNew) fresh.push(ms);
       workload.placed(uuid);
       if (request.mustFail !== undefined) wrong++;
@@ -208,6 +221,11 @@ async function runMixed(config: ErtConfig, store: Store, args: Args): Promise<Re
   }
   const totalMs = performance.now() - begin;
   const loadAfter = loadavg()[0]!;
+  if (profiler) {
+    const { profile } = await profiler.post('Profiler.stop');
+    writeFileSync(args.profile!, JSON.stringify(profile));
+    profiler.disconnect();
+  }
   await scheduler.close();
   // Correctness at the end: nothing over capacity anywhere.
   const overCapacity = await overCapacityCount(store);
@@ -235,6 +253,7 @@ async function runMixed(config: ErtConfig, store: Store, args: Args): Promise<Re
     newShapeP99Ms: round(percentile(sortedFresh, 99)),
     loadAverage: [round(loadBefore, 2), round(loadAfter, 2)],
     plugins: args.plugins,
+    slowest: slowest.sort((a, b) => b.ms - a.ms).slice(0, SLOWEST),
   };
 }
 

@@ -11,3 +11,4 @@ export * from './requests.js';
 export * from './host.js';
 export * from './services.js';
 export * from './plugins.js';
+export * from './summaries.js';

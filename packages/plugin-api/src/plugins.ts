@@ -1,6 +1,7 @@
 import type { JsonSchema, JsonValue } from './json.js';
 import type { ExtraSpecKey, InstanceRequest, RequestSpec } from './requests.js';
 import type { HostState } from './host.js';
+import type { HostSummaries, SummaryBound } from './summaries.js';
 import type { InventoryInput, ResourceClass } from './resources.js';
 import type { Logger, ServiceContainer } from './services.js';
 import { PLUGIN_API_VERSION } from './version.js';
@@ -293,6 +294,16 @@ export interface ConsumerHooks<Stats = unknown, HostData = unknown> {
    * decision in the batch sees it. Must not throw for a placement it cannot interpret.
    */
   placed?(data: HostData, placement: Placement, host: HostState): HostData;
+  /**
+   * Optional: the numbers this plugin's filters and weighers can be judged by without being
+   * called (`HostSummaries`, published as `<plugin>.<key>`), for the data just built by
+   * `consume` or `placed`. Called after each of them; pure and cheap. The scheduler keeps
+   * them in typed arrays to rank a request never seen before without calling every filter
+   * and weigher on every host (see `FilterHooks.summaryBounds`, `WeigherHooks.summaryScore`
+   * and docs/plugins.md, "Host summaries"). A throw leaves this host's summaries unknown
+   * (the host is then evaluated one hook call at a time, as without summaries).
+   */
+  summarize?(data: HostData, host: HostState): HostSummaries;
 }
 
 /**
@@ -309,6 +320,21 @@ export interface FilterHooks {
    * closed) with a reason naming the plugin and hook.
    */
   filter(host: HostState, spec: RequestSpec): string | undefined | void;
+  /**
+   * Optional, called once per request (after `appliesTo`): necessary conditions on published
+   * summaries. A host whose summary is known and below a bound's `atLeast` must be one that
+   * `filter` rejects, so the scheduler may leave it out without calling `filter` (pruning
+   * must never drop a host `filter` would accept). Return nothing when no bound applies. A
+   * throw is taken as no bounds.
+   */
+  summaryBounds?(spec: RequestSpec): readonly SummaryBound[] | undefined;
+  /**
+   * Optional, called once per request (after `appliesTo`): when `filter` can accept only a
+   * few hosts known by name (an affinity group's hosts, say), their names: every host not
+   * named is one `filter` rejects, so the scheduler looks at the named ones only. Return
+   * nothing when any host may pass. A throw is taken as no restriction.
+   */
+  candidateHosts?(spec: RequestSpec): readonly string[] | undefined;
 }
 
 /**
@@ -325,6 +351,16 @@ export interface WeigherHooks {
    * always give the same score.
    */
   weigh(host: HostState, spec: RequestSpec): number;
+  /**
+   * Optional, called once per request (after `appliesTo`): the name of a published summary
+   * equal to `weigh(host, spec)` for every host that passes the filters (hosts whose summary
+   * is unknown are weighed by calling `weigh`). With a summary for every weigher that
+   * applies, the scheduler ranks a new request by reading typed arrays and calls filters
+   * and weighers only on the hosts that decide the result (the best ones and each weigher's
+   * lowest and highest). Return nothing when the score depends on more than one summary.
+   * A throw is taken as no summary.
+   */
+  summaryScore?(spec: RequestSpec): string | undefined;
 }
 
 /* ------------------------------- inventory field sources ---------------------------- */

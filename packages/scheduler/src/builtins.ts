@@ -1,11 +1,17 @@
-import { definePlugin } from '@ert/plugin-api';
-import type { FilterHooks, HostState, Plugin, RequestSpec } from '@ert/plugin-api';
+import { definePlugin, UP_SUMMARY } from '@ert/plugin-api';
+import type { FilterHooks, HostState, Plugin, RequestSpec, SummaryBound } from '@ert/plugin-api';
 import { aggregateExtraSpecsProblem, fitRequest, matchCapability } from '@ert/placement';
+import { freeWithoutSummary, reachSummary, traitSummary } from './summaries.js';
 
 /** What the server-group filters need to know beyond one host: where instances are. */
 export interface InstanceLocator {
   /** Name of the host an instance is on (from the store or placed by this scheduler). */
   hostOf(instanceUuid: string): string | undefined;
+  /**
+   * Optional: names of every host whose `HostState.instances` holds the instance ([] when none
+   * does), or undefined when unknown; the same-host filter's candidate hosts.
+   */
+  holdersOf?(instanceUuid: string): string[] | undefined;
 }
 
 function filterPlugin(name: string, hooks: FilterHooks): Plugin {
@@ -53,6 +59,40 @@ function traitsProblem(host: HostState, spec: RequestSpec): string | undefined {
   return undefined;
 }
 
+/**
+ * The `resources` filter's bounds: every group's amount of a class comes from the host's
+ * providers or its sharing providers, so the amounts of all groups together must fit in the
+ * free amount of the class summed over them (the built-in `ert:reach:<CLASS>` summary). A
+ * necessary condition only: min_unit, max_unit, step_size, traits and which provider serves
+ * which group are left to `fitRequest`.
+ */
+export function resourceBounds(spec: RequestSpec): SummaryBound[] {
+  const totals = new Map<string, number>();
+  for (const group of spec.groups) {
+    for (const rc in group.resources) {
+      const amount = group.resources[rc]!;
+      if (amount > 0) totals.set(rc, (totals.get(rc) ?? 0) + amount);
+    }
+  }
+  const bounds = [...totals].map(([rc, amount]) => ({ summary: reachSummary(rc), atLeast: amount }));
+  // The unnumbered group's classes come from providers without its forbidden traits.
+  const unnumbered = spec.groups[0];
+  if (unnumbered !== undefined && unnumbered.suffix === '' && unnumbered.forbiddenTraits.length > 0) {
+    for (const rc in unnumbered.resources) {
+      const amount = unnumbered.resources[rc]!;
+      if (amount > 0) bounds.push({ summary: freeWithoutSummary(rc, unnumbered.forbiddenTraits), atLeast: amount });
+    }
+  }
+  return bounds;
+}
+
+/** The `traits` filter's bounds: each required trait of each group is on some provider (`ert:trait:<T>`). */
+export function traitBounds(spec: RequestSpec): SummaryBound[] {
+  const traits = new Set<string>();
+  for (const group of spec.groups) for (const trait of group.requiredTraits) traits.add(trait);
+  return [...traits].map((trait) => ({ summary: traitSummary(trait), atLeast: 1 }));
+}
+
 function describeValue(value: string | number | undefined): string {
   return value === undefined ? 'absent' : JSON.stringify(value);
 }
@@ -60,30 +100,38 @@ function describeValue(value: string | number | undefined): string {
 /**
  * The scheduler's built-in filters, made with `definePlugin` so they load, are named and are
  * called exactly like third-party filters. Configure them by name in `scheduler.filters`.
- * - `status`: the host is `up` (not stale, not disabled).
- * - `traits`: required/forbidden traits of every group, a cheap pre-check (see traitsProblem).
+ * - `status`: the host is `up` (not stale, not disabled); bound: the built-in `ert:up` summary.
+ * - `traits`: required/forbidden traits of every group, a cheap pre-check (see traitsProblem);
+ *   bounds: each required trait on some provider (`ert:trait:<T>`).
  * - `resources`: placement's `fitRequest` over the host's tree and sharing providers, within
- *   `scheduler.placementSearchBudget` steps (past it the host is refused, the reason names the limit).
+ *   `scheduler.placementSearchBudget` steps (past it the host is refused, the reason names the limit);
+ *   bounds: the request's total of each class against `ert:reach:<CLASS>`, and the unnumbered
+ *   group's amounts on providers without its forbidden traits (resourceBounds).
  * - `aggregate-extra-specs`: `aggregate_instance_extra_specs:` against the aggregate metadata.
  * - `capabilities`: `capabilities:` against `HostState.capabilities`.
- * - `same-host` / `different-host`: hints naming instances whose hosts are (not) wanted.
- * - `affinity` / `anti-affinity`: server groups (hints.serverGroup) by policy.
+ * - `same-host` / `different-host`: hints naming instances whose hosts are (not) wanted;
+ *   `same-host` names its candidate hosts when the locator knows who holds the instances.
+ * - `affinity` / `anti-affinity`: server groups (hints.serverGroup) by policy; `affinity` names
+ *   its candidate hosts (those of the group's placed members).
  */
 export function builtinFilters(locator: InstanceLocator, options: { placementSearchBudget?: number } = {}): Record<string, Plugin> {
   const fitOptions = options.placementSearchBudget === undefined ? {} : { budget: options.placementSearchBudget };
   const plugins: Plugin[] = [
     filterPlugin('status', {
       filter: (host) => (host.status === 'up' ? undefined : `host is ${host.status}`),
+      summaryBounds: () => [{ summary: UP_SUMMARY, atLeast: 1 }],
     }),
     filterPlugin('traits', {
       appliesTo: (spec) => spec.groups.some((g) => g.requiredTraits.length > 0 || g.forbiddenTraits.length > 0 || (g.anyOfTraits?.length ?? 0) > 0 || g.suffix !== ''),
       filter: traitsProblem,
+      summaryBounds: traitBounds,
     }),
     filterPlugin('resources', {
       filter: (host, spec) => {
         const fit = fitRequest(spec, treeOf(host), fitOptions);
         return fit.ok ? undefined : fit.reason;
       },
+      summaryBounds: resourceBounds,
     }),
     filterPlugin('aggregate-extra-specs', {
       appliesTo: (spec) => Object.keys(spec.aggregateExtraSpecs).length > 0,
@@ -104,6 +152,16 @@ export function builtinFilters(locator: InstanceLocator, options: { placementSea
     }),
     filterPlugin('same-host', {
       appliesTo: (spec) => (spec.hints.sameHost?.length ?? 0) > 0,
+      candidateHosts: (spec) => {
+        if (locator.holdersOf === undefined) return undefined;
+        const names = new Set<string>();
+        for (const uuid of spec.hints.sameHost!) {
+          const holders = locator.holdersOf(uuid);
+          if (holders === undefined) return undefined;
+          for (const name of holders) names.add(name);
+        }
+        return [...names];
+      },
       filter: (host, spec) =>
         spec.hints.sameHost!.some((uuid) => host.instances.has(uuid)) ? undefined : `host has none of the instances ${spec.hints.sameHost!.join(', ')}`,
     }),
@@ -116,6 +174,11 @@ export function builtinFilters(locator: InstanceLocator, options: { placementSea
     }),
     filterPlugin('affinity', {
       appliesTo: (spec) => spec.hints.serverGroup?.policy === 'affinity',
+      // The same hosts `filter` reads (and the memo key holds): none placed yet, any host.
+      candidateHosts: (spec) => {
+        const groupHosts = affinityHosts(spec, locator);
+        return groupHosts.length === 0 ? undefined : groupHosts;
+      },
       filter: (host, spec) => {
         const group = spec.hints.serverGroup!;
         const groupHosts = affinityHosts(spec, locator);

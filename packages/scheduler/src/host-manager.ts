@@ -4,6 +4,7 @@ import type { Allocation, AllocationWriteResult, HostSnapshot, ProviderSnapshot,
 import { Host, Interner, NO_PROVIDERS, Provider, instanceSet, internStatus } from './host-state.js';
 import type { HostShape } from './host-state.js';
 import type { AggregateInfo } from './request-filters.js';
+import { SummaryTable } from './summaries.js';
 
 /** A consumer plugin as the host manager calls it. */
 export interface ConsumerEntry {
@@ -103,6 +104,30 @@ export class HostManager {
   }
 
   /**
+   * Instances that more than one host's `instances` may list (one host was loaded or placed on
+   * holding it while another still listed it): `holdersOf` cannot name their hosts.
+   */
+  private readonly ambiguous = new Set<string>();
+
+  /**
+   * Names of every host whose `instances` holds the instance ([] when none does), or
+   * undefined when that is not known without looking at every host (the same-host filter's
+   * candidate hosts).
+   */
+  holdersOf(uuid: string): string[] | undefined {
+    if (this.ambiguous.has(uuid)) return undefined;
+    const host = this.instanceHost.get(uuid);
+    return host === undefined ? [] : [host.name];
+  }
+
+  /** Record that `host` holds the instance (another host that did may still list it). */
+  private holds(uuid: string, host: Host): void {
+    const before = this.instanceHost.get(uuid);
+    if (before !== undefined && before.name !== host.name) this.ambiguous.add(uuid);
+    this.instanceHost.set(uuid, host);
+  }
+
+  /**
    * `versions[slot]` is the version of the host in that slot (-1 for an empty slot): ranking
    * compares it with its memo without touching the host objects.
    */
@@ -125,6 +150,20 @@ export class HostManager {
    */
   readonly changes: ChangeJournal = { slots: [], base: 0 };
 
+  /**
+   * The hosts' summaries in typed arrays (summaries.ts): the built-in ones recomputed with
+   * every version change, the consumers' after their `consume` and `placed`.
+   */
+  readonly summaries = new SummaryTable();
+
+  /** Changes whenever a slot gets a host of another name or none (see `HostIndex.layout`). */
+  layout = 0;
+
+  /** The column of a summary by name (see `HostIndex.summary`). */
+  summary(name: string): Float64Array | undefined {
+    return this.summaries.column(name, this.slots);
+  }
+
   private setVersion(slot: number, version: number): void {
     const journal = this.changes;
     if (journal.slots.length >= Math.max(MIN_JOURNAL, 2 * this.slots.length)) {
@@ -142,6 +181,7 @@ export class HostManager {
       this.lastUpdates = updates;
     }
     this.versions[slot] = version;
+    this.summaries.refreshBuiltins(slot, version < 0 ? undefined : this.slots[slot]);
   }
 
   /**
@@ -266,7 +306,7 @@ export class HostManager {
       if (shared) for (const other of shared.hosts) this.touch(other);
     }
     host.addInstance(instance.uuid);
-    this.instanceHost.set(instance.uuid, host);
+    this.holds(instance.uuid, host);
     const placement: Placement = { host: host.name, instance, spec, allocations: allocations.map((a) => ({ ...a })) };
     let problem: string | undefined;
     this.consumers.forEach((consumer, index) => {
@@ -281,6 +321,7 @@ export class HostManager {
         host.exclusion = problem;
         this.logger?.warn({ host: host.name, plugin: consumer.name, err: error }, 'consumer placed hook failed; the host is not claimed');
       }
+      this.summarize(host, consumer, index);
     });
     this.touch(host);
     return problem;
@@ -342,11 +383,12 @@ export class HostManager {
     for (const provider of providers) provider.adopt(host, this.interner);
     if (existing) this.detachSharing(existing);
     if (snapshot.sharingProviders.length > 0) host.sharingProviders = snapshot.sharingProviders.map((p) => this.attachSharing(p, host));
+    if (existing === undefined) this.layout++;
     this.slots[slot] = host;
     this.setVersion(slot, ++this.stamp);
     this.lastUpdates[slot] = snapshot.host.lastUpdate;
     this.byName.set(host.name, host);
-    for (const uuid of snapshot.instances) this.instanceHost.set(uuid, host);
+    for (const uuid of snapshot.instances) this.holds(uuid, host);
     this.consume(host, snapshot);
   }
 
@@ -369,6 +411,26 @@ export class HostManager {
         host.exclusion = `consumer "${consumer.name}" hook consume failed: ${messageOf(error)}`;
       }
     });
+    this.consumers.forEach((consumer, index) => this.summarize(host, consumer, index));
+  }
+
+  /**
+   * Publish what a consumer's `summarize` says of its data for the host (nothing known when it
+   * has no such hook, the host is excluded, or the hook throws: the host is then evaluated one
+   * hook call at a time).
+   */
+  private summarize(host: Host, consumer: ConsumerEntry, index: number): void {
+    const summarize = consumer.hooks.summarize;
+    if (summarize === undefined) return;
+    let values: Readonly<Record<string, number>> | undefined;
+    if (host.exclusion === undefined) {
+      try {
+        values = this.callHook(consumer.name, 'summarize', () => summarize.call(consumer.hooks, host.data[index], host));
+      } catch (error) {
+        this.logger?.debug({ host: host.name, plugin: consumer.name, err: error }, 'consumer summarize hook failed; the host has no summaries of it');
+      }
+    }
+    this.summaries.publish(consumer.name, host.slot, typeof values === 'object' && values !== null ? values : undefined);
   }
 
   private attachSharing(snapshot: ProviderSnapshot, host: Host): Provider {
@@ -399,6 +461,7 @@ export class HostManager {
     this.forgetInstances(host);
     this.detachSharing(host);
     this.byName.delete(host.name);
+    this.layout++;
     this.slots[host.slot] = undefined;
     this.setVersion(host.slot, -1);
     this.freeSlots.push(host.slot);

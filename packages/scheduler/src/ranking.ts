@@ -1,4 +1,4 @@
-import type { FilterHooks, RequestSpec, WeigherHooks } from '@ert/plugin-api';
+import type { FilterHooks, RequestSpec, SummaryBound, WeigherHooks } from '@ert/plugin-api';
 import type { Host } from './host-state.js';
 import { messageOf } from '@ert/plugin-api';
 import type { ChangeJournal, HookCaller } from './host-manager.js';
@@ -11,6 +11,15 @@ export interface HostIndex {
   readonly versions: Float64Array;
   /** Slots whose version changed, in order. */
   readonly changes: ChangeJournal;
+  /** The host of that name (for `FilterHooks.candidateHosts`); without it every slot is looked at. */
+  host?(name: string): Host | undefined;
+  /** Changes whenever a slot gets a host of another name or none (without it, names are compared). */
+  readonly layout?: number;
+  /**
+   * The column of a host summary by name (summaries.ts; NaN: unknown). Without it, or without
+   * the columns a request needs, every ranking evaluates every host.
+   */
+  summary?(name: string): Float64Array | undefined;
 }
 
 /**
@@ -63,7 +72,24 @@ export interface Prepared {
   multiplierKeys: string[];
   /** The request filters' narrowing by aggregate membership, judged before anything else. */
   narrowing?: HostNarrowing;
+  /** The filters' necessary conditions on host summaries (`FilterHooks.summaryBounds`), all filters together. */
+  bounds: SummaryBound[];
+  /**
+   * Per weigher, the summary equal to its raw score (`WeigherHooks.summaryScore`), or
+   * undefined; a bounded ranking needs one for every weigher.
+   */
+  scores: Array<string | undefined>;
+  /** The filters that may name their candidate hosts (`FilterHooks.candidateHosts`), asked at each bounded ranking. */
+  naming: PreparedFilter[];
 }
+
+/**
+ * Hooks a bounded ranking may call before it gives up and evaluates every host: at least this
+ * many, plus one per BOUNDED_EVALUATIONS_PER hosts (a request most hosts fail is cheaper to
+ * rank by evaluating everything once, which the memo then keeps).
+ */
+const BOUNDED_EVALUATIONS = 64;
+const BOUNDED_EVALUATIONS_PER = 16;
 
 /**
  * Per-(request, host) results of filters and raw weigher scores, valid while the host's
@@ -96,6 +122,12 @@ export class Memo {
    */
   top: TopEntry[] | undefined = undefined;
   topComplete = false;
+  /**
+   * For bounded rankings (`Ranker.rankBounded`): whether each host was a potential candidate
+   * (1) or out (0) without a hook call, valid while its version is `pruneStamps[slot]`.
+   */
+  pruneStamps: Float64Array | undefined = undefined;
+  pruneStates: Uint8Array | undefined = undefined;
 
   constructor(
     readonly prepared: Prepared,
@@ -135,6 +167,12 @@ export interface Ranking {
   /** Per weigher: the lowest raw score among the candidates, and 1 / (max - min) (0 when all equal). */
   min: Float64Array;
   scale: Float64Array;
+  /**
+   * True for a bounded ranking (`Ranker.rankBounded`): only the hosts that decide the result
+   * were evaluated, so `passed` counts those only (a complete ranking, which explanations
+   * use, counts all).
+   */
+  bounded?: boolean;
 }
 
 /** Order of candidates: higher weight first, then host name (deterministic ties). */
@@ -159,6 +197,9 @@ export class Ranker {
     private readonly topKept = TOP_KEPT,
   ) {}
 
+  /** The hosts' name order, for the bounded ranking's ties. */
+  private readonly nameOrder = new NameOrder();
+
   /**
    * The filters and weighers whose `appliesTo` accepts this request (all when absent). An
    * `appliesTo` that throws cannot tell "not for me": the entry is kept, marked `broken`, and
@@ -176,12 +217,45 @@ export class Ranker {
       }
     };
     const weighers = this.weighers.flatMap((w) => prepared('weigher', w));
+    const filters = this.filters.flatMap((f) => prepared('filter', f));
+    // What the filters and weighers say of the host summaries for this request; a throw, or
+    // anything malformed, says nothing (fewer hosts pruned, or no bounded ranking).
+    const bounds: SummaryBound[] = [];
+    for (const entry of filters) {
+      const summaryBounds = entry.hooks.summaryBounds;
+      if (entry.broken !== undefined || summaryBounds === undefined) continue;
+      try {
+        const stated = this.callHook(entry.name, 'summaryBounds', () => summaryBounds.call(entry.hooks, spec));
+        if (!Array.isArray(stated)) continue;
+        for (const b of stated as unknown[]) {
+          const bound = b as Partial<SummaryBound> | null;
+          if (typeof bound === 'object' && bound !== null && typeof bound.summary === 'string' && typeof bound.atLeast === 'number' && !Number.isNaN(bound.atLeast)) {
+            bounds.push({ summary: bound.summary, atLeast: bound.atLeast });
+          }
+        }
+      } catch {
+        // No bounds from this filter.
+      }
+    }
+    const scores = weighers.map((entry) => {
+      const summaryScore = entry.hooks.summaryScore;
+      if (entry.broken !== undefined || summaryScore === undefined) return undefined;
+      try {
+        const name: unknown = this.callHook(entry.name, 'summaryScore', () => summaryScore.call(entry.hooks, spec));
+        return typeof name === 'string' ? name : undefined;
+      } catch {
+        return undefined;
+      }
+    });
     return {
       spec,
-      filters: this.filters.flatMap((f) => prepared('filter', f)),
+      filters,
       weighers,
       multiplierKeys: weighers.map((w) => `${w.name}_weight_multiplier`),
       ...(narrowing !== undefined && narrowing.steps.length > 0 ? { narrowing } : {}),
+      bounds,
+      scores,
+      naming: filters.filter((f) => f.broken === undefined && f.hooks.candidateHosts !== undefined),
     };
   }
 
@@ -266,6 +340,11 @@ export class Ranker {
    * the same as recomputing everything (`fresh`, which selects from every host).
    */
   rank(index: HostIndex, memo: Memo, limit: number, fresh = false): Ranking {
+    if (!fresh && !memo.ready && limit > 0 && limit < index.slots.length && limit <= this.topKept) {
+      // A request's first rankings (its memo not filled yet): from the host summaries.
+      const bounded = this.rankBounded(index, memo, limit);
+      if (bounded !== undefined) return bounded;
+    }
     const { slots, versions, changes } = index;
     const w = memo.prepared.weighers.length;
     const { stamps, outcomes, raw, min, max, minCount, maxCount } = memo;
@@ -355,6 +434,228 @@ export class Ranker {
     return result(memo.top.slice(0, limit).map((e) => ({ host: e.host, weight: e.weight })));
   }
 
+  /**
+   * A ranking that evaluates only the hosts that decide it, for a request whose memo has not
+   * been filled yet (a first-seen shape), read from the host summaries (summaries.ts):
+   *
+   * 1. every host is judged without a hook call: out when excluded, outside the request
+   *    filters' narrowing, or below one of the filters' `summaryBounds` (which are necessary
+   *    conditions: such a host is one the filters reject); the others are potential
+   *    candidates, scored by each weigher's `summaryScore` column (equal to `weigh` for every
+   *    host that passes). A host already evaluated at its current version keeps its outcome;
+   *    a potential candidate without a known score is evaluated now;
+   * 2. each weigher's min and max over the hosts that pass: potential candidates are
+   *    evaluated from the lowest (highest) score up (down) until one passes, whose score is
+   *    then exactly the min (max) over every host that passes;
+   * 3. weights from those, with the same float operations as a complete ranking, and the best
+   *    `limit` candidates: potential candidates are evaluated best first, until `limit` pass.
+   *
+   * Every host not evaluated either cannot pass, or is no better than the ones returned and
+   * does not hold a min or max, so the result equals the complete ranking's (the equivalence
+   * and ranking tests compare them). Undefined when it cannot answer: a weigher without a
+   * summary (or its column), a summary differing from `weigh` on an evaluated host, more than
+   * BOUNDED_EVALUATIONS (+ 1 per BOUNDED_EVALUATIONS_PER hosts) evaluations, or no host
+   * passing (the complete ranking then explains why). What was evaluated stays in the memo,
+   * at its host's version, for the complete ranking to reuse. The memo holds outcomes of the
+   * evaluated hosts only: an explanation needs a complete ranking (`rank` with limit 0).
+   */
+  rankBounded(index: HostIndex, memo: Memo, limit: number): Ranking | undefined {
+    const { prepared } = memo;
+    if (index.summary === undefined) return giveUp('no summaries');
+    if (prepared.filters.some((f) => f.broken !== undefined) || prepared.weighers.some((x) => x.broken !== undefined)) return giveUp('broken');
+    const w = prepared.weighers.length;
+    const scoreColumns: Float64Array[] = [];
+    for (const name of prepared.scores) {
+      const column = name === undefined ? undefined : index.summary(name);
+      if (column === undefined) return giveUp('no score');
+      scoreColumns.push(column);
+    }
+    const boundColumns: Float64Array[] = [];
+    const boundAt: number[] = [];
+    for (const bound of prepared.bounds) {
+      // A summary nobody published prunes nothing.
+      const column = index.summary(bound.summary);
+      if (column === undefined) continue;
+      boundColumns.push(column);
+      boundAt.push(bound.atLeast);
+    }
+    const { slots, versions } = index;
+    const n = slots.length;
+    const { stamps, outcomes, raw, multipliers, weights } = memo;
+    /** 0: out (or already returned), 1: potential candidate, 2: evaluated and passed. */
+    const state = new Uint8Array(n);
+    let budget = BOUNDED_EVALUATIONS + Math.floor(n / BOUNDED_EVALUATIONS_PER);
+    let mismatch = false;
+    const evaluate = (slot: number): boolean => {
+      budget--;
+      this.evaluate(slots[slot]!, memo, versions[slot]!);
+      if (outcomes[slot] !== PASSED) {
+        state[slot] = 0;
+        return false;
+      }
+      state[slot] = 2;
+      for (let i = 0; i < w; i++) {
+        const published = scoreColumns[i]![slot]!;
+        if (!Number.isNaN(published) && published !== raw[slot * w + i]) mismatch = true;
+      }
+      return true;
+    };
+
+    // 1. Potential candidates, without a hook call.
+    const narrowing = prepared.narrowing;
+    if (memo.pruneStamps === undefined) {
+      memo.pruneStamps = new Float64Array(memo.capacity).fill(-1);
+      memo.pruneStates = new Uint8Array(memo.capacity);
+    }
+    const pruneStamps = memo.pruneStamps;
+    const pruneStates = memo.pruneStates!;
+    /**
+     * Out (0) or a potential candidate (1) without a hook call; kept per host version. For a
+     * potential candidate, its weighers' multipliers are set as `evaluate` sets them.
+     */
+    const prune = (slot: number, host: Host): number => {
+      if (host.exclusion !== undefined) return 0;
+      if (narrowing !== undefined && narrowing.judge(host.providers[0]?.aggregates ?? NO_AGGREGATES) !== undefined) return 0;
+      for (let b = 0; b < boundColumns.length; b++) {
+        // NaN (unknown) is never below a bound.
+        if (boundColumns[b]![slot]! < boundAt[b]!) return 0;
+      }
+      for (let i = 0; i < w; i++) {
+        const override = host.aggregateMetadata[prepared.multiplierKeys[i]!];
+        const overridden = override === undefined ? NaN : Number(override);
+        multipliers[slot * w + i] = Number.isFinite(overridden) ? overridden : prepared.weighers[i]!.multiplier;
+      }
+      return 1;
+    };
+    const consider = (slot: number): void => {
+      const version = versions[slot]!;
+      // An empty slot's version is -1.
+      if (version < 0) return;
+      if (stamps[slot] === version) {
+        if (outcomes[slot] === PASSED) state[slot] = 2;
+        return;
+      }
+      if (pruneStamps[slot] !== version) {
+        const host = slots[slot];
+        if (host === undefined) return;
+        pruneStates[slot] = prune(slot, host);
+        pruneStamps[slot] = version;
+      }
+      if (pruneStates[slot] === 0) return;
+      for (let i = 0; i < w; i++) {
+        if (Number.isNaN(scoreColumns[i]![slot]!)) {
+          evaluate(slot);
+          return;
+        }
+      }
+      state[slot] = 1;
+    };
+    const named = this.candidateHosts(prepared);
+    if (named !== undefined && index.host !== undefined) {
+      for (const name of named) {
+        const host = index.host(name);
+        if (host !== undefined && slots[host.slot] === host) consider(host.slot);
+      }
+    } else {
+      for (let slot = 0; slot < n; slot++) {
+        if (named !== undefined && !named.has(slots[slot]?.name ?? '')) continue;
+        consider(slot);
+      }
+    }
+    if (budget < 0) return giveUp('budget (unknown scores)');
+    if (mismatch) return giveUp('mismatch');
+
+    // 2. Each weigher's min and max over the hosts that pass.
+    const min = new Float64Array(w);
+    const max = new Float64Array(w);
+    for (let i = 0; i < w; i++) {
+      const column = scoreColumns[i]!;
+      for (let pass = 0; pass < 2; pass++) {
+        const lowest = pass === 0;
+        let found = false;
+        for (let picked = 1; !found; picked *= 4) {
+          // The `picked` most extreme potential candidates, most extreme first.
+          const extremes = mostExtreme(state, raw, w, i, column, lowest, picked);
+          if (extremes.length === 0) return giveUp('nothing passes'); // the complete ranking explains why
+          for (let e = 0; e < extremes.length && !found; e++) {
+            const slot = extremes[e]!;
+            if (state[slot] === 2 || evaluate(slot)) {
+              (lowest ? min : max)[i] = raw[slot * w + i]!;
+              found = true;
+            }
+            if (mismatch) return giveUp('mismatch');
+            if (budget < 0) return giveUp('budget (extremes)');
+          }
+        }
+      }
+    }
+
+    // 3. Weights, as `reweigh` computes them, and the best `limit`.
+    const scale = new Float64Array(w);
+    for (let i = 0; i < w; i++) scale[i] = max[i]! > min[i]! ? 1 / (max[i]! - min[i]!) : 0;
+    const weigh = (slot: number): void => {
+      let weight = 0;
+      if (state[slot] === 2) {
+        for (let i = 0; i < w; i++) {
+          const k = slot * w + i;
+          weight += multipliers[k]! * (raw[k]! - min[i]!) * scale[i]!;
+        }
+      } else {
+        // The multipliers `prune` set (`evaluate` sets the same).
+        for (let i = 0; i < w; i++) weight += multipliers[slot * w + i]! * (scoreColumns[i]![slot]! - min[i]!) * scale[i]!;
+      }
+      weights[slot] = weight;
+    };
+    for (let slot = 0; slot < n; slot++) if (state[slot] !== 0) weigh(slot);
+    const nameRank = this.nameOrder.of(slots, index.layout);
+    const candidates: Candidate[] = [];
+    for (let extra = EXTRA_PICKED; ; extra *= 4) {
+      const wanted = limit - candidates.length + extra;
+      const best = selectPotential(state, weights, nameRank, wanted);
+      for (const slot of best) {
+        if (state[slot] === 1) {
+          if (!evaluate(slot)) {
+            if (budget < 0) return giveUp('budget (best)');
+            continue;
+          }
+          if (mismatch) return giveUp('mismatch');
+          weigh(slot);
+        }
+        state[slot] = 0;
+        candidates.push({ host: slots[slot]!, weight: weights[slot]! });
+        if (candidates.length === limit) {
+          let passed = candidates.length;
+          for (let s = 0; s < n; s++) if (state[s] === 2) passed++;
+          return { candidates, passed, min, scale, bounded: true };
+        }
+      }
+      // Every potential candidate was looked at: these are all the hosts that pass (none: the
+      // complete ranking explains why).
+      if (best.length < wanted) return candidates.length === 0 ? giveUp('nothing passes') : { candidates, passed: candidates.length, min, scale, bounded: true };
+      if (budget < 0) return giveUp('budget (best)');
+    }
+  }
+
+  /**
+   * The only hosts the filters can accept now (`FilterHooks.candidateHosts`, intersected), or
+   * undefined: any. Asked at each ranking, not kept with the memo: where the named instances
+   * are may change while the request stays the same.
+   */
+  private candidateHosts(prepared: Prepared): Set<string> | undefined {
+    let names: Set<string> | undefined;
+    for (const entry of prepared.naming) {
+      const candidateHosts = entry.hooks.candidateHosts!;
+      try {
+        const named: unknown = this.callHook(entry.name, 'candidateHosts', () => candidateHosts.call(entry.hooks, prepared.spec));
+        if (!Array.isArray(named) || named.some((n) => typeof n !== 'string')) continue;
+        names = names === undefined ? new Set(named as string[]) : new Set((named as string[]).filter((n) => names!.has(n)));
+      } catch {
+        // Any host, as far as this filter says.
+      }
+    }
+    return names;
+  }
+
   /** Re-evaluate one slot (a host, or nothing) into the memo. */
   private refreshSlot(slots: ReadonlyArray<Host | undefined>, versions: Float64Array, memo: Memo, slot: number): void {
     const host = slots[slot];
@@ -442,6 +743,102 @@ function selectBest(slots: ReadonlyArray<Host | undefined>, memo: Memo, limit: n
     best.splice(at, 0, { host, weight });
   }
   return best;
+}
+
+/** Hosts examined at once beyond `limit` when looking for the best (times 4 each time they all fail). */
+const EXTRA_PICKED = 4;
+
+/** A bounded ranking that cannot answer (`why` names the case where it is called). */
+function giveUp(_why: string): undefined {
+  return undefined;
+}
+
+/**
+ * The `count` potential candidates (`state` not 0) with the lowest (`lowest`) or highest
+ * score of weigher `i`, most extreme first: an evaluated host's raw score, else the summary.
+ * Among equal scores an evaluated host comes first (it needs no hook call).
+ */
+function mostExtreme(state: Uint8Array, raw: Float64Array, w: number, i: number, column: Float64Array, lowest: boolean, count: number): number[] {
+  if (count === 1) {
+    // The usual case, without the list.
+    let best = -1;
+    let bestValue = 0;
+    for (let slot = 0; slot < state.length; slot++) {
+      const st = state[slot];
+      if (st === 0) continue;
+      const v = st === 2 ? raw[slot * w + i]! : column[slot]!;
+      if (best < 0 || (lowest ? v < bestValue : v > bestValue) || (v === bestValue && st === 2 && state[best] === 1)) {
+        best = slot;
+        bestValue = v;
+      }
+    }
+    return best < 0 ? [] : [best];
+  }
+  const slots: number[] = [];
+  const values: number[] = [];
+  for (let slot = 0; slot < state.length; slot++) {
+    const st = state[slot];
+    if (st === 0) continue;
+    const v = st === 2 ? raw[slot * w + i]! : column[slot]!;
+    let at = values.length;
+    while (at > 0) {
+      const u = values[at - 1]!;
+      if (!(lowest ? v < u : v > u) && !(v === u && st === 2 && state[slots[at - 1]!] === 1)) break;
+      at--;
+    }
+    if (at >= count) continue;
+    values.splice(at, 0, v);
+    slots.splice(at, 0, slot);
+    if (values.length > count) {
+      values.pop();
+      slots.pop();
+    }
+  }
+  return slots;
+}
+
+/**
+ * The best `limit` slots whose `state` is not 0, by weight then name (as `better`; `nameRank`
+ * orders the slots' hosts by name), best first.
+ */
+function selectPotential(state: Uint8Array, weights: Float64Array, nameRank: Int32Array, limit: number): number[] {
+  const best: number[] = [];
+  const before = (a: number, b: number): boolean => weights[a]! > weights[b]! || (weights[a] === weights[b] && nameRank[a]! < nameRank[b]!);
+  for (let slot = 0; slot < state.length; slot++) {
+    if (state[slot] === 0) continue;
+    if (best.length === limit) {
+      if (!before(slot, best[limit - 1]!)) continue;
+      best.pop();
+    }
+    let at = best.length;
+    while (at > 0 && before(slot, best[at - 1]!)) at--;
+    best.splice(at, 0, slot);
+  }
+  return best;
+}
+
+/**
+ * Each slot's place in the name order of the hosts (for ties of weight), kept between
+ * rankings and rebuilt only when a slot's host has another name than when it was built.
+ */
+class NameOrder {
+  private names: Array<string | undefined> = [];
+  private rank = new Int32Array(0);
+  private layout: number | undefined = undefined;
+
+  of(slots: ReadonlyArray<Host | undefined>, layout: number | undefined): Int32Array {
+    if (layout !== undefined && layout === this.layout && this.names.length === slots.length) return this.rank;
+    let same = this.names.length === slots.length;
+    for (let slot = 0; same && slot < slots.length; slot++) if (this.names[slot] !== slots[slot]?.name) same = false;
+    this.layout = layout;
+    if (same) return this.rank;
+    this.names = slots.map((h) => h?.name);
+    const order = [...slots.keys()].filter((slot) => slots[slot] !== undefined);
+    order.sort((a, b) => (slots[a]!.name < slots[b]!.name ? -1 : slots[a]!.name > slots[b]!.name ? 1 : 0));
+    this.rank = new Int32Array(slots.length).fill(-1);
+    order.forEach((slot, i) => (this.rank[slot] = i));
+    return this.rank;
+  }
 }
 
 /**

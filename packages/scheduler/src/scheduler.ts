@@ -176,7 +176,10 @@ export async function createScheduler(options: SchedulerOptions): Promise<Schedu
   // Assigned once below; the built-in filters' locator closes over it before the manager exists.
   // eslint-disable-next-line prefer-const
   let manager: HostManager | undefined;
-  const builtins = builtinFilters({ hostOf: (uuid) => manager?.hostOfInstance(uuid)?.name }, { placementSearchBudget: config.scheduler.placementSearchBudget });
+  const builtins = builtinFilters(
+    { hostOf: (uuid) => manager?.hostOfInstance(uuid)?.name, holdersOf: (uuid) => manager?.holdersOf(uuid) },
+    { placementSearchBudget: config.scheduler.placementSearchBudget },
+  );
   const runtime = await createPluginRuntime({ config, logger, side: 'scheduler', builtins });
   const callHook: HookCaller = (plugin, hook, fn) => runtime.dispatcher.callSync(plugin, hook, fn);
   const consumers: ConsumerEntry[] = runtime.consumers.map((c) => ({ name: c.name, hooks: c.hooks }));
@@ -388,7 +391,8 @@ class DefaultScheduler implements Scheduler {
         const ranking = this.rank(memo, limit);
         const candidates = ranking.candidates.filter((c) => !tried.has(c.host.name));
         if (candidates.length === 0) {
-          throw new NoValidHostError(instance.uuid, spec.flavor.name, summarize(buildExplanation(this.manager.slots, memo, ranking)), attempts);
+          // A bounded ranking evaluated only some hosts: explain from a complete one.
+          throw new NoValidHostError(instance.uuid, spec.flavor.name, summarize(buildExplanation(this.manager.slots, memo, ranking.bounded ? this.rank(memo, 0) : ranking)), attempts);
         }
         const pick = Math.min(Math.floor(this.env.random() * Math.min(hostSubsetSize, candidates.length)), candidates.length - 1);
         const chosen = candidates[pick]!.host;

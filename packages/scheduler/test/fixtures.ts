@@ -1,16 +1,16 @@
-import { definePlugin, exclude } from '@ert/plugin-api';
+import { definePlugin, exclude, freeSummary } from '@ert/plugin-api';
 import type { HostState } from '@ert/plugin-api';
 
-/** Weigher: free MEMORY_MB over the tree (positive multiplier spreads, negative packs). */
+/** Weigher: free MEMORY_MB over the tree (positive multiplier spreads, negative packs); its score is the built-in summary. */
 export const freeRam = definePlugin({
   name: 'free-ram',
-  weigher: () => ({ weigh: (host: HostState) => host.free('MEMORY_MB') }),
+  weigher: () => ({ weigh: (host: HostState) => host.free('MEMORY_MB'), summaryScore: () => freeSummary('MEMORY_MB') }),
 });
 
-/** Weigher: free VCPU over the tree. */
+/** Weigher: free VCPU over the tree; its score is the built-in summary. */
 export const freeVcpu = definePlugin({
   name: 'free-vcpu',
-  weigher: () => ({ weigh: (host: HostState) => host.free('VCPU') }),
+  weigher: () => ({ weigh: (host: HostState) => host.free('VCPU'), summaryScore: () => freeSummary('VCPU') }),
 });
 
 interface LevelData {
@@ -22,14 +22,15 @@ interface LevelData {
  * A plugin with stats (`{ level }`, schema version 2), a consumer that reads version 2 and counts
  * placements, a filter refusing hosts with `placed >= maxPerHost` (extra spec `level:max`), and a
  * weigher returning the level. `level < 0` makes the consumer exclude the host; a host named
- * `boom-*` makes it throw.
+ * `boom-*` makes it throw. It publishes summaries (`level.level`, `level.room`: placements
+ * left) that its filter's bounds and its weigher's score name.
  */
 export const level = definePlugin<{ maxPerHost: number }, { level: number }, LevelData>({
   name: 'level',
   optionsSchema: { type: 'object', properties: { maxPerHost: { type: 'integer', default: 1000 } }, additionalProperties: false },
   stats: { version: 2, schema: { type: 'object', properties: { level: { type: 'number' } }, required: ['level'] } },
   extraSpecs: [{ key: 'level:min', description: 'minimum level', schema: { type: 'integer', minimum: 0 } }],
-  consumer: () => ({
+  consumer: (ctx) => ({
     reads: [2],
     consume(stats, host) {
       if (host.name.startsWith('boom-')) throw new Error(`cannot read ${host.name}`);
@@ -38,8 +39,13 @@ export const level = definePlugin<{ maxPerHost: number }, { level: number }, Lev
       return { level: stats.level, placed: 0 };
     },
     placed: (data) => ({ ...data, placed: data.placed + 1 }),
+    summarize: (data) => ({ level: data.level, room: ctx.options.maxPerHost - data.placed }),
   }),
   filter: (ctx) => ({
+    summaryBounds: (spec) => {
+      const min = spec.pluginSpecs['level:min'] as number | undefined;
+      return [{ summary: 'level.room', atLeast: 1 }, ...(min === undefined ? [] : [{ summary: 'level.level', atLeast: min }])];
+    },
     filter(host, spec) {
       const data = host.pluginData<LevelData>('level');
       if (!data) return 'no level data';
@@ -49,7 +55,7 @@ export const level = definePlugin<{ maxPerHost: number }, { level: number }, Lev
       return undefined;
     },
   }),
-  weigher: () => ({ weigh: (host) => host.pluginData<LevelData>('level')?.level ?? 0 }),
+  weigher: () => ({ weigh: (host) => host.pluginData<LevelData>('level')?.level ?? 0, summaryScore: () => 'level.level' }),
 });
 
 /** A filter that throws for hosts whose name contains `flaky`. */

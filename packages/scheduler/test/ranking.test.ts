@@ -30,6 +30,9 @@ interface FakeHost {
   passes: boolean;
   a: number;
   b: number;
+  /** The bounded ranking's summaries: `cap` (>= 1 on every host that passes), scores known or not. */
+  cap: number;
+  known: boolean;
 }
 
 const callHook = <T>(_plugin: string, _hook: string, fn: () => T): T => fn();
@@ -66,6 +69,11 @@ function expectedRanking(slots: ReadonlyArray<Host | undefined>, limit: number):
   return { passed: hosts.length, candidates: weighed.slice(0, limit) };
 }
 
+/** The same filter and weighers, stating bounds and scores on the fake summaries. */
+const boundedFilter: FilterHooks = { ...filter, summaryBounds: () => [{ summary: 'cap', atLeast: 1 }, { summary: 'nobody-publishes', atLeast: 1 }] };
+const boundedA: WeigherHooks = { ...weighA, summaryScore: () => 'a' };
+const boundedB: WeigherHooks = { ...weighB, summaryScore: () => 'b' };
+
 class FakeIndex implements HostIndex {
   slots: Array<Host | undefined> = [];
   versions = new Float64Array(4096).fill(-1);
@@ -81,6 +89,17 @@ class FakeIndex implements HostIndex {
     }
     this.changes.slots.push(slot);
     this.versions[slot] = ++this.stamp;
+  }
+
+  /** Columns read from the fake hosts as they are now (NaN: unknown, as for a host whose score is not `known`). */
+  summary(name: string): Float64Array | undefined {
+    if (name !== 'a' && name !== 'b' && name !== 'cap') return undefined;
+    const column = new Float64Array(this.slots.length).fill(NaN);
+    this.slots.forEach((h, slot) => {
+      const host = h as unknown as FakeHost | undefined;
+      if (host && (name === 'cap' || host.known)) column[slot] = host[name];
+    });
+    return column;
   }
 }
 
@@ -118,7 +137,7 @@ describe('indexed ranking', () => {
           let named = 0;
           const put = (slot: number, a: number, b: number): void => {
             // Names with ties in weight: many equal hosts, ordered by name.
-            const host: FakeHost = { name: `h${String(named++ % 50).padStart(3, '0')}-${slot}`, slot, exclusion: undefined, aggregateMetadata: {}, passes: true, a, b };
+            const host: FakeHost = { name: `h${String(named++ % 50).padStart(3, '0')}-${slot}`, slot, exclusion: undefined, aggregateMetadata: {}, passes: true, a, b, cap: 1, known: true };
             index.slots[slot] = host as unknown as Host;
             index.touch(slot);
           };
@@ -152,5 +171,94 @@ describe('indexed ranking', () => {
       ),
       { numRuns: 150 },
     );
+  });
+
+  /*
+   * The bounded ranking (a request's first rankings, read from host summaries): on fleets where
+   * the summaries prune some of the hosts the filter rejects (never one it accepts), some hosts'
+   * scores are unknown, and hosts change between rankings, a memo ranked only by
+   * `rankBounded` and a new memo each time return exactly the expected best candidates, or
+   * nothing (then the complete ranking answers).
+   * Mutations seen caught: the prune test `< atLeast` turned into `<= atLeast` (hosts at the
+   * bound dropped: other candidates came back); a weigher's min taken from the most extreme
+   * potential candidate without evaluating it (a host the filter rejects set the
+   * normalisation: other weights); the kept prune states reused whatever the host's version
+   * (a host that passes again stayed pruned).
+   */
+  it('a bounded ranking returns exactly the best candidates the ranking rules give, or gives up', () => {
+    let answered = 0;
+    let rankings = 0;
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 2, max: 80 }),
+        fc.array(fc.array(change, { maxLength: 4 }), { minLength: 1, maxLength: 30 }),
+        fc.integer({ min: 1, max: 8 }),
+        fc.array(fc.record({ fails: fc.boolean(), pruned: fc.boolean(), known: fc.boolean() }), { minLength: 1, maxLength: 17 }),
+        (size, steps, limit, pattern) => {
+          const index = new FakeIndex(1000);
+          const ranker = new Ranker(
+            [{ name: 'f', hooks: boundedFilter }],
+            [
+              { name: 'a', hooks: boundedA, multiplier: WEIGHERS[0]!.multiplier },
+              { name: 'b', hooks: boundedB, multiplier: WEIGHERS[1]!.multiplier },
+            ],
+            callHook,
+          );
+          const memo = new Memo(ranker.prepare(spec), 4096);
+          let named = 0;
+          const put = (slot: number, a: number, b: number): void => {
+            const p = pattern[named % pattern.length]!;
+            const host: FakeHost = {
+              name: `h${String(named++ % 50).padStart(3, '0')}-${slot}`,
+              slot,
+              exclusion: undefined,
+              aggregateMetadata: {},
+              passes: !p.fails,
+              a,
+              b,
+              // Conservative: only a host the filter rejects may be below the bound.
+              cap: p.fails && p.pruned ? 0 : 1,
+              known: p.known || named % 3 !== 0,
+            };
+            index.slots[slot] = host as unknown as Host;
+            index.touch(slot);
+          };
+          for (let slot = 0; slot < size; slot++) put(slot, slot % 3, slot % 2);
+          for (const step of steps) {
+            for (const c of step) {
+              const slot = c.slot % (index.slots.length + 1);
+              const host = index.slots[slot] as unknown as FakeHost | undefined;
+              if (c.kind === 'add' || !host) put(slot, c.a, c.b);
+              else if (c.kind === 'remove') {
+                index.slots[slot] = undefined;
+                index.touch(slot);
+              } else {
+                if (c.kind === 'pass') {
+                  host.passes = !host.passes;
+                  host.cap = host.passes ? 1 : host.cap;
+                } else {
+                  host.a = c.a;
+                  host.b = c.b;
+                }
+                index.touch(slot);
+              }
+            }
+            const expected = expectedRanking(index.slots, limit);
+            for (const m of [memo, new Memo(ranker.prepare(spec), 4096)]) {
+              rankings++;
+              const bounded = ranker.rankBounded(index, m, limit);
+              if (bounded === undefined) continue;
+              answered++;
+              expect(bounded.bounded).toBe(true);
+              expect(bounded.candidates.map((c) => [c.host.name, c.weight])).toEqual(expected.candidates);
+              if (bounded.candidates.length < limit) expect(bounded.passed).toBe(expected.passed);
+            }
+          }
+        },
+      ),
+      { numRuns: 150 },
+    );
+    // The bounded ranking must have answered most of the time, not given up.
+    expect(answered).toBeGreaterThan(rankings / 2);
   });
 });

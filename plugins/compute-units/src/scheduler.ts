@@ -24,6 +24,8 @@ export default definePlugin<ComputeUnitsOptions, ComputeUnitsStatsV1, ComputeUni
     return {
       reads: [1],
       consume: (_stats, host) => ({ freeCu: host.free(CU_CLASS) }),
+      /** compute-units.freeCu: the filter's bound and the weigher's score. */
+      summarize: (data) => ({ freeCu: data.freeCu }),
       placed(data, placement) {
         const units = placement.allocations.filter((a) => a.resourceClass === CU_CLASS).reduce((sum, a) => sum + a.amount, 0);
         return { ...data, freeCu: data.freeCu - units };
@@ -39,6 +41,7 @@ export default definePlugin<ComputeUnitsOptions, ComputeUnitsStatsV1, ComputeUni
         const { freeCu } = dataOf(host);
         return units > freeCu ? `needs ${units} ${CU_CLASS}, ${Math.max(freeCu, 0)} free` : undefined;
       },
+      summaryBounds: (spec) => [{ summary: `${PLUGIN_NAME}.freeCu`, atLeast: requestedAmount(spec, CU_CLASS) }],
     };
   },
 
@@ -46,6 +49,7 @@ export default definePlugin<ComputeUnitsOptions, ComputeUnitsStatsV1, ComputeUni
     return {
       /** Free CUs: multiplier > 0 spreads, < 0 packs. */
       weigh: (host) => dataOf(host).freeCu,
+      summaryScore: () => `${PLUGIN_NAME}.freeCu`,
     };
   },
 });

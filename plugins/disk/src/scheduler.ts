@@ -29,6 +29,8 @@ export default definePlugin<DiskOptions, DiskStatsV1, DiskHostData>({
       consume(stats) {
         return { filesystems: (stats?.filesystems ?? []).map((fs) => ({ provider: fs.provider, paths: fs.paths, availableGb: fs.availableGb })) };
       },
+      /** disk.largestAvailableGb, the filter's bound (none without filesystems: the filter then lets the host pass). */
+      summarize: (data): Record<string, number> => (data.filesystems.length === 0 ? {} : { largestAvailableGb: Math.max(...data.filesystems.map((fs) => fs.availableGb)) }),
       placed(data, placement: Placement, host) {
         if (data.filesystems.length === 0) return data;
         const filesystems = data.filesystems.map((fs) => ({ ...fs }));
@@ -54,6 +56,7 @@ export default definePlugin<DiskOptions, DiskStatsV1, DiskHostData>({
         if (data.filesystems.some((fs) => fs.availableGb >= amount)) return undefined;
         return `disk: needs ${amount} GB, ${data.filesystems.map((fs) => `${fs.paths.join(', ')}: ${fs.availableGb} GB free now`).join('; ')}`;
       },
+      summaryBounds: (spec) => [{ summary: `${PLUGIN_NAME}.largestAvailableGb`, atLeast: requestedAmount(spec, RESOURCE_CLASS) }],
     };
   },
 });

@@ -76,6 +76,22 @@ export function weigh(data: LlcHostData | undefined, spec: RequestSpec): number 
   return typeof choice === 'string' ? 0 : choice.largestRunAfter;
 }
 
+/**
+ * The llc summaries: `largestRun` (longest contiguous free run over the domains), `freeClosids`,
+ * and `after.<n>` for n = 1 .. largestRun: what `weigh` gives a request of n ways (the
+ * weigher's score; larger requests fail the filter's bound on largestRun).
+ */
+export function summarize(data: LlcHostData): Record<string, number> {
+  if (!data.available) return { largestRun: 0, freeClosids: 0 };
+  const run = data.domains.reduce((m, d) => Math.max(m, largestRun(d.free)), 0);
+  const summaries: Record<string, number> = { largestRun: run, freeClosids: data.freeClosids };
+  for (let ways = 1; ways <= run; ways++) {
+    const choice = chooseWays(data, ways);
+    summaries[`after.${ways}`] = typeof choice === 'string' ? 0 : choice.largestRunAfter;
+  }
+  return summaries;
+}
+
 function asksForWays(spec: RequestSpec): boolean {
   const ways = requestedWays(spec);
   return typeof ways === 'string' || ways > 0;
@@ -87,13 +103,27 @@ export default definePlugin<LlcOptions, LlcStats, LlcHostData>({
   optionsSchema,
   stats: statsSchema,
   extraSpecs,
-  consumer: (): ConsumerHooks<LlcStats, LlcHostData> => ({ reads: [statsSchema.version], consume, placed }),
+  consumer: (): ConsumerHooks<LlcStats, LlcHostData> => ({ reads: [statsSchema.version], consume, placed, summarize }),
   filter: (ctx): FilterHooks => ({
     appliesTo: asksForWays,
     filter: (host, spec) => llcProblem(host.pluginData<LlcHostData>(ctx.name), spec),
+    // A host without a free CLOSID or a run of the request's ways is one llcProblem rejects.
+    summaryBounds: (spec) => {
+      const ways = requestedWays(spec);
+      return typeof ways === 'number' && ways > 0
+        ? [
+            { summary: `${ctx.name}.largestRun`, atLeast: ways },
+            { summary: `${ctx.name}.freeClosids`, atLeast: 1 },
+          ]
+        : undefined;
+    },
   }),
   weigher: (ctx): WeigherHooks => ({
     appliesTo: asksForWays,
     weigh: (host, spec) => weigh(host.pluginData<LlcHostData>(ctx.name), spec),
+    summaryScore: (spec) => {
+      const ways = requestedWays(spec);
+      return typeof ways === 'number' && ways > 0 ? `${ctx.name}.after.${ways}` : undefined;
+    },
   }),
 });

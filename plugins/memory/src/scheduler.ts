@@ -2,10 +2,11 @@
  * memory, scheduler side: free RAM and huge pages available per NUMA node (kept current
  * within a batch), a filter honouring `hw:mem_page_size`, and a weigher on free RAM.
  */
-import { definePlugin, type HostState } from '@ert/plugin-api';
+import { definePlugin, type HostState, type RequestSpec, type SummaryBound } from '@ert/plugin-api';
 import {
   PLUGIN_NAME,
   PAGE_SIZE_KEY,
+  SMALL_PAGE_KB,
   availablePages,
   choosePages,
   extraSpecs,
@@ -30,6 +31,38 @@ function dataOf(host: HostState): MemoryHostData {
   return host.pluginData<MemoryHostData>(PLUGIN_NAME) ?? { freeMb: host.free('MEMORY_MB'), nodes: [] };
 }
 
+/** Huge page sizes whose summary is published on every host (0 where absent), so the filter's bound can prune on them. */
+const COMMON_HUGE_KB = [2048, 1024 * 1024];
+
+/**
+ * The memory summaries: `freeMb` (the weigher's score); `largestHugeKb`, the most guest memory
+ * one huge page pool of one node can still take (in KB, any huge size), and `hugeKb.<sizeKb>`,
+ * the same for one size (2 MB and 1 GB on every host, 0 where absent; other sizes where present):
+ * the filter's bounds for `hw:mem_page_size` large and sizes.
+ */
+export function summarize(data: MemoryHostData): Record<string, number> {
+  const summaries: Record<string, number> = { freeMb: data.freeMb, largestHugeKb: 0 };
+  for (const sizeKb of COMMON_HUGE_KB) summaries[`hugeKb.${sizeKb}`] = 0;
+  for (const node of data.nodes) {
+    for (const pool of node.pools) {
+      if (pool.sizeKb <= SMALL_PAGE_KB) continue;
+      const kb = pool.available * pool.sizeKb;
+      summaries.largestHugeKb = Math.max(summaries.largestHugeKb!, kb);
+      summaries[`hugeKb.${pool.sizeKb}`] = Math.max(summaries[`hugeKb.${pool.sizeKb}`] ?? 0, kb);
+    }
+  }
+  return summaries;
+}
+
+/** What `choosePages` refuses for lack of pages, as bounds on the summaries (none for small or any). */
+function pageBounds(spec: RequestSpec): SummaryBound[] | undefined {
+  const request = pageSizeOf(spec);
+  const memoryKb = guestMemoryMb(spec) * 1024;
+  if (request?.kind === 'large') return [{ summary: `${PLUGIN_NAME}.largestHugeKb`, atLeast: memoryKb }];
+  if (request?.kind === 'size') return [{ summary: `${PLUGIN_NAME}.hugeKb.${request.sizeKb}`, atLeast: memoryKb }];
+  return undefined;
+}
+
 export default definePlugin<MemoryOptions, MemoryStatsV1, MemoryHostData>({
   name: PLUGIN_NAME,
   optionsSchema,
@@ -45,6 +78,7 @@ export default definePlugin<MemoryOptions, MemoryStatsV1, MemoryHostData>({
           nodes: (stats?.numaNodes ?? []).map((n) => ({ id: n.id, pools: n.hugePages.map((p) => ({ sizeKb: p.sizeKb, available: availablePages(p) })) })),
         };
       },
+      summarize,
       placed(data, placement) {
         const memoryMb = placement.allocations.filter((a) => a.resourceClass === 'MEMORY_MB').reduce((sum, a) => sum + a.amount, 0);
         const choice = choosePages(data.nodes, pageSizeOf(placement.spec), guestMemoryMb(placement.spec));
@@ -63,6 +97,7 @@ export default definePlugin<MemoryOptions, MemoryStatsV1, MemoryHostData>({
         const choice = choosePages(dataOf(host).nodes, pageSizeOf(spec), guestMemoryMb(spec));
         return typeof choice === 'string' ? choice : undefined;
       },
+      summaryBounds: pageBounds,
     };
   },
 
@@ -70,6 +105,7 @@ export default definePlugin<MemoryOptions, MemoryStatsV1, MemoryHostData>({
     return {
       /** Free MEMORY_MB: multiplier > 0 spreads, < 0 packs. */
       weigh: (host) => dataOf(host).freeMb,
+      summaryScore: () => `${PLUGIN_NAME}.freeMb`,
     };
   },
 });

@@ -39,6 +39,12 @@ export default definePlugin<VcpuOptions, VcpuStatsRead, VcpuHostData>({
           largestDedicatedNode: nodes.length > 0 ? Math.max(...nodes.map((n) => n.dedicatedCpus)) : null,
         };
       },
+      /** vcpu.freeVcpu, vcpu.freePcpu and (with NUMA stats) vcpu.largestDedicatedNode, which the filter's bounds and the weigher's score name. */
+      summarize: (data) => ({
+        freeVcpu: data.freeVcpu,
+        freePcpu: data.freePcpu,
+        ...(data.largestDedicatedNode === null ? {} : { largestDedicatedNode: data.largestDedicatedNode }),
+      }),
       placed(data, placement: Placement) {
         let vcpu = 0;
         let pcpu = 0;
@@ -66,6 +72,15 @@ export default definePlugin<VcpuOptions, VcpuStatsRead, VcpuHostData>({
         }
         return undefined;
       },
+      /** What `filter` rejects below, read from the summaries (a host without this plugin's data has none: never pruned). */
+      summaryBounds(spec) {
+        const vcpu = requestedAmount(spec, 'VCPU');
+        const pcpu = requestedAmount(spec, 'PCPU');
+        return [
+          ...(vcpu > 0 ? [{ summary: `${PLUGIN_NAME}.freeVcpu`, atLeast: vcpu }] : []),
+          ...(pcpu > 0 ? [{ summary: `${PLUGIN_NAME}.freePcpu`, atLeast: pcpu }, { summary: `${PLUGIN_NAME}.largestDedicatedNode`, atLeast: pcpu }] : []),
+        ];
+      },
     };
   },
 
@@ -77,6 +92,7 @@ export default definePlugin<VcpuOptions, VcpuStatsRead, VcpuHostData>({
         const data = dataOf(host);
         return requestedAmount(spec, 'PCPU') > 0 ? data.freePcpu : data.freeVcpu;
       },
+      summaryScore: (spec) => `${PLUGIN_NAME}.${requestedAmount(spec, 'PCPU') > 0 ? 'freePcpu' : 'freeVcpu'}`,
     };
   },
 });

@@ -1,0 +1,174 @@
+import { capacityOf, freeSummary, UP_SUMMARY } from '@ert/plugin-api';
+import type { HostSummaries } from '@ert/plugin-api';
+import type { Host } from './host-state.js';
+
+/**
+ * Host summaries in typed arrays: one Float64Array column per summary name, indexed by the
+ * host's slot (see @ert/plugin-api's summaries.ts). NaN is "unknown". The host manager keeps
+ * them current: the built-in ones (`ert:up`, `ert:free:<CLASS>`, `ert:reach:<CLASS>`, and the
+ * derived ones made when first asked for) whenever a host's version changes, a consumer's
+ * (`<plugin>.<key>`) after its `consume` and `placed`. A bounded ranking (ranking.ts) reads
+ * them instead of calling filters and weighers on every host.
+ */
+export class SummaryTable {
+  private readonly columns = new Map<string, Float64Array>();
+  /** The columns each consumer wrote, so a host's old values can be cleared. */
+  private readonly owned = new Map<string, Set<string>>();
+  /** The built-in free columns by class: `ert:free:<CLASS>` (the tree) and `ert:reach:<CLASS>` (with sharing providers). */
+  private readonly freeColumns = new Map<string, { free: Float64Array; reach: Float64Array }>();
+  private size = 1024;
+
+  /**
+   * Built-in columns made when first asked for (a trait's or a class's free amount beside
+   * some traits), then kept current like the others: `ert:trait:<T>` and
+   * `ert:reach:<CLASS>:without:<T1,T2,...>` (see `traitSummary`, `freeWithoutSummary`).
+   */
+  private readonly derived = new Map<string, { column: Float64Array; of: (host: Host) => number }>();
+
+  /**
+   * The column of a summary, or undefined when nothing published it yet. A derived built-in
+   * one is made on the first call, from every host of `slots`.
+   */
+  column(name: string, slots?: ReadonlyArray<Host | undefined>): Float64Array | undefined {
+    const column = this.columns.get(name);
+    if (column !== undefined || slots === undefined) return column;
+    const of = derivedSummary(name);
+    if (of === undefined) return undefined;
+    this.ensure(slots.length);
+    const made = this.create(name, NaN);
+    for (let slot = 0; slot < slots.length; slot++) {
+      const host = slots[slot];
+      if (host !== undefined) made[slot] = of(host);
+    }
+    this.derived.set(name, { column: made, of });
+    return made;
+  }
+
+  /** Make room for `slot`. */
+  ensure(slot: number): void {
+    if (slot < this.size) return;
+    const size = Math.max(slot + 1, this.size * 2);
+    for (const [name, column] of this.columns) {
+      const grown = new Float64Array(size).fill(NaN);
+      grown.set(column);
+      this.columns.set(name, grown);
+      const derived = this.derived.get(name);
+      if (derived !== undefined) derived.column = grown;
+    }
+    for (const rc of this.freeColumns.keys()) this.freeColumns.set(rc, { free: this.columns.get(freeSummary(rc))!, reach: this.columns.get(reachSummary(rc))! });
+    this.size = size;
+  }
+
+  private create(name: string, fill: number): Float64Array {
+    const column = new Float64Array(this.size).fill(fill);
+    this.columns.set(name, column);
+    return column;
+  }
+
+  /** Replace what consumer `owner` published for the host in `slot` (undefined: nothing known). */
+  publish(owner: string, slot: number, values: HostSummaries | undefined): void {
+    this.ensure(slot);
+    let owned = this.owned.get(owner);
+    if (owned !== undefined) for (const name of owned) this.columns.get(name)![slot] = NaN;
+    if (values === undefined) return;
+    for (const key of Object.keys(values)) {
+      const value = values[key];
+      if (typeof value !== 'number' || !Number.isFinite(value)) continue;
+      const name = `${owner}.${key}`;
+      let column = this.columns.get(name);
+      if (column === undefined) {
+        column = this.create(name, NaN);
+        if (owned === undefined) {
+          owned = new Set();
+          this.owned.set(owner, owned);
+        }
+        owned.add(name);
+      }
+      column[slot] = value;
+    }
+  }
+
+  /** Recompute the built-in summaries of the host in `slot` (undefined: the slot is empty, all unknown). */
+  refreshBuiltins(slot: number, host: Host | undefined): void {
+    this.ensure(slot);
+    if (host === undefined) {
+      for (const column of this.columns.values()) column[slot] = NaN;
+      return;
+    }
+    const up = this.columns.get(UP_SUMMARY) ?? this.create(UP_SUMMARY, NaN);
+    up[slot] = host.status === 'up' ? 1 : 0;
+    for (const pair of this.freeColumns.values()) {
+      pair.free[slot] = 0;
+      pair.reach[slot] = 0;
+    }
+    const add = (providers: Host['providers'], tree: boolean): void => {
+      for (const provider of providers) {
+        const inventories = provider.inventories;
+        for (const rc in inventories) {
+          let pair = this.freeColumns.get(rc);
+          if (pair === undefined) {
+            // A class no host had before: every other host has none of it (0).
+            pair = { free: this.create(freeSummary(rc), 0), reach: this.create(reachSummary(rc), 0) };
+            this.freeColumns.set(rc, pair);
+          }
+          const free = Math.max(capacityOf(inventories[rc]!) - (provider.usages[rc] ?? 0), 0);
+          if (tree) pair.free[slot] = pair.free[slot]! + free;
+          pair.reach[slot] = pair.reach[slot]! + free;
+        }
+      }
+    };
+    add(host.providers, true);
+    add(host.sharingProviders, false);
+    for (const derived of this.derived.values()) derived.column[slot] = derived.of(host);
+  }
+}
+
+/**
+ * Built-in summary: free amount of a class over the host's providers and the sharing providers
+ * it reaches (the `resources` filter's bound; `ert:free:<CLASS>` counts the tree only, as
+ * `HostState.free` does).
+ */
+export function reachSummary(resourceClass: string): string {
+  return `ert:reach:${resourceClass}`;
+}
+
+/** Built-in summary: how many of the host's providers (and sharing providers) have `trait`. */
+export function traitSummary(trait: string): string {
+  return `ert:trait:${trait}`;
+}
+
+/**
+ * Built-in summary: free amount of a class summed over the host's providers (and sharing
+ * providers) that have none of `traits` (the unnumbered group's forbidden traits).
+ */
+export function freeWithoutSummary(resourceClass: string, traits: readonly string[]): string {
+  return `ert:reach:${resourceClass}:without:${[...traits].sort().join(',')}`;
+}
+
+/** How to compute a derived built-in summary from a host, or undefined for any other name. */
+function derivedSummary(name: string): ((host: Host) => number) | undefined {
+  if (name.startsWith('ert:trait:')) {
+    const trait = name.slice('ert:trait:'.length);
+    return (host) => {
+      let count = 0;
+      for (const p of host.providers) if (p.traits.has(trait)) count++;
+      for (const p of host.sharingProviders) if (p.traits.has(trait)) count++;
+      return count;
+    };
+  }
+  const match = /^ert:reach:([^:]+):without:(.+)$/.exec(name);
+  if (match === null) return undefined;
+  const rc = match[1]!;
+  const traits = match[2]!.split(',');
+  return (host) => {
+    let free = 0;
+    for (const providers of [host.providers, host.sharingProviders]) {
+      for (const p of providers) {
+        const inventory = p.inventories[rc];
+        if (inventory === undefined || traits.some((t) => p.traits.has(t))) continue;
+        free += Math.max(capacityOf(inventory) - (p.usages[rc] ?? 0), 0);
+      }
+    }
+    return free;
+  };
+}

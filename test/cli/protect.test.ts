@@ -273,24 +273,27 @@ describe('ert protects the operator (issue 11)', () => {
   // judged by their own updatedAt only (unchanged stats, which the tracker does not rewrite,
   // marked stale on a host synced a moment ago).
   it('hosts shows the status the scheduler uses (stale past staleAfter), and stale stats with their age', async () => {
+    // Long enough that a sync and the next command fit in it on a loaded machine (3 s did not:
+    // two CLI starts took longer once, with the suite three files at a time beside other work).
+    const STALE_S = 8;
     const stale = await Project.create('cloud-vm');
     try {
-      await stale.writeConfig({ tracker: { hostName: 'node1', root: './root', resources: ['vcpu', 'memory'], staleAfter: '3s' } });
+      await stale.writeConfig({ tracker: { hostName: 'node1', root: './root', resources: ['vcpu', 'memory'], staleAfter: `${STALE_S}s` } });
       expect((await stale.run(['host', 'sync'])).code).toBe(0);
       const fresh = json(await stale.run(['hosts', '--json'])).hosts[0];
       expect(fresh.status).toBe('up');
-      await new Promise((resolve) => setTimeout(resolve, 3500));
+      await new Promise((resolve) => setTimeout(resolve, STALE_S * 1000 + 500));
       // A second update confirms the unchanged stats (not rewritten: their age keeps growing).
       expect((await stale.run(['host', 'sync'])).code).toBe(0);
       const confirmed = json(await stale.run(['hosts', '--json'])).hosts[0];
       expect(confirmed.status).toBe('up');
       expect(confirmed.stats.map((s: any) => [s.plugin, s.stale])).toEqual([['memory', false], ['vcpu', false]]);
-      expect(confirmed.stats[0].ageMs).toBeGreaterThan(3000);
-      await new Promise((resolve) => setTimeout(resolve, 3500));
+      expect(confirmed.stats[0].ageMs).toBeGreaterThan(STALE_S * 1000);
+      await new Promise((resolve) => setTimeout(resolve, STALE_S * 1000 + 500));
       const late = json(await stale.run(['hosts', '--json'])).hosts[0];
       expect(late.status).toBe('stale');
       expect(late.stats.map((s: any) => [s.plugin, s.stale])).toEqual([['memory', true], ['vcpu', true]]);
-      expect(late.stats[0].ageMs).toBeGreaterThan(6000);
+      expect(late.stats[0].ageMs).toBeGreaterThan(2 * STALE_S * 1000);
       // The scheduler agrees: the status filter removes it.
       const explained = json(await stale.run(['schedule', '--flavor', 'small', '--explain', '--json']));
       expect(explained.filters.find((f: any) => f.filter === 'status').removed).toBe(1);
@@ -299,7 +302,7 @@ describe('ert protects the operator (issue 11)', () => {
     } finally {
       await stale.remove();
     }
-  });
+  }, 90_000);
 });
 
 describe('ert and its surroundings (issue 11, point 16)', () => {

@@ -113,6 +113,8 @@ describe('ert serve: /metrics, /healthz, /readyz, request ids, SIGTERM', () => {
     const daemon = new Daemon(startErt(['--config', project.configFile, '--log-level', 'info', 'serve', '--port', '0'], { cwd: project.dir }));
     const m = await daemon.waitFor(/Placement API on (http:\/\/127\.0\.0\.1:\d+)/);
     // Ready once it has read every host's snapshot (the check host-snapshots, a few ms here).
+    // Mutation seen red: with ert serve's onHostSnapshotsRead never setting the check's result
+    // (packages/cli/src/commands/serve.ts), /readyz stays 503 and every test here fails.
     await expect.poll(async () => (await readyz(m[1]!)).status, { timeout: 10_000, interval: 20 }).toBe(200);
     return { daemon, base: m[1]! };
   }

@@ -158,14 +158,18 @@ function percentile(sorted: Float64Array, p: number): number {
 
 const round = (n: number, digits = 3): number => Number(n.toFixed(digits));
 
-/** Heap taken by a scheduler's host states: heapUsed after GC with it minus without it. */
-async function measureHeap(config: ErtConfig, store: Store, hosts: number): Promise<{ scheduler: Scheduler; bytesPerHost: number }> {
+/**
+ * Heap taken by a scheduler's host states: heapUsed after GC with it minus without it; and
+ * apart, the typed arrays' backing stores (`arrayBuffers`: the host summaries, versions),
+ * which heapUsed does not count.
+ */
+async function measureHeap(config: ErtConfig, store: Store, hosts: number): Promise<{ scheduler: Scheduler; bytesPerHost: number; arrayBytesPerHost: number }> {
   gc();
-  const before = process.memoryUsage().heapUsed;
+  const before = process.memoryUsage();
   const scheduler = await createScheduler({ config, store });
   gc();
-  const after = process.memoryUsage().heapUsed;
-  return { scheduler, bytesPerHost: (after - before) / hosts };
+  const after = process.memoryUsage();
+  return { scheduler, bytesPerHost: (after.heapUsed - before.heapUsed) / hosts, arrayBytesPerHost: (after.arrayBuffers - before.arrayBuffers) / hosts };
 }
 
 /**
@@ -396,7 +400,7 @@ async function main(): Promise<void> {
     const bareHeap = await measureHeap(bare, store, args.hosts);
     await bareHeap.scheduler.close();
     started = performance.now();
-    const { scheduler, bytesPerHost } = await measureHeap(config, store, args.hosts);
+    const { scheduler, bytesPerHost, arrayBytesPerHost } = await measureHeap(config, store, args.hosts);
     const loadMs = performance.now() - started;
 
     const result: Record<string, unknown> = {
@@ -408,6 +412,8 @@ async function main(): Promise<void> {
       loadMs: round(loadMs, 0),
       heapBytesPerHost: Math.round(bytesPerHost),
       heapBytesPerHostWithoutPluginData: Math.round(bareHeap.bytesPerHost),
+      // Typed arrays (host summaries, versions) live outside the heap: counted apart.
+      arrayBufferBytesPerHost: Math.round(arrayBytesPerHost),
     };
     if (!args.heapOnly && args.rates.length > 0) {
       await scheduler.close();

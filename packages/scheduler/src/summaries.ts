@@ -149,26 +149,29 @@ export function freeWithoutSummary(resourceClass: string, traits: readonly strin
 function derivedSummary(name: string): ((host: Host) => number) | undefined {
   if (name.startsWith('ert:trait:')) {
     const trait = name.slice('ert:trait:'.length);
-    return (host) => {
-      let count = 0;
-      for (const p of host.providers) if (p.traits.has(trait)) count++;
-      for (const p of host.sharingProviders) if (p.traits.has(trait)) count++;
-      return count;
+    const count = (providers: Host['providers']): number => {
+      let n = 0;
+      for (let i = 0; i < providers.length; i++) if (providers[i]!.traits.has(trait)) n++;
+      return n;
     };
+    return (host) => count(host.providers) + count(host.sharingProviders);
   }
   const match = /^ert:reach:([^:]+):without:(.+)$/.exec(name);
   if (match === null) return undefined;
   const rc = match[1]!;
   const traits = match[2]!.split(',');
-  return (host) => {
+  const sum = (providers: Host['providers']): number => {
     let free = 0;
-    for (const providers of [host.providers, host.sharingProviders]) {
-      for (const p of providers) {
-        const inventory = p.inventories[rc];
-        if (inventory === undefined || traits.some((t) => p.traits.has(t))) continue;
-        free += Math.max(capacityOf(inventory) - (p.usages[rc] ?? 0), 0);
-      }
+    for (let i = 0; i < providers.length; i++) {
+      const p = providers[i]!;
+      const inventory = p.inventories[rc];
+      if (inventory === undefined) continue;
+      const tags = p.traits;
+      let forbidden = false;
+      for (let t = 0; t < traits.length && !forbidden; t++) forbidden = tags.has(traits[t]!);
+      if (!forbidden) free += Math.max(capacityOf(inventory) - (p.usages[rc] ?? 0), 0);
     }
     return free;
   };
+  return (host) => sum(host.providers) + sum(host.sharingProviders);
 }

@@ -15,12 +15,24 @@ import type { HostSnapshot, Store } from '@ert/store';
 export class HostSnapshots {
   private readonly kept = new Map<string, HostSnapshot>();
   private queue: Promise<unknown> = Promise.resolve();
+  /** The read queued behind the running one, not started yet: later callers join it. */
+  private waiting: Promise<HostSnapshot[]> | undefined;
 
   constructor(private readonly store: Pick<Store, 'hostGenerations' | 'loadHosts'>) {}
 
-  /** Every host's snapshot, by name. Treat them as read-only: they are shared with later calls. */
+  /**
+   * Every host's snapshot, by name, read after this call. Treat them as read-only: they are
+   * shared with later calls. Calls made while a read is queued share that read (it starts after
+   * each of them), so that the web view's concurrent reads (GET /hosts, /host-facets, the live
+   * feed's poll) cost one.
+   */
   all(): Promise<HostSnapshot[]> {
-    const next = this.queue.then(() => this.read());
+    if (this.waiting) return this.waiting;
+    const next: Promise<HostSnapshot[]> = this.queue.then(() => {
+      if (this.waiting === next) this.waiting = undefined;
+      return this.read();
+    });
+    this.waiting = next;
     this.queue = next.catch(() => undefined);
     return next;
   }

@@ -67,4 +67,29 @@ describe.each(backends)('HostSnapshots (%s)', (client) => {
     }
     expect((await kept.all()).map((s) => s.host.name)).toEqual(['h1', 'h2', 'h4']);
   });
+
+  /**
+   * Calls that arrive while a read is queued share it, and each gets a read that started after
+   * it was made. Mutation seen red: without the sharing (every call queued on its own), the
+   * two calls queued together below read the generations twice, not once.
+   */
+  it('shares one queued read among the calls made meanwhile, each read starting after its call', async () => {
+    const { store } = await open();
+    await store.importHosts([host(1), host(2)]);
+    let reads = 0;
+    const counted = { hostGenerations: () => (reads++, store.hostGenerations()), loadHosts: (names?: string[]) => store.loadHosts(names) };
+    const kept = new HostSnapshots(counted);
+    const first = kept.all();
+    await new Promise((r) => setImmediate(r));
+    // Queued behind the first (running or done): one read for the two.
+    const [a, b] = [kept.all(), kept.all()];
+    const [, sa, sb] = await Promise.all([first, a, b]);
+    expect(reads).toBe(2);
+    expect(sa).toBe(sb);
+    // A call after a write gets a read that sees it.
+    await store.writeStats('h1', 'vcpu', 1, { free: 1 });
+    const sc = await kept.all();
+    expect(reads).toBe(3);
+    expect(sc.find((s) => s.host.name === 'h1')!.stats.vcpu).toBeDefined();
+  });
 });

@@ -104,6 +104,8 @@ function FleetCanvas({ hosts, cls }: { hosts: HostView[]; cls: string }) {
     canvas.dataset.hosts = String(hosts.length);
     canvas.dataset.tile = String(layout.size);
     canvas.dataset.drawMs = (performance.now() - started).toFixed(1);
+    // When it was drawn, ms after the page's navigation started (the first render, measured in the page).
+    canvas.dataset.drawnAt = performance.now().toFixed(0);
   }, [hosts, cls, layout, focus]);
 
   const indexAt = (e: MouseEvent): number | undefined => {

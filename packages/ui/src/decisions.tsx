@@ -1,5 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, type Decision } from './api.js';
+import { onHostChanges } from './live.js';
 import { Failure, Loading } from './load.js';
 import { Link } from './router.js';
 
@@ -23,7 +24,7 @@ const OUTCOME: Record<Decision['outcome'], string> = { placed: 'placed', no_vali
 
 /**
  * `/ui/decisions`: the latest scheduling decisions of the server (GET /scheduler/v1/decisions),
- * newest first, read again every 2 s: the request, where it went, the time taken, the hosts
+ * newest first, read again every 2 s and whenever a host changes (live.ts: a placement): the request, where it went, the time taken, the hosts
  * considered; a failure with its reason and the hosts each filter removed.
  */
 export function DecisionsPage() {
@@ -32,18 +33,30 @@ export function DecisionsPage() {
   useEffect(() => {
     let live = true;
     let timer: ReturnType<typeof setTimeout> | undefined;
-    const read = () =>
+    let reading = false;
+    const read = () => {
+      clearTimeout(timer);
+      if (reading) return;
+      reading = true;
       api.decisions().then(
         (value) => {
+          reading = false;
           if (!live) return;
           setState({ value });
           timer = setTimeout(read, EVERY_MS);
         },
-        (error: unknown) => live && setState({ error }),
+        (error: unknown) => {
+          reading = false;
+          if (live) setState({ error });
+        },
       );
-    void read();
+    };
+    read();
+    // A placement changes its host: read again at once (failures change no host: the 2 s read finds them).
+    const sub = onHostChanges(() => read());
     return () => {
       live = false;
+      sub.stop();
       clearTimeout(timer);
     };
   }, []);

@@ -23,7 +23,9 @@ const config = (vcpu: Record<string, unknown> = {}) => ({
   flavors: [SMALL],
 });
 
-describe('ert aggregate set-traits / set-ratio', () => {
+// Each test starts a dozen ert processes (three hosts synced several times): about 15 s alone,
+// 30 s once beside the rest of the suite on two cores, so they get 90 s.
+describe('ert aggregate set-traits / set-ratio', { timeout: 90_000 }, () => {
   let project: Project;
   let store: Store;
   const sync = async () => {

@@ -60,6 +60,9 @@ describe('request groups from the CLI', () => {
     expect(full.stderr).toMatch(new RegExp(`^ert: attach of request group port-4 to instance ${uuid} on host node1 refused: .*${VF}`));
     expect(await vfsUsed()).toBe(3);
 
+    const shown = await project.run(['instance', 'show', uuid]);
+    expect(shown.stdout).toContain(`  request group port-1: ${VF}=1 on node1_nic_pf0\n  request group port-3: ${VF}=1 on node1_nic_pf0\n`);
+
     const detach = await project.run(['instance', 'detach', uuid, '--requester', 'port-1', '--json']);
     expect(detach.code, detach.stderr).toBe(0);
     expect(json(detach).requestGroups.map((g: { requester: string }) => g.requester)).toEqual(['port-3']);

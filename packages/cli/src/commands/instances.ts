@@ -69,6 +69,7 @@ export async function instanceShowCommand(ctx: CommandContext, uuid: string): Pr
     ...(record.cpus ? { cpus: record.cpus } : {}),
     ...(record.units ? { units: record.units } : {}),
     ...(record.pools ? { pools: record.pools } : {}),
+    ...(record.flavor.requestGroups ? { requestGroups: record.flavor.requestGroups } : {}),
     allocations: allocations.map((a) => ({ provider: a.providerUuid, providerName: names.get(a.providerUuid)!, resourceClass: a.resourceClass, amount: a.amount })),
   };
   ctx.out.result({ instance }, () =>
@@ -77,6 +78,7 @@ export async function instanceShowCommand(ctx: CommandContext, uuid: string): Pr
       ...instance.allocations.map((a) => `  ${a.providerName}  ${a.resourceClass}  ${a.amount}`),
       ...Object.entries(instance.assignments).map(([plugin, value]) => `  ${plugin}: ${JSON.stringify(value)}`),
       ...(instance.cpus ? [`  pinned CPUs: ${instance.cpus.join(',')}`] : []),
+      ...(instance.requestGroups ?? []).map((g) => `  request group ${g.requester}: ${Object.entries(g.resources).map(([c, n]) => `${c}=${n}`).join(' ')} on ${g.provider === undefined ? '(not placed)' : (names.get(g.provider) ?? g.provider)}`),
       '',
     ].join('\n'),
   );

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
-import { capacityOf } from '@ert/plugin-api';
+import { capacityOf, normalizeInventory } from '@ert/plugin-api';
 import { createStore, type HostSnapshot, type InstanceRecord, type StatsRecord } from '@ert/store';
 import { buildPackage } from '../build.js';
 import { REPO, runErt, scratchDir, startErt } from '../cli/helpers.js';
@@ -42,8 +42,10 @@ import { REPO, runErt, scratchDir, startErt } from '../cli/helpers.js';
  *   expired, gets the login prompt with a message (never a blank page); the right one opens.
  * - Filters (/ui/?trait=T&aggregate=ssd): as many tiles as the store has hosts with the trait
  *   (any provider of the tree) whose root is in the aggregate, and their totals; the controls
- *   write the address. (Mutation-checked: with the aggregate test in facetHosts of
- *   packages/ui/src/fleet.tsx never excluding a group, this fails.)
+ *   write the address; a host added while the page is open shows in the filtered fleet.
+ *   (Mutation-checked: with the aggregate test in facetHosts of packages/ui/src/fleet.tsx never
+ *   excluding a group, this fails; without FleetPage reading the facets again for a host they
+ *   do not know, the added host never shows and this fails.)
  * - Decisions (/ui/decisions): a select made through the API, with the host the API chose; a
  *   no-valid-host one with its code, reason and the hosts each filter removed. (Mutation-checked:
  *   with the chosen host's data-host taken from the decision's user in
@@ -474,6 +476,24 @@ describe.skipIf(!CHROMIUM)('the web view at /ui on ert serve over 1,000 simulate
     await page.locator(`[data-testid=fleet-canvas][data-hosts="${ssdWithout.length}"]`).waitFor();
     expect(new URL(page.url()).search).toBe(`?trait=!${trait}&aggregate=ssd`);
     expect(await shownTotals(page)).toEqual(totalsOf(ssdWithout));
+    // A host added while the filtered fleet is open, with the trait and in ssd: shown without a
+    // reload (its traits and aggregates read again); removed, gone again.
+    await page.goto(`${origin}/ui/?trait=${trait}&aggregate=ssd`);
+    await page.locator(`[data-testid=fleet-canvas][data-hosts="${both.length}"]`).waitFor();
+    const writer = await createStore({ client: 'sqlite3', connection: join(dir, 'fleet.db') });
+    try {
+      await writer.importHosts([
+        {
+          host: { name: 'ui-added-host', status: 'up', lastUpdate: Date.now() },
+          providers: [{ uuid: '0f000000-0000-4000-8000-0000000000ad', name: 'ui-added-host', inventories: { VCPU: normalizeInventory({ total: 4 }) }, traits: [trait], aggregates: [ssd.uuid] }],
+        },
+      ]);
+      await page.locator(`[data-testid=fleet-canvas][data-hosts="${both.length + 1}"]`).waitFor({ timeout: 20_000 });
+      await writer.deleteHost('ui-added-host');
+    } finally {
+      await writer.close();
+    }
+    await page.locator(`[data-testid=fleet-canvas][data-hosts="${both.length}"]`).waitFor({ timeout: 20_000 });
     // A trait no host has: none shown, and said.
     await page.goto(`${origin}/ui/?trait=CUSTOM_NO_HOST_HAS_THIS`);
     await page.locator('[data-testid=fleet-canvas][data-hosts="0"]').waitFor();

@@ -213,7 +213,17 @@ export function facetHosts(facets: HostFacets, traits: string[], aggregate: stri
 export function FleetPage({ search }: { search: string }) {
   // The hosts stay live (claims, releases, stats: live.ts); the zones, traits and aggregates are read once.
   const hosts = useLiveHosts(() => api.hosts());
-  const meta = useLoad(() => Promise.all([api.zones(), api.facets()]));
+  // Zones, traits and aggregates change rarely: read when the page opens, and again when the
+  // live hosts include one they do not know (added since), at most once a second.
+  const [metaEpoch, setMetaEpoch] = useState(0);
+  const meta = useLoad(() => Promise.all([api.zones(), api.facets()]), [metaEpoch]);
+  const known = useMemo(() => new Set(meta.value?.[1].groups.flatMap((g) => g.hosts)), [meta.value]);
+  const unknown = !!meta.value && !!hosts.value && hosts.value.some((h) => !known.has(h.name));
+  useEffect(() => {
+    if (!unknown) return;
+    const timer = setTimeout(() => setMetaEpoch((e) => e + 1), 1000);
+    return () => clearTimeout(timer);
+  }, [unknown, meta.value]);
   const filters = useMemo(() => filtersOf(search), [search]);
   const error = hosts.error ?? meta.error;
   if (error) return <Failure error={error} />;

@@ -207,11 +207,14 @@ export class HostManager {
     }
     const generations = await this.store.hostGenerations();
     const changed: string[] = [];
+    let held = 0;
     for (const [name, generation] of generations) {
       const host = this.byName.get(name);
+      if (host) held++;
       if (!host || host.generation !== generation) changed.push(name);
     }
-    const removed = [...this.byName.keys()].filter((name) => !generations.has(name));
+    // Every held host still listed: none removed (the usual case), without a pass over them all.
+    const removed = held === this.byName.size ? [] : [...this.byName.keys()].filter((name) => !generations.has(name));
     const snapshots = await this.loadBatches(changed);
     const stale = changed.length > 0 && this.clock.now() - this.aggregatesReadAt > AGGREGATES_MAX_AGE;
     const aggregates = stale || snapshots.some((s) => this.aggregatesMoved(s)) ? await this.readAggregates() : undefined;

@@ -484,6 +484,8 @@ export class Ranker {
     const { stamps, outcomes, raw, multipliers, weights } = memo;
     /** 0: out (or already returned), 1: potential candidate, 2: evaluated and passed. */
     const state = new Uint8Array(n);
+    /** Slots in state 2. */
+    let passing = 0;
     let budget = BOUNDED_EVALUATIONS + Math.floor(n / BOUNDED_EVALUATIONS_PER);
     let mismatch = false;
     const evaluate = (slot: number): boolean => {
@@ -494,6 +496,7 @@ export class Ranker {
         return false;
       }
       state[slot] = 2;
+      passing++;
       for (let i = 0; i < w; i++) {
         const published = scoreColumns[i]![slot]!;
         if (!Number.isNaN(published) && published !== raw[slot * w + i]) mismatch = true;
@@ -532,7 +535,10 @@ export class Ranker {
       // An empty slot's version is -1.
       if (version < 0) return;
       if (stamps[slot] === version) {
-        if (outcomes[slot] === PASSED) state[slot] = 2;
+        if (outcomes[slot] === PASSED) {
+          state[slot] = 2;
+          passing++;
+        }
         return;
       }
       if (pruneStamps[slot] !== version) {
@@ -565,14 +571,46 @@ export class Ranker {
     if (budget < 0) return giveUp('budget (unknown scores)');
     if (mismatch) return giveUp('mismatch');
 
-    // 2. Each weigher's min and max over the hosts that pass.
+    // 2. Each weigher's min and max over the hosts that pass. One pass finds every weigher's
+    // most extreme potential candidates (an evaluated one first among equals); only when one
+    // of them fails its filters is that weigher's list looked for again.
     const min = new Float64Array(w);
     const max = new Float64Array(w);
+    const lowSlot = new Int32Array(w).fill(-1);
+    const highSlot = new Int32Array(w).fill(-1);
+    const lowValue = new Float64Array(w);
+    const highValue = new Float64Array(w);
+    for (let slot = 0; slot < n; slot++) {
+      const st = state[slot];
+      if (st === 0) continue;
+      for (let i = 0; i < w; i++) {
+        const v = st === 2 ? raw[slot * w + i]! : scoreColumns[i]![slot]!;
+        const low = lowSlot[i]!;
+        if (low < 0 || v < lowValue[i]! || (v === lowValue[i] && st === 2 && state[low] === 1)) {
+          lowSlot[i] = slot;
+          lowValue[i] = v;
+        }
+        const high = highSlot[i]!;
+        if (high < 0 || v > highValue[i]! || (v === highValue[i] && st === 2 && state[high] === 1)) {
+          highSlot[i] = slot;
+          highValue[i] = v;
+        }
+      }
+    }
     for (let i = 0; i < w; i++) {
       const column = scoreColumns[i]!;
       for (let pass = 0; pass < 2; pass++) {
         const lowest = pass === 0;
         let found = false;
+        const first = lowest ? lowSlot[i]! : highSlot[i]!;
+        if (first < 0) return giveUp('nothing passes'); // the complete ranking explains why
+        // The first pass's extreme, unless another weigher's evaluation found it failing.
+        if (state[first] === 2 || (state[first] === 1 && evaluate(first))) {
+          (lowest ? min : max)[i] = raw[first * w + i]!;
+          found = true;
+        }
+        if (mismatch) return giveUp('mismatch');
+        if (budget < 0) return giveUp('budget (extremes)');
         for (let picked = 1; !found; picked *= 4) {
           // The `picked` most extreme potential candidates, most extreme first.
           const extremes = mostExtreme(state, raw, w, i, column, lowest, picked);
@@ -622,12 +660,9 @@ export class Ranker {
           weigh(slot);
         }
         state[slot] = 0;
+        passing--;
         candidates.push({ host: slots[slot]!, weight: weights[slot]! });
-        if (candidates.length === limit) {
-          let passed = candidates.length;
-          for (let s = 0; s < n; s++) if (state[s] === 2) passed++;
-          return { candidates, passed, min, scale, bounded: true };
-        }
+        if (candidates.length === limit) return { candidates, passed: candidates.length + passing, min, scale, bounded: true };
       }
       // Every potential candidate was looked at: these are all the hosts that pass (none: the
       // complete ranking explains why).

@@ -1010,11 +1010,17 @@ class HostTracker implements Tracker {
     return report;
   }
 
-  /** After start, a periodic update or the watch: a failure is logged, not thrown. */
+  /**
+   * After start or a periodic update: a failure is logged, not thrown, except the store being
+   * unreachable, which is the caller's failure too (start waits it out, the periodic update
+   * backs off); otherwise the update would count as a success and log a recovery in the middle
+   * of an outage.
+   */
   private async confirmQuietly(reapEverywhere: boolean): Promise<void> {
     try {
       await this.confirmLocked(reapEverywhere);
     } catch (err) {
+      if (isStoreUnavailable(err)) throw err;
       // The next pass is the retry (the watch's poll or the periodic update).
       this.failures.failed('confirming reservations', err, this.config.reservations.pollInterval);
     }

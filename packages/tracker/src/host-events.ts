@@ -121,7 +121,7 @@ export class HostEventWatch {
    */
   async start(): Promise<void> {
     try {
-      await this.look();
+      for (let torn = 0; (await this.look()) && torn < TORN_RETRIES && !this.stopped; torn++);
     } catch (err) {
       this.failed(err);
     }
@@ -146,9 +146,11 @@ export class HostEventWatch {
     }
     this.running = (async () => {
       try {
+        let torn = 0;
         do {
           this.again = false;
-          await this.look();
+          // A torn read is looked at again at once, a few times (then the next poll or poke does).
+          if ((await this.look()) && torn++ < TORN_RETRIES) this.again = true;
         } while (this.again && !this.stopped);
       } catch (err) {
         this.failed(err);
@@ -228,8 +230,13 @@ export class HostEventWatch {
     };
   }
 
-  /** One look: the host's live instances against the ones known; releases first, then resizes and updates, then claims. */
-  private async look(): Promise<void> {
+  /**
+   * One look: the host's live instances against the ones known; releases first, then resizes
+   * and updates, then claims. True when an instance changed while it was being read (its
+   * record and allocations are separate reads): that instance is left as it was known, and
+   * the caller looks again.
+   */
+  private async look(): Promise<boolean> {
     const initial = !this.initialDone;
     const live = (await this.options.store.listInstances({ host: this.options.hostName })).filter((r) => LIVE.has(r.state));
     this.failing = false;
@@ -238,10 +245,21 @@ export class HostEventWatch {
     const migrations = new Map(live.filter(isMigrationRecord).map((r) => [r.uuid, r]));
     const records = live.filter((r) => !isMigrationRecord(r));
     const now = new Map<string, InstanceView>();
+    let torn = false;
     for (const record of records.sort((a, b) => (a.updatedAt ?? 0) - (b.updatedAt ?? 0) || (a.uuid < b.uuid ? -1 : 1))) {
-      now.set(record.uuid, await this.viewOf(record, record.migrationUuid !== undefined ? migrations.get(record.migrationUuid) : undefined));
+      const migration = record.migrationUuid !== undefined ? migrations.get(record.migrationUuid) : undefined;
+      const view = await this.viewOf(record, migration);
+      // Another process wrote the instance between the list and its allocations' read (a
+      // release: its allocations read as none): not a change to publish but a torn read.
+      if (!(await this.unchanged(record)) || (migration !== undefined && !(await this.unchanged(migration)))) {
+        torn = true;
+        const known = this.known.get(record.uuid);
+        if (known) now.set(record.uuid, known);
+        continue;
+      }
+      now.set(record.uuid, view);
     }
-    if (this.stopped) return;
+    if (this.stopped) return false;
     const time = this.now();
     const events: HostEvent[] = [];
     for (const [uuid, before] of this.known) if (!now.has(uuid)) events.push({ type: 'released', time, ...before });
@@ -262,8 +280,18 @@ export class HostEventWatch {
     }
     this.known.clear();
     for (const [uuid, view] of now) this.known.set(uuid, view);
+    return torn;
+  }
+
+  /** Whether the store still holds `record` as it was listed (every write of a record sets its updatedAt). */
+  private async unchanged(record: InstanceRecord): Promise<boolean> {
+    const again = await this.options.store.getInstance(record.uuid);
+    return again !== undefined && JSON.stringify(again) === JSON.stringify(record);
   }
 }
+
+/** How many times in a row a look that read an instance mid-write is repeated at once. */
+const TORN_RETRIES = 3;
 
 /** The record a resize or cold migration writes for the old allocations (tracker.ts, `resize`). */
 function isMigrationRecord(record: InstanceRecord): boolean {

@@ -142,6 +142,39 @@ describe('HostEventWatch', () => {
     for (const watch of watches) await watch.stop();
   });
 
+  // Seen red without HostEventWatch.unchanged (once in CI as a fifth frame in
+  // test/e2e/host-events.test.ts): ["updated", uuid] with no allocations before ["released", uuid].
+  it('a release committed while a look reads the instance is one released event, not an update with no allocations', async () => {
+    const host = await realHost(bench, 'xeon-2s-cat');
+    const uuid = await claim(host, realFlavor('small', 2, 2 * GB));
+    let releaseDuringRead = false;
+    // The other process's release lands between the look's list of instances and its read of their allocations.
+    const store = new Proxy(host.store, {
+      get(target, key, receiver) {
+        const value: unknown = Reflect.get(target, key, receiver);
+        if (key === 'getAllocations' && releaseDuringRead) {
+          return async (consumer: string) => {
+            releaseDuringRead = false;
+            expect((await host.tracker.release(uuid)).released).toBe(true);
+            return target.getAllocations(consumer);
+          };
+        }
+        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      },
+    }) as Store;
+    const events: HostEvent[] = [];
+    const watch = new HostEventWatch({ store, hostName: host.hostName, publish: (e) => events.push(e), pollMs: 3_600_000, logger });
+    await watch.start();
+    releaseDuringRead = true;
+    await watch.poke();
+    expect(releaseDuringRead).toBe(false); // the release did land mid-look
+    expect(events.map((e) => [e.type, e.instance, e.allocations.length > 0])).toEqual([
+      ['updated', uuid, true],
+      ['released', uuid, true],
+    ]);
+    await watch.stop();
+  });
+
   it('a store down at start: the first look that succeeds announces the live instances as updated', async () => {
     const host = await realHost(bench, 'epyc-1s');
     const uuid = await claim(host, realFlavor('small', 2, 2 * GB));

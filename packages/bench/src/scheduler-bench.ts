@@ -173,6 +173,26 @@ async function measureHeap(config: ErtConfig, store: Store, hosts: number): Prom
   return { scheduler, bytesPerHost: (after.heapUsed - before.heapUsed) / hosts, arrayBytesPerHost: (after.arrayBuffers - before.arrayBuffers) / hosts };
 }
 
+/** `store`, with each `writeAllocations` (a durable claim) timed and its milliseconds given to `took`. */
+function timingWrites(store: Store, took: (ms: number) => void): Store {
+  return new Proxy(store, {
+    get(target, prop, receiver) {
+      if (prop === 'writeAllocations') {
+        return async (...callArgs: Parameters<Store['writeAllocations']>) => {
+          const t0 = performance.now();
+          try {
+            return await target.writeAllocations(...callArgs);
+          } finally {
+            took(performance.now() - t0);
+          }
+        };
+      }
+      const value: unknown = Reflect.get(target, prop, receiver);
+      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+}
+
 /**
  * The realistic workload (workload.ts): one client, every decision timed from the request to
  * its durable claim, first-seen shapes apart, failures apart, and a check of the answers:
@@ -183,22 +203,7 @@ async function runMixed(config: ErtConfig, store: Store, args: Args): Promise<Re
   const workload = new Workload({ random, plugins: args.plugins, newShapeShare: args.newShare });
   // The durable claims are timed apart, so the scheduler's own part of each decision shows.
   let claimMs = 0;
-  const timedStore: Store = new Proxy(store, {
-    get(target, prop, receiver) {
-      if (prop === 'writeAllocations') {
-        return async (...callArgs: Parameters<Store['writeAllocations']>) => {
-          const t0 = performance.now();
-          try {
-            return await target.writeAllocations(...callArgs);
-          } finally {
-            claimMs += performance.now() - t0;
-          }
-        };
-      }
-      const value: unknown = Reflect.get(target, prop, receiver);
-      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
-    },
-  });
+  const timedStore = timingWrites(store, (ms) => (claimMs += ms));
   const scheduler = await createScheduler({ config, store: timedStore, strategy: args.strategy, random });
   const seen = new Set<string>();
   const all: number[] = [];
@@ -470,22 +475,7 @@ async function main(): Promise<void> {
       const workload = WORKLOAD.filter((f) => f.needs === undefined || args.plugins.includes(f.needs));
       // Time the durable claims apart, to tell the store's part of a decision from the scheduler's.
       const claimDurations: number[] = [];
-      const timedStore: Store = new Proxy(store, {
-        get(target, prop, receiver) {
-          if (prop === 'writeAllocations') {
-            return async (...callArgs: Parameters<Store['writeAllocations']>) => {
-              const t0 = performance.now();
-              try {
-                return await target.writeAllocations(...callArgs);
-              } finally {
-                claimDurations.push(performance.now() - t0);
-              }
-            };
-          }
-          const value: unknown = Reflect.get(target, prop, receiver);
-          return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
-        },
-      });
+      const timedStore = timingWrites(store, (ms) => claimDurations.push(ms));
       const overlapClaims = args.concurrency > 1;
       const timed = await createScheduler({ config, store: timedStore, strategy: args.strategy, random, overlapClaims });
       const instance = () => [{ uuid: randomUUID(), projectId: 'bench', userId: 'bench' }];

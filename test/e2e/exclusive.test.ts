@@ -12,21 +12,11 @@
 // `units` ("ways overlap" red: both instances on mask 7 of domain 0); the tracker's retry
 // removed (the schedule failed: "cannot take cpu/20: instance ... holds it").
 import { once } from 'node:events';
-import { writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
-import { stringify } from 'yaml';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { createStore, dropPostgresSchema, type InstanceRecord, type Store, type StoreOptions } from '@ert/store';
-import { PROFILES, json, runErt, scratchDir, startErt } from '../cli/helpers.js';
+import { createStore, type InstanceRecord, type Store } from '@ert/store';
+import { json, runErt, startErt } from '../cli/helpers.js';
+import { BACKENDS, ROOT, xeonProject } from './xeon-host.js';
 
-const BACKENDS: Array<'sqlite3' | 'pg'> = process.env['ERT_TEST_PG_URL'] ? ['sqlite3', 'pg'] : ['sqlite3'];
-const ROOT = join(PROFILES, 'xeon-2s-cat');
-const FLAVORS = [
-  { name: 'ways', vcpus: 2, memory_mb: 2048, disk_gb: 0, extra_specs: { 'llc:ways': '3' } },
-  { name: 'pinned', vcpus: 2, memory_mb: 2048, disk_gb: 0, extra_specs: { 'hw:cpu_policy': 'dedicated' } },
-];
-
-let schemas = 0;
 
 describe.each(BACKENDS)('ert host run beside ert claim on one host (%s)', (backend) => {
   const cleanups: Array<() => Promise<unknown>> = [];
@@ -35,24 +25,7 @@ describe.each(BACKENDS)('ert host run beside ert claim on one host (%s)', (backe
   });
 
   it('never gives a cache way, a class of service or a pinned CPU to two instances', async () => {
-    const dir = await scratchDir('ert-exclusive-');
-    let storeOptions: StoreOptions = { client: 'sqlite3', connection: join(dir, 'ert.db') };
-    if (backend === 'pg') {
-      const schema = `exclusive_e2e_${process.pid}_${++schemas}`;
-      storeOptions = { client: 'pg', connection: process.env['ERT_TEST_PG_URL']!, schema };
-      cleanups.push(() => dropPostgresSchema(process.env['ERT_TEST_PG_URL']!, schema));
-    }
-    const config = {
-      store: storeOptions,
-      log: { level: 'info' },
-      tracker: { hostName: 'xeon-1', root: ROOT, resources: ['vcpu', 'memory', 'llc'], interval: '1h' },
-      scheduler: { consumers: ['vcpu', 'memory', 'llc'], filters: ['resources', 'llc'], refreshInterval: 0 },
-      reservations: { timeout: '30s', pollInterval: '50ms' },
-      plugins: { vcpu: { allocationRatio: 1, dedicatedCpus: '20-27,40' } },
-      flavors: FLAVORS,
-    };
-    await writeFile(join(dir, 'ert.config.yaml'), stringify(config));
-    expect((await runErt(['db', 'migrate'], { cwd: dir })).code).toBe(0);
+    const { dir, storeOptions } = await xeonProject(backend, 'exclusive', cleanups);
 
     const run = startErt(['host', 'run'], { cwd: dir });
     let runLog = '';

@@ -20,19 +20,12 @@
 import { once } from 'node:events';
 import { request, type IncomingMessage } from 'node:http';
 import { connect } from 'node:net';
-import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { stringify } from 'yaml';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { createStore, dropPostgresSchema, type Store, type StoreOptions } from '@ert/store';
-import { PROFILES, json, runErt, scratchDir, startErt } from '../cli/helpers.js';
+import { createStore, type Store } from '@ert/store';
+import { json, runErt, startErt } from '../cli/helpers.js';
+import { BACKENDS, ROOT, xeonProject } from './xeon-host.js';
 
-const BACKENDS: Array<'sqlite3' | 'pg'> = process.env['ERT_TEST_PG_URL'] ? ['sqlite3', 'pg'] : ['sqlite3'];
-const ROOT = join(PROFILES, 'xeon-2s-cat');
-const FLAVORS = [
-  { name: 'ways', vcpus: 2, memory_mb: 2048, disk_gb: 0, extra_specs: { 'llc:ways': '3' } },
-  { name: 'pinned', vcpus: 2, memory_mb: 2048, disk_gb: 0, extra_specs: { 'hw:cpu_policy': 'dedicated' } },
-];
 
 interface Event {
   seq: number;
@@ -81,8 +74,6 @@ function sseClient(url: string, lastEventId?: string): { frames: Array<{ id?: st
   return { frames, comments, response, ended, close: () => req.destroy() };
 }
 
-let schemas = 0;
-
 describe.each(BACKENDS)('ert host run publishes its instance events (%s)', (backend) => {
   const cleanups: Array<() => Promise<unknown>> = [];
   afterEach(async () => {
@@ -90,24 +81,7 @@ describe.each(BACKENDS)('ert host run publishes its instance events (%s)', (back
   });
 
   it('claims, a confirmed reservation and releases reach ert host events --follow and a raw SSE client, in order, as the store records them', async () => {
-    const dir = await scratchDir('ert-events-');
-    let storeOptions: StoreOptions = { client: 'sqlite3', connection: join(dir, 'ert.db') };
-    if (backend === 'pg') {
-      const schema = `events_e2e_${process.pid}_${++schemas}`;
-      storeOptions = { client: 'pg', connection: process.env['ERT_TEST_PG_URL']!, schema };
-      cleanups.push(() => dropPostgresSchema(process.env['ERT_TEST_PG_URL']!, schema));
-    }
-    const config = {
-      store: storeOptions,
-      log: { level: 'info' },
-      tracker: { hostName: 'xeon-1', root: ROOT, resources: ['vcpu', 'memory', 'llc'], interval: '1h' },
-      scheduler: { consumers: ['vcpu', 'memory', 'llc'], filters: ['resources', 'llc'], refreshInterval: 0 },
-      reservations: { timeout: '30s', pollInterval: '50ms' },
-      plugins: { vcpu: { allocationRatio: 1, dedicatedCpus: '20-27,40' } },
-      flavors: FLAVORS,
-    };
-    await writeFile(join(dir, 'ert.config.yaml'), stringify(config));
-    expect((await runErt(['db', 'migrate'], { cwd: dir })).code).toBe(0);
+    const { dir, storeOptions } = await xeonProject(backend, 'events', cleanups);
 
     const socketPath = join(dir, 'events.sock');
     const run = startErt(['host', 'run', '--metrics-port', '0', '--events-buffer', '3', '--events-socket', socketPath], { cwd: dir });

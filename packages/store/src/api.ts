@@ -369,7 +369,7 @@ export interface Store {
    * ERT_STORE_SCHEMA_NEWER (unknown migrations), each naming the store and the versions.
    */
   checkSchema(): Promise<void>;
-  /** Close the pool. Further calls fail. */
+  /** Close the pool once the operations in progress are done. An operation begun during or after close fails at once (ERT_STORE_INVALID, "the store ... is closed"), never waits on the closing pool. */
   close(): Promise<void>;
 
   /* resource classes and traits */

@@ -7,7 +7,7 @@ import type { Knex } from 'knex';
 import { TRAIT_SHARING_PROVIDER } from '@ert/plugin-api';
 import type { ProviderRecord, StoreClient, StoreOptions } from './api.js';
 import { busyTimeoutOf, mapDriverError, openKnex } from './connection.js';
-import { StoreConflictError } from './errors.js';
+import { StoreConflictError, StoreError } from './errors.js';
 import { providerRecordFromRow, type HostRow, type ProviderRow } from './rows.js';
 import { chunks, insertRows, type Db, type Trx } from './sql.js';
 import { notFound } from './validate.js';
@@ -19,13 +19,19 @@ export class StoreContext {
   /** Resource class name -> id. Classes are never deleted, so positive entries never go stale. */
   readonly classIds = new Map<string, number>();
   readonly classNames = new Map<number, string>();
-  /** Set by `close()`: writes are refused after it. */
+  /** Set by `close()`: every operation is refused after it (ERT_STORE_INVALID). */
   closed = false;
 
   constructor(options: StoreOptions) {
     this.options = options;
     this.client = options.client;
     this.knex = openKnex(options);
+    // An operation begun while close() is destroying the pool would wait in tarn (knex's pool)
+    // for acquireTimeoutMillis, 60 s, keeping the process alive (Vincit/tarn.js#81): once
+    // closed, every operation fails at once instead.
+    const client = this.knex.client as { acquireConnection(): Promise<unknown> };
+    const acquire = client.acquireConnection.bind(client);
+    client.acquireConnection = () => (this.closed ? Promise.reject(new StoreError('ERT_STORE_INVALID', `the store ${this.describe()} is closed`)) : acquire());
   }
 
   /** Where the store is, for messages: the SQLite file, or the PostgreSQL URL (password masked) and schema. */

@@ -118,6 +118,39 @@ describe.each(backends)('two connections creating the same consumer on %s', (cli
   });
 });
 
+describe.each(backends)('closing the store on %s', (client) => {
+  // An operation that starts while close() is destroying the pool (a watch's second read, say)
+  // must fail at once: knex's pool parked it for 60 s, and that timer kept `ert host run` alive
+  // after it had stopped (an end-to-end test's cleanup timed out). Mutation seen caught: the
+  // guard in StoreContext removed (this test timed out on both backends).
+  it('refuses an operation begun during or after close() at once, naming the store', async () => {
+    const { store, cleanup } = await openStore(client, 'closing');
+    try {
+      // A transaction holds a connection while close() starts (close waits for it), as the
+      // watch's first read does; the follow-up read starts while the pool is being destroyed.
+      const { knex } = store as unknown as KnexStore;
+      let entered!: () => void;
+      let release!: () => void;
+      const inside = new Promise<void>((resolve) => (entered = resolve));
+      const gate = new Promise<void>((resolve) => (release = resolve));
+      const holding = knex.transaction(async () => {
+        entered();
+        await gate;
+      });
+      await inside;
+      const closing = store.close();
+      release();
+      await holding;
+      const during = await failure(store.getHost('nobody'));
+      expect(during).toMatchObject({ code: 'ERT_STORE_INVALID', message: expect.stringMatching(/the store .* is closed/) });
+      await closing;
+      expect(await failure(store.listHosts())).toMatchObject({ code: 'ERT_STORE_INVALID' });
+    } finally {
+      await cleanup();
+    }
+  }, 15_000);
+});
+
 describe.each(backends)('store semantics on %s', (client) => {
   let store: Store;
   let cleanup: () => Promise<void>;

@@ -98,6 +98,8 @@ export class HostEventWatch {
   private readonly names = new Map<string, string>();
   private seen: number | undefined;
   private timer: NodeJS.Timeout | undefined;
+  /** The poll in progress: `stop()` waits for it, so no store call outlives the watch. */
+  private ticking: Promise<void> | undefined;
   private stopped = false;
   private started = false;
   /** Set by the first look that succeeded: until then a look publishes `updated`, not `claimed`. */
@@ -129,11 +131,13 @@ export class HostEventWatch {
     this.arm();
   }
 
-  stop(): Promise<void> {
+  /** No look starts after this; resolves once the poll and the look in progress (if any) have finished. */
+  async stop(): Promise<void> {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
-    return this.running ?? Promise.resolve();
+    await this.ticking;
+    await this.running;
   }
 
   /** Look at the store now (after the tracker's own events); resolves when the look is done. Ignored before `start` is done. */
@@ -165,7 +169,10 @@ export class HostEventWatch {
     if (this.stopped) return;
     this.timer = setTimeout(() => {
       this.timer = undefined;
-      void this.tick().finally(() => this.arm());
+      this.ticking = this.tick().finally(() => {
+        this.ticking = undefined;
+        this.arm();
+      });
     }, this.options.pollMs);
     this.timer.unref();
   }

@@ -106,6 +106,8 @@ async function confirmOne(ctx: ReservationContext, reservation: InstanceRecord):
  */
 export class ReservationWatch {
   private timer: NodeJS.Timeout | undefined;
+  /** The look in progress: `stop()` waits for it, so no store call outlives the watch. */
+  private running: Promise<void> | undefined;
   private seen: number | undefined;
   private stopped = false;
 
@@ -122,22 +124,27 @@ export class ReservationWatch {
     this.arm();
   }
 
-  stop(): void {
+  /** No look starts after this; resolves once the one in progress (if any) has finished. */
+  stop(): Promise<void> {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
+    return this.running ?? Promise.resolve();
   }
 
   private arm(): void {
     if (this.stopped) return;
     this.timer = setTimeout(() => {
       this.timer = undefined;
-      this.look()
+      this.running = this.look()
         .then(
           () => this.failures.succeeded('reservation watch'),
           (err: unknown) => this.failures.failed('reservation watch', err, this.pollMs),
         )
-        .finally(() => this.arm());
+        .finally(() => {
+          this.running = undefined;
+          this.arm();
+        });
     }, this.pollMs);
   }
 
@@ -145,7 +152,7 @@ export class ReservationWatch {
     const store = this.store();
     if (!store) return;
     const host = await store.getHost(this.hostName);
-    if (!host || host.generation === this.seen) return;
+    if (!host || host.generation === this.seen || this.stopped) return;
     this.seen = host.generation;
     const pending = await store.listInstances({ host: this.hostName, state: 'scheduled' });
     if (pending.length > 0 && !this.stopped) await this.confirm();

@@ -139,7 +139,7 @@ export interface Tracker {
    * until it answers; `stop()` meanwhile makes `start` reject with ERT_TRACKER_STATE.
    */
   start(options?: { waitForStore?: boolean }): Promise<SyncReport>;
-  /** Stop the timer, wait for operations in flight, call every plugin's `close`, close the store if the tracker opened it. Idempotent: a second call waits for the same shutdown. */
+  /** Stop the timer, wait for operations in flight (the reservation watch's look included: no store call follows the returned promise), call every plugin's `close`, close the store if the tracker opened it. Idempotent: a second call waits for the same shutdown. */
   stop(): Promise<void>;
   /**
    * Claim an instance on this host; all-or-nothing. Adopts allocations the scheduler already
@@ -597,7 +597,7 @@ class HostTracker implements Tracker {
     this.wakeStart?.();
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
-    this.watch?.stop();
+    await this.watch?.stop();
     await this.mutex.idle();
     for (const resource of this.resources) {
       const close = resource.hooks.close;

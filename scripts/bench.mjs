@@ -14,6 +14,7 @@ const benchmarks = {
   placement: 'packages/bench/dist/placement-bench.js',
   isolation: 'packages/bench/dist/isolation-bench.js',
   api: 'packages/bench/dist/api-bench.js',
+  drivers: 'packages/bench/dist/driver-bench.js',
 };
 
 const [name, ...args] = process.argv.slice(2);

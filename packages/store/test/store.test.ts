@@ -118,6 +118,72 @@ describe.each(backends)('two connections creating the same consumer on %s', (cli
   });
 });
 
+describe('SQLite prepared statements', () => {
+  // The connection keeps its prepared statements (connection.ts, cacheStatements): preparing
+  // was most of a claim's cost. What must hold: a repeated claim prepares nothing new, a
+  // statement that fails to prepare is reported every time and never kept, and close()
+  // finalizes what is kept (SQLite refuses to close a connection with statements left).
+  // Mutations seen caught: the cache off (no statement kept); the prepare error not passed to
+  // the calls waiting for it (node-sqlite3 never calls them back: timed out); close() without
+  // finalizing (the pool's destroyFail: "unable to close due to unfinalized statements"). The
+  // reset after each call is guarded by 'migrations racing on sqlite3' above: without it an
+  // unreset statement kept the connection's read snapshot, it never saw the other
+  // connections' tables and got SQLITE_BUSY for the whole busy timeout.
+  it('prepares a repeated claim once, reports a bad statement every time, and closes cleanly', async () => {
+    const { store, options, cleanup } = await openStore('sqlite3', 'statements');
+    try {
+      const { knex } = store as unknown as KnexStore;
+      type Conn = { prepare(...args: unknown[]): unknown };
+      const conn = (await knex.client.acquireConnection()) as Conn;
+      let prepares = 0;
+      const prepare = conn.prepare.bind(conn);
+      conn.prepare = (...args: unknown[]) => {
+        prepares++;
+        return prepare(...args);
+      };
+      knex.client.releaseConnection(conn);
+      const root = await store.createProvider({ uuid: 'stmt-root', name: 'stmt-host' });
+      await store.setInventories(root.uuid, root.generation, { VCPU: inv(1000), MEMORY_MB: inv(1_000_000) });
+      await store.upsertHost({ name: 'stmt-host', rootProviderUuid: root.uuid });
+      const claim = (n: number) =>
+        store.writeAllocations([
+          {
+            consumer: { uuid: `stmt-${n}`, projectId: 'p', userId: 'u', generation: null },
+            allocations: [
+              { providerUuid: root.uuid, resourceClass: 'VCPU', amount: 1 },
+              { providerUuid: root.uuid, resourceClass: 'MEMORY_MB', amount: 512 },
+            ],
+            instance: instance(`stmt-${n}`, 'stmt-host', { assignments: {} }),
+          },
+        ]);
+      await claim(0);
+      const known = prepares;
+      expect(known).toBeGreaterThan(5);
+      for (let n = 1; n <= 20; n++) await claim(n);
+      expect(prepares, 'statements prepared again for the same claims').toBe(known);
+      expect(await store.getUsages(root.uuid)).toEqual({ VCPU: 21, MEMORY_MB: 21 * 512 });
+
+      for (let i = 0; i < 2; i++) await expect(knex.raw('select * from no_such_table')).rejects.toThrow(/no such table: no_such_table/);
+      expect(prepares, 'a statement that failed to prepare is tried again, not kept').toBe(known + 2);
+      expect((await store.getUsages(root.uuid))['VCPU']).toBe(21);
+
+      // The pool reports a connection it could not close (SQLite refuses while statements are left).
+      const closeFailures: unknown[] = [];
+      (knex.client as unknown as { pool: { on(event: string, fn: (id: number, resource: unknown, err: unknown) => void): void } }).pool.on('destroyFail', (_id, _resource, err) => closeFailures.push(err));
+      await store.close();
+      expect(closeFailures).toEqual([]);
+      const reopened = await createStore(options);
+      try {
+        expect((await reopened.getUsages(root.uuid))['VCPU']).toBe(21);
+      } finally {
+        await reopened.close();
+      }
+    } finally {
+      await cleanup();
+    }
+  });
+});
+
 describe.each(backends)('closing the store on %s', (client) => {
   // An operation that starts while close() is destroying the pool (a watch's second read, say)
   // must fail at once: knex's pool parked it for 60 s, and that timer kept `ert host run` alive

@@ -1,0 +1,327 @@
+/**
+ * SQLite driver comparison (issue 15): `npm run bench -- drivers [--hosts N] [--claims C] [--json]`.
+ *
+ * Where does a sequential claim's time go, and what would another driver give? The issue keeps
+ * the sqlite3 driver and asks for a markedly faster one to be measured side by side, not
+ * switched to. Three runs of C claims, one at a time, on copies of one SQLite file (N hosts,
+ * each a root provider with VCPU and MEMORY_MB, imported through @ert/store; WAL,
+ * synchronous=NORMAL, the store's pragmas), each claim VCPU 2 + MEMORY_MB 1024 on a random host
+ * with its instance record, durable at commit:
+ *
+ * - `store`: `store.writeAllocations`, the product's path (knex on node-sqlite3; 13 statements,
+ *   every check of the store).
+ * - `sqlite3`: the same 13 statements (the SQL the store sends, captured from knex) on
+ *   node-sqlite3 directly, each awaited and prepared per call as knex does: the driver's cost
+ *   without knex.
+ * - `sqlite3-prepared`: the same, each statement prepared once, kept, and reset after each call
+ *   (what the store's statement cache does, connection.ts).
+ * - `better-sqlite3`: the same statements, prepared once, on better-sqlite3 (synchronous, in
+ *   process), in `BEGIN IMMEDIATE` instead of the store's lock-taking UPDATE (12 statements).
+ *
+ * The raw runs check capacity in JavaScript as the store does (inventory and usage read under
+ * the write lock). At the end every run's usage per provider must equal its claims (else exit
+ * 1). better-sqlite3 is not a dependency of ert: install it beside (`npm i --no-save
+ * better-sqlite3`, compiles from source here); without it that run is reported as skipped.
+ */
+import { randomUUID } from 'node:crypto';
+import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { loadavg, tmpdir } from 'node:os';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { normalizeInventory, type Flavor } from '@ert/plugin-api';
+import { createStore, type HostImport } from '@ert/store';
+
+interface Args {
+  hosts: number;
+  claims: number;
+  json: boolean;
+}
+
+interface RunResult {
+  claimsPerSecond: number;
+  p50Ms: number;
+  p99Ms: number;
+  statementsPerClaim: number;
+}
+
+function parseArgs(argv: string[]): Args {
+  const args: Args = { hosts: 10_000, claims: 3_000, json: false };
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    const positive = (): number => {
+      const v = argv[++i];
+      const n = Number(v);
+      if (!Number.isSafeInteger(n) || n < 1) throw new Error(`driver-bench: ${arg} must be a positive integer, got "${v}"`);
+      return n;
+    };
+    if (arg === '--hosts') args.hosts = positive();
+    else if (arg === '--claims') args.claims = positive();
+    else if (arg === '--json') args.json = true;
+    else throw new Error(`driver-bench: unknown option "${arg}" (options: --hosts N, --claims C, --json)`);
+  }
+  return args;
+}
+
+const FLAVOR: Flavor = { name: 'm1.medium', vcpus: 2, memoryMb: 1024, diskGb: 0, extraSpecs: {} };
+const AMOUNTS = [
+  ['VCPU', 2],
+  ['MEMORY_MB', 1024],
+] as const;
+
+/** The SQL `writeAllocations` sends for one new consumer with an instance record (knex's text, captured). */
+const SQL = {
+  lock: 'UPDATE resource_classes SET name = name WHERE id = 0',
+  consumers:
+    'select `c`.`id`, `c`.`uuid`, `c`.`generation`, `c`.`project_id`, `c`.`user_id`, `c`.`consumer_type`, `a`.`provider_id`, `a`.`resource_class_id`, `a`.`used` from `consumers` as `c` left join `allocations` as `a` on `a`.`consumer_id` = `c`.`id` where `c`.`uuid` in (?) order by `c`.`id` asc',
+  providers:
+    'select `p`.`id`, `p`.`uuid`, `p`.`name`, `p`.`root_id`, exists (select 1 from provider_traits pt join traits t on t.id = pt.trait_id where pt.provider_id = p.id and t.name = ?) as sharing from `providers` as `p` where (`p`.`uuid` in (?)) order by `id` asc',
+  inventories:
+    'select `i`.*, (select sum(a.used) from allocations a where a.provider_id = i.provider_id and a.resource_class_id = i.resource_class_id) as used from `inventories` as `i` where `i`.`provider_id` in (?)',
+  hosts: 'select `id`, `name` from `hosts` where `name` in (?)',
+  insertConsumer: 'INSERT INTO `consumers` (`uuid`, `project_id`, `user_id`, `generation`, `consumer_type`) VALUES (?, ?, ?, ?, ?) RETURNING `id`, `uuid`',
+  insertAllocations: 'INSERT INTO `allocations` (`provider_id`, `consumer_id`, `resource_class_id`, `used`) VALUES (?, ?, ?, ?), (?, ?, ?, ?)',
+  bumpProviders: 'update `providers` set `generation` = `generation` + ? where `id` in (?)',
+  instances: 'select `uuid`, `host_id` from `instances` where `uuid` in (?)',
+  insertInstance:
+    'INSERT INTO `instances` (`uuid`, `host_id`, `project_id`, `user_id`, `flavor`, `previous_flavor`, `migration_uuid`, `assignments`, `cpus`, `units`, `pools`, `reason`, `state`, `created_at`, `updated_at`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (`uuid`) DO UPDATE SET `host_id` = excluded.`host_id`, `project_id` = excluded.`project_id`, `user_id` = excluded.`user_id`, `flavor` = excluded.`flavor`, `previous_flavor` = excluded.`previous_flavor`, `migration_uuid` = excluded.`migration_uuid`, `assignments` = excluded.`assignments`, `cpus` = excluded.`cpus`, `units` = excluded.`units`, `pools` = excluded.`pools`, `reason` = excluded.`reason`, `state` = excluded.`state`, `updated_at` = excluded.`updated_at`',
+  bumpHosts: 'update `hosts` set `generation` = generation + 1 where (`root_provider_id` in (?) or `id` in (?)) returning `id`, `name`, `generation`, `root_provider_id`',
+} as const;
+
+/** The store's pragmas (connection.ts), for the raw drivers. */
+const PRAGMAS = ['PRAGMA journal_mode = WAL', 'PRAGMA synchronous = NORMAL', 'PRAGMA foreign_keys = ON', 'PRAGMA busy_timeout = 5000'];
+
+interface InventoryRow {
+  resource_class_id: number;
+  total: number;
+  reserved: number;
+  allocation_ratio: number;
+  used: number | null;
+}
+
+/** One claim's reads and writes over a driver's `all` (rows) and `run` (no rows), in the store's order. */
+async function claimWith(db: { all(sql: string, params: unknown[]): unknown[] | Promise<unknown[]> }, host: { name: string; uuid: string }, classIds: Map<string, number>): Promise<void> {
+  const uuid = randomUUID();
+  await db.all(SQL.consumers, [uuid]);
+  const [provider] = (await db.all(SQL.providers, ['MISC_SHARES_VIA_AGGREGATE', host.uuid])) as Array<{ id: number; root_id: number }>;
+  const inventories = (await db.all(SQL.inventories, [provider!.id])) as InventoryRow[];
+  for (const [rc, amount] of AMOUNTS) {
+    const inv = inventories.find((r) => r.resource_class_id === classIds.get(rc));
+    if (!inv || Number(inv.used ?? 0) + amount > (inv.total - inv.reserved) * inv.allocation_ratio) throw new Error(`driver-bench: ${rc} does not fit on ${host.name}`);
+  }
+  const [hostRow] = (await db.all(SQL.hosts, [host.name])) as Array<{ id: number }>;
+  const [consumer] = (await db.all(SQL.insertConsumer, [uuid, 'p', 'u', 1, null])) as Array<{ id: number }>;
+  await db.all(SQL.insertAllocations, [provider!.id, consumer!.id, classIds.get('VCPU'), 2, provider!.id, consumer!.id, classIds.get('MEMORY_MB'), 1024]);
+  await db.all(SQL.bumpProviders, [1, provider!.id]);
+  await db.all(SQL.instances, [uuid]);
+  const now = Date.now();
+  await db.all(SQL.insertInstance, [uuid, hostRow!.id, 'p', 'u', JSON.stringify(FLAVOR), null, null, '{}', null, null, null, null, 'active', now, now]);
+  await db.all(SQL.bumpHosts, [provider!.root_id, hostRow!.id]);
+}
+
+/** node-sqlite3 without knex: `all` runs one statement and awaits its rows; `prepared`: statements prepared once and kept (else prepared per call, as knex does). */
+async function openSqlite3(file: string, prepared = true): Promise<{ all(sql: string, params: unknown[]): Promise<unknown[]>; exec(sql: string): Promise<void>; close(): Promise<void> }> {
+  // The store's driver, resolved from @ert/store (ert's only user of it).
+  const require = createRequire(createRequire(import.meta.url).resolve('@ert/store'));
+  const sqlite3 = require('sqlite3') as typeof import('sqlite3');
+  const db = await new Promise<import('sqlite3').Database>((resolve, reject) => {
+    const d = new sqlite3.Database(file, (err) => (err ? reject(err) : resolve(d)));
+  });
+  const statements = new Map<string, import('sqlite3').Statement>();
+  return {
+    all: (sql, params) =>
+      new Promise<unknown[]>((resolve, reject) => {
+        if (!prepared) return db.all(sql, params, (err: Error | null, rows: unknown[]) => (err ? reject(err) : resolve(rows)));
+        let stmt = statements.get(sql);
+        if (!stmt) statements.set(sql, (stmt = db.prepare(sql)));
+        stmt.all(params, (err: Error | null, rows: unknown[]) => (err ? reject(err) : resolve(rows)));
+        // As the store does: reset right behind the call, so no snapshot stays open.
+        stmt.reset();
+      }),
+    exec: (sql) => new Promise<void>((resolve, reject) => db.exec(sql, (err) => (err ? reject(err) : resolve()))),
+    async close() {
+      for (const stmt of statements.values()) await new Promise<void>((resolve) => stmt.finalize(() => resolve()));
+      await new Promise<void>((resolve, reject) => db.close((err) => (err ? reject(err) : resolve())));
+    },
+  };
+}
+
+function summary(latencies: number[], seconds: number, statementsPerClaim: number): RunResult {
+  const sorted = [...latencies].sort((a, b) => a - b);
+  const at = (q: number) => Math.round(sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]! * 1000) / 1000;
+  return { claimsPerSecond: Math.round(latencies.length / seconds), p50Ms: at(0.5), p99Ms: at(0.99), statementsPerClaim };
+}
+
+async function timed(claims: number, one: (i: number) => Promise<void> | void, statementsPerClaim: number): Promise<RunResult> {
+  const latencies: number[] = [];
+  const start = performance.now();
+  for (let i = 0; i < claims; i++) {
+    const t = performance.now();
+    await one(i);
+    latencies.push(performance.now() - t);
+  }
+  return summary(latencies, (performance.now() - start) / 1000, statementsPerClaim);
+}
+
+/** Usage of VCPU per provider uuid must be 2 per claim made on it; a mismatch is a wrong answer. */
+async function checkUsage(file: string, expected: Map<string, number>): Promise<number> {
+  const store = await createStore({ client: 'sqlite3', connection: file });
+  try {
+    let mismatches = 0;
+    for (const [uuid, claims] of expected) {
+      const usages = await store.getUsages(uuid);
+      if (usages['VCPU'] !== 2 * claims || usages['MEMORY_MB'] !== 1024 * claims) mismatches++;
+    }
+    return mismatches;
+  } finally {
+    await store.close();
+  }
+}
+
+async function main(): Promise<void> {
+  const args = parseArgs(process.argv.slice(2));
+  const dir = mkdtempSync(path.join(tmpdir(), 'ert-driver-bench-'));
+  const log = (s: string) => {
+    if (!args.json) process.stderr.write(s + '\n');
+  };
+  try {
+    const base = path.join(dir, 'base.db');
+    const store = await createStore({ client: 'sqlite3', connection: base });
+    await store.migrate();
+    const hosts = Array.from({ length: args.hosts }, (_, i) => ({ name: `host-${String(i).padStart(6, '0')}`, uuid: randomUUID() }));
+    const imports: HostImport[] = hosts.map((h) => ({
+      host: { name: h.name },
+      providers: [{ uuid: h.uuid, name: h.name, inventories: { VCPU: normalizeInventory({ total: 1_000_000 }), MEMORY_MB: normalizeInventory({ total: 1_000_000_000 }) }, traits: [], aggregates: [] }],
+    }));
+    for (let i = 0; i < imports.length; i += 1000) await store.importHosts(imports.slice(i, i + 1000));
+    const classes = await store.listResourceClasses();
+    await store.close();
+    log(`driver-bench: ${args.hosts} hosts imported; ${args.claims} sequential claims per driver`);
+    const classIds = new Map<string, number>();
+    {
+      const raw = await openSqlite3(base);
+      for (const row of (await raw.all('select id, name from resource_classes', [])) as Array<{ id: number; name: string }>) classIds.set(row.name, row.id);
+      await raw.close();
+    }
+    if (!classes.includes('VCPU')) throw new Error('driver-bench: the store has no VCPU class');
+    // The same host sequence for every run.
+    let seed = 42;
+    const picks = Array.from({ length: args.claims }, () => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return hosts[seed % hosts.length]!;
+    });
+    const expected = new Map<string, number>();
+    for (const h of picks) expected.set(h.uuid, (expected.get(h.uuid) ?? 0) + 1);
+    const copy = (name: string) => {
+      const file = path.join(dir, `${name}.db`);
+      copyFileSync(base, file);
+      return file;
+    };
+    const results: Record<string, RunResult | { skipped: string }> = {};
+    const mismatches: Record<string, number> = {};
+
+    // 1. The product's path.
+    {
+      const file = copy('store');
+      const s = await createStore({ client: 'sqlite3', connection: file });
+      results['store'] = await timed(
+        args.claims,
+        async (i) => {
+          const h = picks[i]!;
+          const uuid = randomUUID();
+          await s.writeAllocations([
+            {
+              consumer: { uuid, projectId: 'p', userId: 'u', generation: null },
+              allocations: AMOUNTS.map(([resourceClass, amount]) => ({ providerUuid: h.uuid, resourceClass, amount })),
+              instance: { uuid, host: h.name, projectId: 'p', userId: 'u', flavor: FLAVOR, state: 'active', assignments: {} },
+            },
+          ]);
+        },
+        13,
+      );
+      await s.close();
+      mismatches['store'] = await checkUsage(file, expected);
+      log(`  store (knex + sqlite3): ${JSON.stringify(results['store'])}`);
+    }
+
+    // 2. node-sqlite3 without knex: the same statements, prepared per call (as knex does) and prepared once.
+    for (const [name, prepared] of [
+      ['sqlite3', false],
+      ['sqlite3-prepared', true],
+    ] as const) {
+      const file = copy(name);
+      const db = await openSqlite3(file, prepared);
+      await db.exec(PRAGMAS.join(';'));
+      results[name] = await timed(
+        args.claims,
+        async (i) => {
+          await db.exec('BEGIN');
+          try {
+            await db.all(SQL.lock, []);
+            await claimWith(db, picks[i]!, classIds);
+            await db.exec('COMMIT');
+          } catch (err) {
+            await db.exec('ROLLBACK');
+            throw err;
+          }
+        },
+        13,
+      );
+      await db.close();
+      mismatches[name] = await checkUsage(file, expected);
+      log(`  ${name}: ${JSON.stringify(results[name])}`);
+    }
+
+    // 3. better-sqlite3, if installed beside.
+    {
+      type BetterDb = { pragma(s: string): unknown; prepare(sql: string): { all(...p: unknown[]): unknown[]; run(...p: unknown[]): unknown; reader: boolean }; exec(sql: string): void; close(): void };
+      let Better: (new (file: string) => BetterDb) | undefined;
+      try {
+        Better = ((await import('better-sqlite3' as string)) as { default: new (file: string) => BetterDb }).default;
+      } catch {
+        results['better-sqlite3'] = { skipped: 'better-sqlite3 is not installed (npm i --no-save better-sqlite3)' };
+      }
+      if (Better) {
+        const file = copy('better');
+        const db = new Better(file);
+        for (const p of PRAGMAS) db.pragma(p.replace(/^PRAGMA /, ''));
+        const statements = new Map<string, ReturnType<BetterDb['prepare']>>();
+        const all = (sql: string, params: unknown[]) => {
+          let stmt = statements.get(sql);
+          if (!stmt) statements.set(sql, (stmt = db.prepare(sql)));
+          if (stmt.reader) return stmt.all(...params);
+          stmt.run(...params);
+          return [];
+        };
+        results['better-sqlite3'] = await timed(
+          args.claims,
+          async (i) => {
+            db.exec('BEGIN IMMEDIATE');
+            try {
+              await claimWith({ all }, picks[i]!, classIds);
+              db.exec('COMMIT');
+            } catch (err) {
+              db.exec('ROLLBACK');
+              throw err;
+            }
+          },
+          12,
+        );
+        db.close();
+        mismatches['better-sqlite3'] = await checkUsage(file, expected);
+        log(`  better-sqlite3: ${JSON.stringify(results['better-sqlite3'])}`);
+      }
+    }
+    const wrong = Object.values(mismatches).reduce((a, b) => a + b, 0);
+    const out = { hosts: args.hosts, claims: args.claims, results, usageMismatches: mismatches, loadAverage: Math.round(loadavg()[0]! * 100) / 100 };
+    process.stdout.write(JSON.stringify(out, null, args.json ? 0 : 2) + '\n');
+    if (wrong > 0) {
+      process.stderr.write(`driver-bench: ${wrong} provider(s) whose usage does not equal the claims made\n`);
+      process.exitCode = 1;
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+await main();

@@ -1,0 +1,37 @@
+import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+// `npm run bench -- drivers` (docs/benchmarks.md) keeps measuring what it says: the store's claim
+// and the same statements on the bare driver, each run's usage checked against its claims. The
+// raw runs replay the SQL the store sends, written out in the bench: when the store's claim
+// changes shape (a column, a table), the replay fails here instead of in the next person's
+// figures. Mutation seen caught: an allocation amount in the raw claim changed (2 -> 3 VCPU:
+// "usage does not equal the claims", exit 1).
+
+const script = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', 'dist', 'driver-bench.js');
+
+describe('the SQLite driver comparison bench', () => {
+  it('runs every driver on a small fleet with every claim accounted for', () => {
+    expect(existsSync(script), `${script} (npm run build)`).toBe(true);
+    const run = spawnSync(process.execPath, [script, '--hosts', '40', '--claims', '60', '--json'], { encoding: 'utf8', timeout: 120_000 });
+    expect(run.status, run.stderr).toBe(0);
+    const out = JSON.parse(run.stdout) as { results: Record<string, { claimsPerSecond?: number; skipped?: string }>; usageMismatches: Record<string, number> };
+    for (const name of ['store', 'sqlite3', 'sqlite3-prepared']) {
+      expect(out.results[name]?.claimsPerSecond, name).toBeGreaterThan(0);
+      expect(out.usageMismatches[name], name).toBe(0);
+    }
+    // better-sqlite3 is not ert's dependency: measured when installed beside, else said so.
+    const better = out.results['better-sqlite3']!;
+    if (better.skipped === undefined) expect(out.usageMismatches['better-sqlite3']).toBe(0);
+    else expect(better.skipped).toMatch(/npm i --no-save better-sqlite3/);
+  }, 150_000);
+
+  it('refuses an unknown option, naming it', () => {
+    const run = spawnSync(process.execPath, [script, '--host', '5'], { encoding: 'utf8', timeout: 60_000 });
+    expect(run.status).not.toBe(0);
+    expect(run.stderr).toMatch(/unknown option "--host"/);
+  });
+});

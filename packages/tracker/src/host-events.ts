@@ -251,14 +251,20 @@ export class HostEventWatch {
     // instance's `held`; when the instance is on another host (a cold migration from here), not at all.
     const migrations = new Map(live.filter(isMigrationRecord).map((r) => [r.uuid, r]));
     const records = live.filter((r) => !isMigrationRecord(r));
-    const now = new Map<string, InstanceView>();
-    let torn = false;
+    const views: Array<{ record: InstanceRecord; migration: InstanceRecord | undefined; view: InstanceView }> = [];
     for (const record of records.sort((a, b) => (a.updatedAt ?? 0) - (b.updatedAt ?? 0) || (a.uuid < b.uuid ? -1 : 1))) {
       const migration = record.migrationUuid !== undefined ? migrations.get(record.migrationUuid) : undefined;
-      const view = await this.viewOf(record, migration);
-      // Another process wrote the instance between the list and its allocations' read (a
-      // release: its allocations read as none): not a change to publish but a torn read.
-      if (!(await this.unchanged(record)) || (migration !== undefined && !(await this.unchanged(migration)))) {
+      views.push({ record, migration, view: await this.viewOf(record, migration) });
+    }
+    // Another process wrote an instance between the list and its allocations' read (a release:
+    // its allocations read as none): not a change to publish but a torn read. One list again
+    // tells, for all of them (every write of a record sets its updatedAt).
+    const again = views.length > 0 ? new Map((await this.options.store.listInstances({ host: this.options.hostName })).map((r) => [r.uuid, JSON.stringify(r)])) : new Map<string, string>();
+    const unchanged = (record: InstanceRecord) => again.get(record.uuid) === JSON.stringify(record);
+    const now = new Map<string, InstanceView>();
+    let torn = false;
+    for (const { record, migration, view } of views) {
+      if (!unchanged(record) || (migration !== undefined && !unchanged(migration))) {
         torn = true;
         const known = this.known.get(record.uuid);
         if (known) now.set(record.uuid, known);
@@ -288,12 +294,6 @@ export class HostEventWatch {
     this.known.clear();
     for (const [uuid, view] of now) this.known.set(uuid, view);
     return torn;
-  }
-
-  /** Whether the store still holds `record` as it was listed (every write of a record sets its updatedAt). */
-  private async unchanged(record: InstanceRecord): Promise<boolean> {
-    const again = await this.options.store.getInstance(record.uuid);
-    return again !== undefined && JSON.stringify(again) === JSON.stringify(record);
   }
 }
 

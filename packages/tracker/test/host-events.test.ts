@@ -175,6 +175,34 @@ describe('HostEventWatch', () => {
     await watch.stop();
   });
 
+  // A look reads the host's list, each instance's allocations, and the list once more to find
+  // torn reads: N + 2 store reads for N instances, not one more per instance. Mutation seen
+  // caught: the torn-read check reading each instance again (getInstance x4 per look).
+  it('a look of N instances is N + 2 store reads', async () => {
+    const host = await realHost(bench, 'epyc-1s');
+    for (let i = 0; i < 4; i++) await claim(host, realFlavor('small', 1, GB));
+    const calls: string[] = [];
+    const store = new Proxy(host.store, {
+      get(target, key, receiver) {
+        const value: unknown = Reflect.get(target, key, receiver);
+        if (typeof value !== 'function') return value;
+        return (...args: unknown[]) => {
+          calls.push(String(key));
+          return (value as (...a: unknown[]) => unknown).apply(target, args);
+        };
+      },
+    }) as Store;
+    const events: HostEvent[] = [];
+    const watch = new HostEventWatch({ store, hostName: host.hostName, publish: (e) => events.push(e), pollMs: 3_600_000, logger });
+    await watch.start();
+    expect(events.filter((e) => e.type === 'updated')).toHaveLength(4);
+    calls.length = 0;
+    await watch.poke();
+    const count = (name: string) => calls.filter((c) => c === name).length;
+    expect({ listInstances: count('listInstances'), getAllocations: count('getAllocations'), getInstance: count('getInstance') }).toEqual({ listInstances: 2, getAllocations: 4, getInstance: 0 });
+    await watch.stop();
+  });
+
   it('a store down at start: the first look that succeeds announces the live instances as updated', async () => {
     const host = await realHost(bench, 'epyc-1s');
     const uuid = await claim(host, realFlavor('small', 2, 2 * GB));

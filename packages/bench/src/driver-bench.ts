@@ -99,7 +99,7 @@ interface InventoryRow {
   used: number | null;
 }
 
-/** One claim's reads and writes over a driver's `all` (rows) and `run` (no rows), in the store's order. */
+/** One claim's reads and writes, in the store's order, over a driver's `all` (every statement, rows or none). */
 async function claimWith(db: { all(sql: string, params: unknown[]): unknown[] | Promise<unknown[]> }, host: { name: string; uuid: string }, classIds: Map<string, number>): Promise<void> {
   const uuid = randomUUID();
   await db.all(SQL.consumers, [uuid]);
@@ -163,7 +163,7 @@ async function timed(claims: number, one: (i: number) => Promise<void> | void, s
   return summary(latencies, (performance.now() - start) / 1000, statementsPerClaim);
 }
 
-/** Usage of VCPU per provider uuid must be 2 per claim made on it; a mismatch is a wrong answer. */
+/** Each provider's usage must be 2 VCPU and 1024 MEMORY_MB per claim made on it; the count of providers where it is not (wrong answers). */
 async function checkUsage(file: string, expected: Map<string, number>): Promise<number> {
   const store = await createStore({ client: 'sqlite3', connection: file });
   try {

@@ -1,4 +1,5 @@
 import type { ChildProcess } from 'node:child_process';
+import { stopDaemon } from '../cli/helpers.js';
 
 /**
  * Where a started `ert serve` listens, read from the line it prints on stderr: `origin`
@@ -21,12 +22,7 @@ export function servedAt(child: ChildProcess, timeoutMs = 30_000): Promise<{ ori
   });
 }
 
-/** SIGTERM every child still running, and wait until each has exited. */
+/** SIGTERM every child still running, and wait until each has exited (stopDaemon: a hang fails naming it). */
 export async function stopAll(children: readonly ChildProcess[]): Promise<void> {
-  for (const child of children) {
-    if (child.exitCode === null && child.signalCode === null) {
-      child.kill('SIGTERM');
-      await new Promise((resolve) => child.once('exit', resolve));
-    }
-  }
+  for (const child of children) await stopDaemon(child, `ert ${child.spawnargs.slice(2).join(' ')}`);
 }

@@ -53,6 +53,28 @@ export function startErt(args: string[], opts: { cwd: string; env?: Record<strin
 }
 
 /**
+ * SIGTERM a daemon (`ert host run`, `ert serve`) and wait for it to exit, at most `withinMs`:
+ * one that does not is SIGKILLed and the call throws naming it, with the end of its output, so a
+ * shutdown that hangs fails as itself and not as a hook's timeout. Resolves with the exit code
+ * (null when it died of a signal); at once when it had already exited.
+ */
+export async function stopDaemon(child: ChildProcess, what: string, opts: { output?: () => string; withinMs?: number } = {}): Promise<number | null> {
+  if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
+  const withinMs = opts.withinMs ?? 20_000;
+  const exited = new Promise<number | null>((resolvePromise) => child.once('exit', (code) => resolvePromise(code)));
+  child.kill('SIGTERM');
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<'late'>((resolvePromise) => (timer = setTimeout(() => resolvePromise('late'), withinMs)));
+  const outcome = await Promise.race([exited, late]);
+  clearTimeout(timer);
+  if (outcome !== 'late') return outcome;
+  child.kill('SIGKILL');
+  await exited;
+  const tail = opts.output?.().slice(-2000);
+  throw new Error(`${what} did not exit within ${withinMs / 1000} s of SIGTERM (killed)${tail ? `; its output ended:\n${tail}` : ''}`);
+}
+
+/**
  * Run a bash script from the repository root, as a reader pastes it from the docs: the
  * first failing command ends it and is named on stderr. ERT_* variables of the caller are
  * dropped.

@@ -11,10 +11,9 @@
 // reservation with the claimed instance's ways. Mutations seen caught: the llc grant without
 // `units` ("ways overlap" red: both instances on mask 7 of domain 0); the tracker's retry
 // removed (the schedule failed: "cannot take cpu/20: instance ... holds it").
-import { once } from 'node:events';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { createStore, type InstanceRecord, type Store } from '@ert/store';
-import { json, runErt, startErt } from '../cli/helpers.js';
+import { json, runErt, startErt, stopDaemon } from '../cli/helpers.js';
 import { BACKENDS, ROOT, xeonProject } from './xeon-host.js';
 
 
@@ -31,12 +30,7 @@ describe.each(BACKENDS)('ert host run beside ert claim on one host (%s)', (backe
     let runLog = '';
     run.stdout!.on('data', (d) => (runLog += d));
     run.stderr!.on('data', (d) => (runLog += d));
-    cleanups.push(async () => {
-      if (run.exitCode === null && run.signalCode === null) {
-        run.kill('SIGTERM');
-        await once(run, 'exit');
-      }
-    });
+    cleanups.push(() => stopDaemon(run, 'ert host run', { output: () => runLog }));
     const store: Store = await createStore(storeOptions);
     cleanups.push(() => store.close());
     await vi.waitFor(async () => expect(await store.getHost('xeon-1')).toBeDefined(), { timeout: 30_000, interval: 100 });

@@ -13,7 +13,7 @@
  */
 import type { InstanceRecord } from './api.js';
 import { AssignmentTakenError, StoreError } from './errors.js';
-import { chunks, inChunks, insertRows, type Trx } from './sql.js';
+import { chunks, IN_CHUNK, inChunks, insertRows, type Trx } from './sql.js';
 
 export const HOLDS_TABLE = 'instance_holds';
 
@@ -77,10 +77,13 @@ export class HoldLedger {
   static async read(trx: Trx, hostIds: number[], uuids: string[]): Promise<HoldLedger> {
     const ledger = new HoldLedger();
     const seen = new Set<string>();
-    const rows: Array<{ host_id: number; instance_uuid: string; hold: string; amount: number | string | null; capacity: number | string | null }> = [
-      ...(await inChunks(hostIds, (part) => trx(HOLDS_TABLE).whereIn('host_id', part))),
-      ...(await inChunks(uuids, (part) => trx(HOLDS_TABLE).whereIn('instance_uuid', part))),
-    ];
+    type Row = { host_id: number; instance_uuid: string; hold: string; amount: number | string | null; capacity: number | string | null };
+    // One statement when both lists fit one IN chunk (a claim: its host and its instance), the
+    // rows both ways at once; else by host, then by instance. Rows read twice are skipped below.
+    const rows: Row[] =
+      hostIds.length > 0 && uuids.length > 0 && hostIds.length + uuids.length <= IN_CHUNK
+        ? await trx(HOLDS_TABLE).where((q) => q.whereIn('host_id', hostIds).orWhereIn('instance_uuid', uuids))
+        : [...(await inChunks(hostIds, (part) => trx(HOLDS_TABLE).whereIn('host_id', part))), ...(await inChunks(uuids, (part) => trx(HOLDS_TABLE).whereIn('instance_uuid', part)))];
     for (const row of rows) {
       const id = `${row.instance_uuid}\t${row.hold}`;
       if (seen.has(id)) continue;

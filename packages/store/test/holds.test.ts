@@ -10,7 +10,8 @@
  * - `ledger?.rollback` removed: a refused call's holds stayed in the ledger and a later call
  *   of the same combined batch was refused for a unit nobody held ("combined calls" red);
  * - pools summed without subtracting the instance's own amount: re-confirming an instance
- *   with the same pages was refused ("pools" red).
+ *   with the same pages was refused ("pools" red);
+ * - the ledger read as two statements again (by host, then by instance): "one statement" red.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Flavor } from '@ert/plugin-api';
@@ -49,6 +50,27 @@ describe.each(backends)('exclusive holds on %s', (client) => {
   }
   const claim = (h: { name: string; provider: string }, uuid: string, extra: Partial<InstanceRecord>) =>
     store.writeAllocations([{ consumer: consumer(uuid, null), allocations: [{ providerUuid: h.provider, resourceClass: 'VCPU', amount: 2 }], instance: record(uuid, h.name, extra) }]);
+
+  // One read of the ledger per claim: the host's holds and the instance's own (wherever they
+  // are, a move's old host included) in one statement; the checks above and below prove it
+  // reads the same rows. Mutation seen caught: the two reads back (2 selects of instance_holds).
+  it('reads the holds a claim is checked against in one statement', async () => {
+    const h = await host();
+    await claim(h, 'once-a', { cpus: [1] });
+    const { knex } = store as unknown as { knex: { on(event: 'query', fn: (q: { sql: string }) => void): void; removeListener(event: 'query', fn: (q: { sql: string }) => void): void } };
+    const reads: string[] = [];
+    const listen = (q: { sql: string }) => {
+      if (/^select .*instance_holds/i.test(q.sql)) reads.push(q.sql);
+    };
+    knex.on('query', listen);
+    try {
+      await claim(h, 'once-b', { cpus: [2], units: ['llc/L3-0/way/1'] });
+    } finally {
+      knex.removeListener('query', listen);
+    }
+    expect(reads).toHaveLength(1);
+    expect((await rejection(claim(h, 'once-c', { cpus: [2] }))).code).toBe('ERT_STORE_ASSIGNMENT_TAKEN');
+  });
 
   it('refuses a CPU or a unit another instance of the host holds, naming both, and writes nothing', async () => {
     const h = await host();

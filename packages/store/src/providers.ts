@@ -294,36 +294,51 @@ export async function usagesOf(ctx: StoreContext, db: Db, providerId: number): P
   return usages;
 }
 
-export async function getTraits(ctx: StoreContext, uuid: string, options: { owner?: string } = {}): Promise<string[]> {
+/** A provider's membership table (traits, aggregates): its link column, the named table and the name column, and the write's name. */
+interface Membership {
+  write: 'setTraits' | 'setAggregates';
+  table: 'provider_traits' | 'provider_aggregates';
+  link: 'trait_id' | 'aggregate_id';
+  named: 'traits' | 'aggregates';
+  name: 'name' | 'uuid';
+}
+const TRAITS: Membership = { write: 'setTraits', table: 'provider_traits', link: 'trait_id', named: 'traits', name: 'name' };
+const AGGREGATES: Membership = { write: 'setAggregates', table: 'provider_aggregates', link: 'aggregate_id', named: 'aggregates', name: 'uuid' };
+
+/** The names a provider is linked to through `m`, sorted; with `owner`, only the links that writer owns. */
+function linkedNames(ctx: StoreContext, m: Membership, uuid: string, owner: string | undefined): Promise<string[]> {
   return ctx.read(async (trx) => {
     const row = await ctx.providerRow(trx, uuid);
-    const query = trx('provider_traits as pt').join('traits as t', 't.id', 'pt.trait_id').where('pt.provider_id', row.id);
-    if (options.owner !== undefined) query.where('pt.owner', options.owner);
-    const rows: Array<{ name: string }> = await query.select('t.name').orderBy('t.name');
+    const query = trx(`${m.table} as l`).join(`${m.named} as n`, 'n.id', `l.${m.link}`).where('l.provider_id', row.id);
+    if (owner !== undefined) query.where('l.owner', owner);
+    const rows: Array<{ name: string }> = await query.select(`n.${m.name} as name`).orderBy(`n.${m.name}`);
     return rows.map((r) => r.name);
   });
 }
 
-export async function setTraits(ctx: StoreContext, uuid: string, generation: number | undefined, traits: string[], options: { owner?: string } = {}): Promise<ProviderRecord> {
-  checkTraits(uuid, traits);
-  if (options.owner !== undefined) checkName('owner', options.owner, 64);
+/**
+ * Replaces a provider's links through `m` with `names` by ownership (api.ts, `setTraits`): an
+ * owner's write replaces its own links and adopts the ones it names, every other writer's kept;
+ * a write without owner replaces the set, each kept link keeping its owner. Bumps the provider's
+ * generation (checked against `generation`) and, before and after, the hosts that see it (a
+ * sharing provider's trait or aggregates change who sees it).
+ */
+function replaceLinks(ctx: StoreContext, m: Membership, uuid: string, generation: number | undefined, names: string[], owner: string | undefined): Promise<ProviderRecord> {
+  if (owner !== undefined) checkName('owner', owner, 64);
   return ctx.write(
-    `setTraits ${uuid}`,
+    `${m.write} ${uuid}`,
     async (trx) => {
       const row = await ctx.bumpProviderGeneration(trx, uuid, generation);
-      // Before and after: adding or removing the sharing trait changes who sees it.
       await ctx.bumpHostsOf(trx, [row.id]);
-      const ids = await ctx.ensureNamed(trx, 'traits', 'name', traits);
-      // Ownership (api.ts): an owner's write replaces its own rows and adopts the ones it names;
-      // a write without owner replaces the set, each kept trait keeping its owner.
-      const before: Array<{ trait_id: number; owner: string | null }> = await trx('provider_traits').where('provider_id', row.id).select('trait_id', 'owner');
+      const ids = await ctx.ensureNamed(trx, m.named, m.name, names);
+      const before: Array<{ id: number; owner: string | null }> = await trx(m.table).where('provider_id', row.id).select(`${m.link} as id`, 'owner');
       const wanted = new Set(ids.values());
-      const kept = options.owner === undefined ? [] : before.filter((r) => (r.owner ?? null) !== options.owner && !wanted.has(r.trait_id));
-      const ownerOf = new Map(before.map((r) => [r.trait_id, r.owner ?? null]));
-      await trx('provider_traits').where('provider_id', row.id).delete();
-      await insertRows(trx, 'provider_traits', ['provider_id', 'trait_id', 'owner'], [
-        ...[...wanted].map((id) => [row.id, id, options.owner ?? ownerOf.get(id) ?? null]),
-        ...kept.map((r) => [row.id, r.trait_id, r.owner ?? null]),
+      const kept = owner === undefined ? [] : before.filter((r) => (r.owner ?? null) !== owner && !wanted.has(r.id));
+      const ownerOf = new Map(before.map((r) => [r.id, r.owner ?? null]));
+      await trx(m.table).where('provider_id', row.id).delete();
+      await insertRows(trx, m.table, ['provider_id', m.link, 'owner'], [
+        ...[...wanted].map((id) => [row.id, id, owner ?? ownerOf.get(id) ?? null]),
+        ...kept.map((r) => [row.id, r.id, r.owner ?? null]),
       ]);
       await ctx.bumpHostsOf(trx, [row.id]);
       return ctx.providerRecord(trx, uuid);
@@ -332,42 +347,22 @@ export async function setTraits(ctx: StoreContext, uuid: string, generation: num
   );
 }
 
-export async function getAggregates(ctx: StoreContext, uuid: string, options: { owner?: string } = {}): Promise<string[]> {
-  return ctx.read(async (trx) => {
-    const row = await ctx.providerRow(trx, uuid);
-    const query = trx('provider_aggregates as pa').join('aggregates as a', 'a.id', 'pa.aggregate_id').where('pa.provider_id', row.id);
-    if (options.owner !== undefined) query.where('pa.owner', options.owner);
-    const rows: Array<{ uuid: string }> = await query.select('a.uuid').orderBy('a.uuid');
-    return rows.map((r) => r.uuid);
-  });
+export function getTraits(ctx: StoreContext, uuid: string, options: { owner?: string } = {}): Promise<string[]> {
+  return linkedNames(ctx, TRAITS, uuid, options.owner);
+}
+
+export async function setTraits(ctx: StoreContext, uuid: string, generation: number | undefined, traits: string[], options: { owner?: string } = {}): Promise<ProviderRecord> {
+  checkTraits(uuid, traits);
+  return replaceLinks(ctx, TRAITS, uuid, generation, traits, options.owner);
+}
+
+export function getAggregates(ctx: StoreContext, uuid: string, options: { owner?: string } = {}): Promise<string[]> {
+  return linkedNames(ctx, AGGREGATES, uuid, options.owner);
 }
 
 export async function setAggregates(ctx: StoreContext, uuid: string, generation: number | undefined, aggregates: string[], options: { owner?: string } = {}): Promise<ProviderRecord> {
   for (const agg of aggregates) checkName('aggregate', agg, 36);
-  if (options.owner !== undefined) checkName('owner', options.owner, 64);
-  return ctx.write(
-    `setAggregates ${uuid}`,
-    async (trx) => {
-      const row = await ctx.bumpProviderGeneration(trx, uuid, generation);
-      // Before and after: a sharing provider leaving or joining aggregates changes who sees it.
-      await ctx.bumpHostsOf(trx, [row.id]);
-      const ids = await ctx.ensureNamed(trx, 'aggregates', 'uuid', aggregates);
-      // Ownership, as setTraits: an owner's write replaces its own rows and adopts the ones it
-      // names; a write without owner replaces the set, each kept membership keeping its owner.
-      const before: Array<{ aggregate_id: number; owner: string | null }> = await trx('provider_aggregates').where('provider_id', row.id).select('aggregate_id', 'owner');
-      const wanted = new Set(ids.values());
-      const kept = options.owner === undefined ? [] : before.filter((r) => (r.owner ?? null) !== options.owner && !wanted.has(r.aggregate_id));
-      const ownerOf = new Map(before.map((r) => [r.aggregate_id, r.owner ?? null]));
-      await trx('provider_aggregates').where('provider_id', row.id).delete();
-      await insertRows(trx, 'provider_aggregates', ['provider_id', 'aggregate_id', 'owner'], [
-        ...[...wanted].map((id) => [row.id, id, options.owner ?? ownerOf.get(id) ?? null]),
-        ...kept.map((r) => [row.id, r.aggregate_id, r.owner ?? null]),
-      ]);
-      await ctx.bumpHostsOf(trx, [row.id]);
-      return ctx.providerRecord(trx, uuid);
-    },
-    { firstStatementWrites: true },
-  );
+  return replaceLinks(ctx, AGGREGATES, uuid, generation, aggregates, options.owner);
 }
 
 export async function listAggregates(ctx: StoreContext): Promise<Array<AggregateRecord & { providers: string[] }>> {

@@ -13,7 +13,7 @@ import { describe, expect, it, vi } from 'vitest';
 import { createLogger } from '@ert/core';
 import { StoreError, type Store } from '@ert/store';
 import { createTracker } from '../src/index.js';
-import { useBench } from './harness.js';
+import { interceptStore, useBench } from './harness.js';
 // @ts-expect-error plain-JS fixtures shared with the child process of the restart test
 import { counting } from './fixtures/plugins.mjs';
 
@@ -32,16 +32,11 @@ describe('the outage log of a tracker whose store goes away between sync and res
     // Down: only the reservation pass's read fails (the reservations of the host, by state), as
     // when the server dies after the sync's calls: each periodic update's sync succeeds.
     let down = false;
-    const store = new Proxy(real, {
-      get(target, key, receiver) {
-        const value: unknown = Reflect.get(target, key, receiver);
-        if (down && key === 'listInstances') {
-          return async (filter?: Parameters<Store['listInstances']>[0]) =>
-            filter?.state === 'scheduled' ? Promise.reject(new StoreError('ERT_STORE_UNAVAILABLE', 'injected: the ert server cannot be reached (listInstances)')) : (value as Store['listInstances']).call(target, filter);
-        }
-        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
-      },
-    }) as Store;
+    const store = interceptStore(real, (method, [filter], call) =>
+      down && method === 'listInstances' && (filter as Parameters<Store['listInstances']>[0])?.state === 'scheduled'
+        ? Promise.reject(new StoreError('ERT_STORE_UNAVAILABLE', 'injected: the ert server cannot be reached (listInstances)'))
+        : call(),
+    );
     const config = bench.config({ store: bench.storeOptions(), resources: [counting({ name: 'cpu', resourceClass: 'VCPU', total: 8 })] });
     config.tracker.interval = 50;
     config.reservations.pollInterval = 3_600_000;

@@ -108,6 +108,21 @@ export function flavor(vcpus: number, memoryMb: number, extraSpecs: Record<strin
   return { name: `f${vcpus}x${memoryMb}`, vcpus, memoryMb, diskGb: 0, extraSpecs };
 }
 
+/**
+ * `store` with each method call passed to `around(method, args, call)`: the test counts the
+ * calls, holds one at a gate, injects a fault or another writer's change, then `call()`s the
+ * store's own method (or does not). Other properties are the store's.
+ */
+export function interceptStore<S extends object>(store: S, around: (method: string, args: unknown[], call: () => unknown) => unknown): S {
+  return new Proxy(store, {
+    get(target, key, receiver) {
+      const value: unknown = Reflect.get(target, key, receiver);
+      if (typeof value !== 'function' || typeof key !== 'string') return value;
+      return (...args: unknown[]) => around(key, args, () => (value as (...a: unknown[]) => unknown).apply(target, args));
+    },
+  });
+}
+
 /** A Bench for the tests of the enclosing describe: a new directory before each test, everything cleaned up after it. */
 export function useBench(backend: 'sqlite3' | 'pg'): Bench {
   const bench = new Bench(backend);

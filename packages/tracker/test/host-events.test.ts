@@ -11,9 +11,8 @@
 import { describe, expect, it, vi } from 'vitest';
 import { createLogger } from '@ert/core';
 import type { Flavor } from '@ert/plugin-api';
-import type { Store } from '@ert/store';
 import { HostEventWatch, type HostEvent } from '@ert/tracker';
-import { ok, useBench } from './harness.js';
+import { interceptStore, ok, useBench } from './harness.js';
 import { newUuid, realFlavor, realHost, type RealHost } from './real-host.js';
 
 const GB = 1024;
@@ -149,19 +148,13 @@ describe('HostEventWatch', () => {
     const uuid = await claim(host, realFlavor('small', 2, 2 * GB));
     let releaseDuringRead = false;
     // The other process's release lands between the look's list of instances and its read of their allocations.
-    const store = new Proxy(host.store, {
-      get(target, key, receiver) {
-        const value: unknown = Reflect.get(target, key, receiver);
-        if (key === 'getAllocations' && releaseDuringRead) {
-          return async (consumer: string) => {
-            releaseDuringRead = false;
-            expect((await host.tracker.release(uuid)).released).toBe(true);
-            return target.getAllocations(consumer);
-          };
-        }
-        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
-      },
-    }) as Store;
+    const store = interceptStore(host.store, async (method, _args, call) => {
+      if (method === 'getAllocations' && releaseDuringRead) {
+        releaseDuringRead = false;
+        expect((await host.tracker.release(uuid)).released).toBe(true);
+      }
+      return call();
+    });
     const events: HostEvent[] = [];
     const watch = new HostEventWatch({ store, hostName: host.hostName, publish: (e) => events.push(e), pollMs: 3_600_000, logger });
     await watch.start();
@@ -182,16 +175,10 @@ describe('HostEventWatch', () => {
     const host = await realHost(bench, 'epyc-1s');
     for (let i = 0; i < 4; i++) await claim(host, realFlavor('small', 1, GB));
     const calls: string[] = [];
-    const store = new Proxy(host.store, {
-      get(target, key, receiver) {
-        const value: unknown = Reflect.get(target, key, receiver);
-        if (typeof value !== 'function') return value;
-        return (...args: unknown[]) => {
-          calls.push(String(key));
-          return (value as (...a: unknown[]) => unknown).apply(target, args);
-        };
-      },
-    }) as Store;
+    const store = interceptStore(host.store, (method, _args, call) => {
+      calls.push(method);
+      return call();
+    });
     const events: HostEvent[] = [];
     const watch = new HostEventWatch({ store, hostName: host.hostName, publish: (e) => events.push(e), pollMs: 3_600_000, logger });
     await watch.start();
@@ -207,13 +194,7 @@ describe('HostEventWatch', () => {
     const host = await realHost(bench, 'epyc-1s');
     const uuid = await claim(host, realFlavor('small', 2, 2 * GB));
     let down = true;
-    const store = new Proxy(host.store, {
-      get(target, key, receiver) {
-        const value: unknown = Reflect.get(target, key, receiver);
-        if (down && (key === 'listInstances' || key === 'getHost')) return async () => Promise.reject(new Error('injected: store unreachable'));
-        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
-      },
-    }) as Store;
+    const store = interceptStore(host.store, (method, _args, call) => (down && (method === 'listInstances' || method === 'getHost') ? Promise.reject(new Error('injected: store unreachable')) : call()));
     const events: HostEvent[] = [];
     const watch = new HostEventWatch({ store, hostName: host.hostName, publish: (e) => events.push(e), pollMs: 20, logger });
     await watch.start();

@@ -9,7 +9,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { Flavor } from '@ert/plugin-api';
-import { ok, refused, useBench } from './harness.js';
+import { interceptStore, ok, refused, useBench } from './harness.js';
 import { newUuid, realFlavor, realHost, violations, type RealHost } from './real-host.js';
 
 
@@ -50,20 +50,12 @@ describe('the lifecycle invariant with the real plugins', () => {
     const options = bench.storeOptions();
     const real = await bench.openStore(options);
     let failNextLoad = false;
-    const store = new Proxy(real, {
-      get(target, key, receiver) {
-        const value: unknown = Reflect.get(target, key, receiver);
-        if (key === 'loadHosts') {
-          return async (...args: Parameters<typeof real.loadHosts>) => {
-            if (failNextLoad) {
-              failNextLoad = false;
-              throw new Error('injected: the store went away during the resize');
-            }
-            return target.loadHosts(...args);
-          };
-        }
-        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
-      },
+    const store = interceptStore(real, async (method, _args, call) => {
+      if (method === 'loadHosts' && failNextLoad) {
+        failNextLoad = false;
+        throw new Error('injected: the store went away during the resize');
+      }
+      return call();
     });
     const host = await realHost(bench, 'xeon-2s-cat', { shared: { store, options } });
     const uuid = await claim(host, realFlavor('pin2', 2, 2 * GB, { 'hw:cpu_policy': 'dedicated', 'llc:ways': '2' }));

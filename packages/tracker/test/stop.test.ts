@@ -11,8 +11,7 @@
  * reservations after stop).
  */
 import { describe, expect, it } from 'vitest';
-import type { Store } from '@ert/store';
-import { BACKENDS, useBench } from './harness.js';
+import { BACKENDS, interceptStore, useBench } from './harness.js';
 // @ts-expect-error plain-JS fixtures shared with the child process of the restart test
 import { counting } from './fixtures/plugins.mjs';
 
@@ -28,21 +27,15 @@ describe.each(BACKENDS)('stopping a tracker while its reservation watch reads th
     const gate = new Promise<void>((resolve) => (release = resolve));
     let stopped = false;
     const afterStop: string[] = [];
-    const store = new Proxy(real, {
-      get(target, key, receiver) {
-        const value: unknown = Reflect.get(target, key, receiver);
-        if (typeof value !== 'function') return value;
-        return async (...args: unknown[]) => {
-          if (stopped) afterStop.push(String(key));
-          if (hold && key === 'getHost') {
-            hold = false;
-            entered();
-            await gate;
-          }
-          return (value as (...a: unknown[]) => unknown).apply(target, args);
-        };
-      },
-    }) as Store;
+    const store = interceptStore(real, async (method, _args, call) => {
+      if (stopped) afterStop.push(method);
+      if (hold && method === 'getHost') {
+        hold = false;
+        entered();
+        await gate;
+      }
+      return call();
+    });
     const config = bench.config({ store: bench.storeOptions(), resources: [counting({ name: 'cpu', resourceClass: 'VCPU', total: 8 })] });
     config.reservations.pollInterval = 20;
     const tracker = await bench.tracker(config, store);

@@ -1,4 +1,4 @@
-import { capacityOf, freeSummary, UP_SUMMARY } from '@ert/plugin-api';
+import { freeSummary, summaryName, UP_SUMMARY } from '@ert/plugin-api';
 import type { HostSummaries } from '@ert/plugin-api';
 import type { Host } from './host-state.js';
 
@@ -74,7 +74,7 @@ export class SummaryTable {
     for (const key of Object.keys(values)) {
       const value = values[key];
       if (typeof value !== 'number' || !Number.isFinite(value)) continue;
-      const name = `${owner}.${key}`;
+      const name = summaryName(owner, key);
       let column = this.columns.get(name);
       if (column === undefined) {
         column = this.create(name, NaN);
@@ -111,7 +111,7 @@ export class SummaryTable {
             pair = { free: this.create(freeSummary(rc), 0), reach: this.create(reachSummary(rc), 0) };
             this.freeColumns.set(rc, pair);
           }
-          const free = Math.max(capacityOf(inventories[rc]!) - (provider.usages[rc] ?? 0), 0);
+          const free = provider.free(rc);
           if (tree) pair.free[slot] = pair.free[slot]! + free;
           pair.reach[slot] = pair.reach[slot]! + free;
         }
@@ -164,12 +164,11 @@ function derivedSummary(name: string): ((host: Host) => number) | undefined {
     let free = 0;
     for (let i = 0; i < providers.length; i++) {
       const p = providers[i]!;
-      const inventory = p.inventories[rc];
-      if (inventory === undefined) continue;
+      if (p.inventories[rc] === undefined) continue;
       const tags = p.traits;
       let forbidden = false;
       for (let t = 0; t < traits.length && !forbidden; t++) forbidden = tags.has(traits[t]!);
-      if (!forbidden) free += Math.max(capacityOf(inventory) - (p.usages[rc] ?? 0), 0);
+      if (!forbidden) free += p.free(rc);
     }
     return free;
   };

@@ -2,7 +2,7 @@
  * compute-units, scheduler side: free CUs per host (kept current within a batch), a filter
  * and a weigher on them.
  */
-import { definePlugin, requestedAmount, type HostState } from '@ert/plugin-api';
+import { definePlugin, requestedAmount, summaryName, type HostState } from '@ert/plugin-api';
 import { CU_CLASS, PLUGIN_NAME, extraSpecs, optionsSchema, statsSchema, type ComputeUnitsOptions, type ComputeUnitsStatsV1 } from './shared.js';
 
 /** This plugin's slot of a host state. */
@@ -41,7 +41,7 @@ export default definePlugin<ComputeUnitsOptions, ComputeUnitsStatsV1, ComputeUni
         const { freeCu } = dataOf(host);
         return units > freeCu ? `needs ${units} ${CU_CLASS}, ${Math.max(freeCu, 0)} free` : undefined;
       },
-      summaryBounds: (spec) => [{ summary: `${PLUGIN_NAME}.freeCu`, atLeast: requestedAmount(spec, CU_CLASS) }],
+      summaryBounds: (spec) => [{ summary: summaryName(PLUGIN_NAME, 'freeCu'), atLeast: requestedAmount(spec, CU_CLASS) }],
     };
   },
 
@@ -49,7 +49,7 @@ export default definePlugin<ComputeUnitsOptions, ComputeUnitsStatsV1, ComputeUni
     return {
       /** Free CUs: multiplier > 0 spreads, < 0 packs. */
       weigh: (host) => dataOf(host).freeCu,
-      summaryScore: () => `${PLUGIN_NAME}.freeCu`,
+      summaryScore: () => summaryName(PLUGIN_NAME, 'freeCu'),
     };
   },
 });

@@ -3,7 +3,7 @@
  * current within a batch) and a filter that keeps hosts whose disks cannot hold a request's
  * DISK_GB out, with the same numbers the compute side's `test` would refuse it with.
  */
-import { definePlugin, requestedAmount, type HostState, type Placement } from '@ert/plugin-api';
+import { definePlugin, requestedAmount, summaryName, type HostState, type Placement } from '@ert/plugin-api';
 import { PLUGIN_NAME, RESOURCE_CLASS, optionsSchema, statsSchema, type DiskOptions, type DiskStatsV1 } from './shared.js';
 
 /** This plugin's slot of a host state: per filesystem, GB a new instance can have now. */
@@ -56,7 +56,7 @@ export default definePlugin<DiskOptions, DiskStatsV1, DiskHostData>({
         if (data.filesystems.some((fs) => fs.availableGb >= amount)) return undefined;
         return `disk: needs ${amount} GB, ${data.filesystems.map((fs) => `${fs.paths.join(', ')}: ${fs.availableGb} GB free now`).join('; ')}`;
       },
-      summaryBounds: (spec) => [{ summary: `${PLUGIN_NAME}.largestAvailableGb`, atLeast: requestedAmount(spec, RESOURCE_CLASS) }],
+      summaryBounds: (spec) => [{ summary: summaryName(PLUGIN_NAME, 'largestAvailableGb'), atLeast: requestedAmount(spec, RESOURCE_CLASS) }],
     };
   },
 });

@@ -5,6 +5,7 @@
  */
 import {
   definePlugin,
+  summaryName,
   type ConsumerHooks,
   type FilterHooks,
   type HostState,
@@ -112,8 +113,8 @@ export default definePlugin<LlcOptions, LlcStats, LlcHostData>({
       const ways = requestedWays(spec);
       return typeof ways === 'number' && ways > 0
         ? [
-            { summary: `${ctx.name}.largestRun`, atLeast: ways },
-            { summary: `${ctx.name}.freeClosids`, atLeast: 1 },
+            { summary: summaryName(ctx.name, 'largestRun'), atLeast: ways },
+            { summary: summaryName(ctx.name, 'freeClosids'), atLeast: 1 },
           ]
         : undefined;
     },
@@ -123,7 +124,7 @@ export default definePlugin<LlcOptions, LlcStats, LlcHostData>({
     weigh: (host, spec) => weigh(host.pluginData<LlcHostData>(ctx.name), spec),
     summaryScore: (spec) => {
       const ways = requestedWays(spec);
-      return typeof ways === 'number' && ways > 0 ? `${ctx.name}.after.${ways}` : undefined;
+      return typeof ways === 'number' && ways > 0 ? summaryName(ctx.name, `after.${ways}`) : undefined;
     },
   }),
 });

@@ -2,7 +2,7 @@
  * memory, scheduler side: free RAM and huge pages available per NUMA node (kept current
  * within a batch), a filter honouring `hw:mem_page_size`, and a weigher on free RAM.
  */
-import { definePlugin, type HostState, type RequestSpec, type SummaryBound } from '@ert/plugin-api';
+import { definePlugin, summaryName, type HostState, type RequestSpec, type SummaryBound } from '@ert/plugin-api';
 import {
   PLUGIN_NAME,
   PAGE_SIZE_KEY,
@@ -58,8 +58,8 @@ export function summarize(data: MemoryHostData): Record<string, number> {
 function pageBounds(spec: RequestSpec): SummaryBound[] | undefined {
   const request = pageSizeOf(spec);
   const memoryKb = guestMemoryMb(spec) * 1024;
-  if (request?.kind === 'large') return [{ summary: `${PLUGIN_NAME}.largestHugeKb`, atLeast: memoryKb }];
-  if (request?.kind === 'size') return [{ summary: `${PLUGIN_NAME}.hugeKb.${request.sizeKb}`, atLeast: memoryKb }];
+  if (request?.kind === 'large') return [{ summary: summaryName(PLUGIN_NAME, 'largestHugeKb'), atLeast: memoryKb }];
+  if (request?.kind === 'size') return [{ summary: summaryName(PLUGIN_NAME, `hugeKb.${request.sizeKb}`), atLeast: memoryKb }];
   return undefined;
 }
 
@@ -105,7 +105,7 @@ export default definePlugin<MemoryOptions, MemoryStatsV1, MemoryHostData>({
     return {
       /** Free MEMORY_MB: multiplier > 0 spreads, < 0 packs. */
       weigh: (host) => dataOf(host).freeMb,
-      summaryScore: () => `${PLUGIN_NAME}.freeMb`,
+      summaryScore: () => summaryName(PLUGIN_NAME, 'freeMb'),
     };
   },
 });

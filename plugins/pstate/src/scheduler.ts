@@ -3,7 +3,7 @@
  * stats, filters hosts that cannot apply the requested governor, EPP or minimum frequency,
  * and prefers hosts with more frequency headroom above the requested minimum.
  */
-import { definePlugin, type ConsumerHooks, type FilterHooks, type SummaryBound, type WeigherHooks } from '@ert/plugin-api';
+import { definePlugin, summaryName, type ConsumerHooks, type FilterHooks, type SummaryBound, type WeigherHooks } from '@ert/plugin-api';
 import {
   PLUGIN_NAME,
   asksForPstate,
@@ -51,10 +51,10 @@ export function summarize(data: PstateHostData): Record<string, number> {
 export function pstateBounds(request: PstateRequest, plugin: string): SummaryBound[] | undefined {
   if (!asksForPstate(request)) return undefined;
   return [
-    { summary: `${plugin}.control`, atLeast: 1 },
-    ...(request.governor !== undefined ? [{ summary: `${plugin}.governor.${request.governor}`, atLeast: 1 }] : []),
-    ...(request.minFreqMhz !== undefined ? [{ summary: `${plugin}.maxFreqMhz`, atLeast: request.minFreqMhz }] : []),
-    ...(request.epp !== undefined ? [{ summary: `${plugin}.epp`, atLeast: 1 }] : []),
+    { summary: summaryName(plugin, 'control'), atLeast: 1 },
+    ...(request.governor !== undefined ? [{ summary: summaryName(plugin, `governor.${request.governor}`), atLeast: 1 }] : []),
+    ...(request.minFreqMhz !== undefined ? [{ summary: summaryName(plugin, 'maxFreqMhz'), atLeast: request.minFreqMhz }] : []),
+    ...(request.epp !== undefined ? [{ summary: summaryName(plugin, 'epp'), atLeast: 1 }] : []),
   ];
 }
 

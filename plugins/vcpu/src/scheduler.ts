@@ -2,7 +2,7 @@
  * vcpu, scheduler side: free VCPU/PCPU per host (kept current within a batch), a filter
  * that adds a NUMA sanity check for dedicated CPUs, and a weigher on free CPUs.
  */
-import { definePlugin, requestedAmount, type HostState, type Placement, type RequestSpec } from '@ert/plugin-api';
+import { definePlugin, requestedAmount, summaryName, type HostState, type Placement, type RequestSpec } from '@ert/plugin-api';
 import { PLUGIN_NAME, extraSpecs, optionsSchema, statsSchema, type VcpuOptions, type VcpuStatsRead } from './shared.js';
 
 /** This plugin's slot of a host state. */
@@ -77,8 +77,8 @@ export default definePlugin<VcpuOptions, VcpuStatsRead, VcpuHostData>({
         const vcpu = requestedAmount(spec, 'VCPU');
         const pcpu = requestedAmount(spec, 'PCPU');
         return [
-          ...(vcpu > 0 ? [{ summary: `${PLUGIN_NAME}.freeVcpu`, atLeast: vcpu }] : []),
-          ...(pcpu > 0 ? [{ summary: `${PLUGIN_NAME}.freePcpu`, atLeast: pcpu }, { summary: `${PLUGIN_NAME}.largestDedicatedNode`, atLeast: pcpu }] : []),
+          ...(vcpu > 0 ? [{ summary: summaryName(PLUGIN_NAME, 'freeVcpu'), atLeast: vcpu }] : []),
+          ...(pcpu > 0 ? [{ summary: summaryName(PLUGIN_NAME, 'freePcpu'), atLeast: pcpu }, { summary: summaryName(PLUGIN_NAME, 'largestDedicatedNode'), atLeast: pcpu }] : []),
         ];
       },
     };
@@ -92,7 +92,7 @@ export default definePlugin<VcpuOptions, VcpuStatsRead, VcpuHostData>({
         const data = dataOf(host);
         return requestedAmount(spec, 'PCPU') > 0 ? data.freePcpu : data.freeVcpu;
       },
-      summaryScore: (spec) => `${PLUGIN_NAME}.${requestedAmount(spec, 'PCPU') > 0 ? 'freePcpu' : 'freeVcpu'}`,
+      summaryScore: (spec) => summaryName(PLUGIN_NAME, requestedAmount(spec, 'PCPU') > 0 ? 'freePcpu' : 'freeVcpu'),
     };
   },
 });

@@ -58,8 +58,13 @@ export class HostManager {
   private readonly freeSlots: number[] = [];
   /** Sharing providers are one object per uuid, shared by every host that reaches them. */
   private readonly sharing = new Map<string, { provider: Provider; hosts: Set<Host> }>();
-  /** Where each known instance is (for affinity and same-host). */
-  private readonly instanceHost = new Map<string, Host>();
+  /**
+   * The hosts whose `instances` list each known instance, the one that took it last at the end
+   * (for affinity and same-host). Usually one; two while a host that gave an instance up (a
+   * migration) has not been reloaded yet: the host itself then, not a list (no array per
+   * instance in the common case).
+   */
+  private readonly holders = new Map<string, Host | Host[]>();
   private readonly interner = new Interner();
   private readonly shape: HostShape;
   private stamp = 0;
@@ -98,33 +103,24 @@ export class HostManager {
     for (const host of this.slots) if (host) yield host;
   }
 
-  /** The host an instance is on, if the scheduler knows it. */
+  /** The host an instance is on (the last that took it), if the scheduler knows it. */
   hostOfInstance(uuid: string): Host | undefined {
-    return this.instanceHost.get(uuid);
+    const held = this.holders.get(uuid);
+    return Array.isArray(held) ? held.at(-1) : held;
   }
 
-  /**
-   * Instances that more than one host's `instances` may list (one host was loaded or placed on
-   * holding it while another still listed it): `holdersOf` cannot name their hosts.
-   */
-  private readonly ambiguous = new Set<string>();
-
-  /**
-   * Names of every host whose `instances` holds the instance ([] when none does), or
-   * undefined when that is not known without looking at every host (the same-host filter's
-   * candidate hosts).
-   */
-  holdersOf(uuid: string): string[] | undefined {
-    if (this.ambiguous.has(uuid)) return undefined;
-    const host = this.instanceHost.get(uuid);
-    return host === undefined ? [] : [host.name];
+  /** Names of every host whose `instances` holds the instance ([] when none does): the same-host filter's candidate hosts. */
+  holdersOf(uuid: string): string[] {
+    const held = this.holders.get(uuid);
+    if (held === undefined) return [];
+    return Array.isArray(held) ? held.map((host) => host.name) : [held.name];
   }
 
-  /** Record that `host` holds the instance (another host that did may still list it). */
+  /** Record that `host` holds the instance, last (another host that did may still list it). */
   private holds(uuid: string, host: Host): void {
-    const before = this.instanceHost.get(uuid);
-    if (before !== undefined && before.name !== host.name) this.ambiguous.add(uuid);
-    this.instanceHost.set(uuid, host);
+    const held = this.holders.get(uuid);
+    const others = held === undefined ? [] : (Array.isArray(held) ? held : [held]).filter((h) => h.name !== host.name);
+    this.holders.set(uuid, others.length === 0 ? host : [...others, host]);
   }
 
   /**
@@ -471,7 +467,14 @@ export class HostManager {
   }
 
   private forgetInstances(host: Host): void {
-    for (const uuid of host.instances) if (this.instanceHost.get(uuid) === host) this.instanceHost.delete(uuid);
+    for (const uuid of host.instances) {
+      const held = this.holders.get(uuid);
+      if (held === host) this.holders.delete(uuid);
+      else if (Array.isArray(held)) {
+        const rest = held.filter((h) => h !== host);
+        this.holders.set(uuid, rest.length === 1 ? rest[0]! : rest);
+      }
+    }
   }
 
   /**

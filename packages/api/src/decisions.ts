@@ -9,7 +9,7 @@
  * `ert serve --workers N` a worker answers with the decisions it made itself (`process` in the
  * answer says which one).
  */
-import { isErtError, messageOf } from '@ert/plugin-api';
+import { messageOf } from '@ert/plugin-api';
 
 /** The outcomes, as the `ert_scheduler_decisions_total` metric counts them. */
 export const DECISION_OUTCOMES = ['placed', 'no_valid_host', 'error'] as const;
@@ -109,8 +109,8 @@ export class DecisionLog {
       answer = await run();
     } catch (err) {
       const duration = took();
-      const code = isErtError(err) ? err.code : ((err as { code?: unknown }).code as string | undefined) ?? 'ERT_API_INTERNAL';
-      const details = (isErtError(err) ? err.details : (err as { details?: unknown }).details ?? {}) as SummaryDetails;
+      // An ErtError, or anything thrown (null included): its code and details when it has them.
+      const { code = 'ERT_API_INTERNAL', details = {} } = (err ?? {}) as { code?: string; details?: SummaryDetails };
       const noValidHost = code === 'ERT_SCHEDULER_NO_VALID_HOST';
       const summary = noValidHost ? details.summary : undefined;
       this.record({

@@ -15,6 +15,7 @@ import cluster, { type Worker } from 'node:cluster';
 import { messageOf } from '@ert/plugin-api';
 import { AggregatorRegistry, Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Store } from '@ert/store';
+import type { DecisionOutcome } from './decisions.js';
 
 /** Seconds buckets for HTTP requests, hook calls, claims and decisions (1 ms .. 10 s). */
 const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
@@ -59,7 +60,7 @@ export interface ConfirmEvent {
  * built yet, calls `observeDecision` once per request): `placed`, `no_valid_host`, or `error`.
  */
 export interface DecisionEvent {
-  outcome: 'placed' | 'no_valid_host' | 'error';
+  outcome: DecisionOutcome;
   seconds: number;
   /** Instances asked for (the request's count). */
   instances?: number;

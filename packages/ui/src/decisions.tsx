@@ -76,7 +76,7 @@ export function DecisionsPage() {
           Outcome{' '}
           <select name="outcome" value={outcome} onChange={(e) => setOutcome((e.target as HTMLSelectElement).value as typeof outcome)}>
             <option value="">all ({decisions.length})</option>
-            {(['placed', 'no_valid_host', 'error'] as const).map((o) => (
+            {(Object.keys(OUTCOME) as Array<Decision['outcome']>).map((o) => (
               <option value={o}>
                 {OUTCOME[o]} ({decisions.filter((d) => d.outcome === o).length})
               </option>

@@ -118,17 +118,7 @@ function App() {
     setEpoch(epoch + 1);
   };
   if (prompt !== undefined && proxy) return <ProxyRefused message={prompt} onRetry={done} />;
-  if (prompt !== undefined) {
-    return (
-      <Login
-        message={prompt}
-        onDone={() => {
-          setPrompt(undefined);
-          setEpoch(epoch + 1);
-        }}
-      />
-    );
-  }
+  if (prompt !== undefined) return <Login message={prompt} onDone={done} />;
   const signedIn = sessionStorage.getItem('ert-token') !== null;
   let page;
   if (route.path === '/' || route.path === '') page = <FleetPage key={epoch} search={route.search} />;

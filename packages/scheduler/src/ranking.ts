@@ -323,9 +323,7 @@ export class Ranker {
         return;
       }
       memo.raw[slot * w + i] = score;
-      const override = host.aggregateMetadata[prepared.multiplierKeys[i]!];
-      const overridden = override === undefined ? NaN : Number(override);
-      memo.multipliers[slot * w + i] = Number.isFinite(overridden) ? overridden : entry.multiplier;
+      memo.multipliers[slot * w + i] = multiplierOf(host, prepared, i);
     }
     memo.outcomes[slot] = PASSED;
   }
@@ -422,7 +420,7 @@ export class Ranker {
       }
     }
     memo.changesSeen = changesNow;
-    const scale = scaleOf(memo);
+    const scale = scaleOf(memo.min, memo.max);
     const passed = memo.passed;
     const result = (candidates: Candidate[]): Ranking => ({ candidates, passed, min: Float64Array.from(min), scale });
     if (limit <= 0) return result([]);
@@ -523,11 +521,7 @@ export class Ranker {
         // NaN (unknown) is never below a bound.
         if (boundColumns[b]![slot]! < boundAt[b]!) return 0;
       }
-      for (let i = 0; i < w; i++) {
-        const override = host.aggregateMetadata[prepared.multiplierKeys[i]!];
-        const overridden = override === undefined ? NaN : Number(override);
-        multipliers[slot * w + i] = Number.isFinite(overridden) ? overridden : prepared.weighers[i]!.multiplier;
-      }
+      for (let i = 0; i < w; i++) multipliers[slot * w + i] = multiplierOf(host, prepared, i);
       return 1;
     };
     const consider = (slot: number): void => {
@@ -629,8 +623,7 @@ export class Ranker {
     }
 
     // 3. Weights, as `reweigh` computes them, and the best `limit`.
-    const scale = new Float64Array(w);
-    for (let i = 0; i < w; i++) scale[i] = max[i]! > min[i]! ? 1 / (max[i]! - min[i]!) : 0;
+    const scale = scaleOf(min, max);
     const weigh = (slot: number): void => {
       let weight = 0;
       if (state[slot] === 2) {
@@ -736,7 +729,7 @@ export class Ranker {
   private reweigh(memo: Memo, count: number, only: number): void {
     const w = memo.prepared.weighers.length;
     const { outcomes, raw, multipliers, weights, min } = memo;
-    const scale = scaleOf(memo);
+    const scale = scaleOf(memo.min, memo.max);
     const from = only < 0 ? 0 : only;
     const to = only < 0 ? count : only + 1;
     for (let slot = from; slot < to; slot++) {
@@ -906,11 +899,17 @@ function updateTop(memo: Memo, slot: number, host: Host | undefined, kept: numbe
 }
 
 /** Per weigher: 1 / (max - min) over the candidates, 0 when they all score the same. */
-function scaleOf(memo: Memo): Float64Array {
-  const w = memo.prepared.weighers.length;
-  const scale = new Float64Array(w);
-  for (let i = 0; i < w; i++) scale[i] = memo.max[i]! > memo.min[i]! ? 1 / (memo.max[i]! - memo.min[i]!) : 0;
+function scaleOf(min: Float64Array, max: Float64Array): Float64Array {
+  const scale = new Float64Array(min.length);
+  for (let i = 0; i < min.length; i++) scale[i] = max[i]! > min[i]! ? 1 / (max[i]! - min[i]!) : 0;
   return scale;
+}
+
+/** Weigher `i`'s multiplier on `host`: its aggregates' override (`<weigher>_weight_multiplier`, a finite number) or the configured one. */
+function multiplierOf(host: Host, prepared: Prepared, i: number): number {
+  const override = host.aggregateMetadata[prepared.multiplierKeys[i]!];
+  const overridden = override === undefined ? NaN : Number(override);
+  return Number.isFinite(overridden) ? overridden : prepared.weighers[i]!.multiplier;
 }
 
 export { PASSED };

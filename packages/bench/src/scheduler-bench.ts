@@ -127,6 +127,20 @@ function parseArgs(argv: string[]): Args {
   return args;
 }
 
+/** Start a V8 CPU profile when `file` is given; the returned function stops it and writes it to `file` (.cpuprofile). */
+async function startProfile(file: string | undefined): Promise<() => Promise<void>> {
+  if (file === undefined) return async () => {};
+  const profiler = new Session();
+  profiler.connect();
+  await profiler.post('Profiler.enable');
+  await profiler.post('Profiler.start');
+  return async () => {
+    const { profile } = await profiler.post('Profiler.stop');
+    writeFileSync(file, JSON.stringify(profile));
+    profiler.disconnect();
+  };
+}
+
 /** The workload: general-purpose flavors plus one per plugin's extra specs (no disk: the fleet has none). */
 const WORKLOAD: Array<Flavor & { needs?: string }> = [
   { name: 'm1.small', vcpus: 1, memoryMb: 2048, diskGb: 0, extraSpecs: {} },
@@ -219,12 +233,7 @@ async function runMixed(config: ErtConfig, store: Store, args: Args): Promise<Re
   // The slowest placed decisions, with what they were (where the tail comes from).
   const SLOWEST = 10;
   const slowest: Array<{ ms: number; kind: string; flavor: string; firstSeen: boolean }> = [];
-  const profiler = args.profile === undefined ? undefined : new Session();
-  if (profiler) {
-    profiler.connect();
-    await profiler.post('Profiler.enable');
-    await profiler.post('Profiler.start');
-  }
+  const stopProfile = await startProfile(args.profile);
   const loadBefore = loadavg()[0]!;
   const begin = performance.now();
   for (let i = 0; i < args.decisions; i++) {
@@ -239,8 +248,9 @@ async function runMixed(config: ErtConfig, store: Store, args: Args): Promise<Re
       await scheduler.select({ flavor: request.flavor, ...(request.hints ? { hints: request.hints } : {}), instances: [{ uuid, projectId: 'bench', userId: 'bench' }] });
       const ms = performance.now() - t0;
       all.push(ms);
-      decide.push(ms - (claimMs - claimsBefore));
-      if (isNew) decideFresh.push(ms - (claimMs - claimsBefore));
+      const decided = ms - (claimMs - claimsBefore);
+      decide.push(decided);
+      if (isNew) decideFresh.push(decided);
       slowest.push({ ms: round(ms), kind: request.kind, flavor: request.flavor.name, firstSeen: isNew });
       if (slowest.length > SLOWEST * 4) slowest.sort((a, b) => b.ms - a.ms).splice(SLOWEST);
       if (isNew) fresh.push(ms);
@@ -255,11 +265,7 @@ async function runMixed(config: ErtConfig, store: Store, args: Args): Promise<Re
   }
   const totalMs = performance.now() - begin;
   const loadAfter = loadavg()[0]!;
-  if (profiler) {
-    const { profile } = await profiler.post('Profiler.stop');
-    writeFileSync(args.profile!, JSON.stringify(profile));
-    profiler.disconnect();
-  }
+  await stopProfile();
   await scheduler.close();
   // Correctness at the end: nothing over capacity anywhere.
   const overCapacity = await overCapacityCount(store);
@@ -513,22 +519,13 @@ async function main(): Promise<void> {
           if (!overlapClaims) decides[i] = latencies[i]! - claimDurations.slice(claimsBefore).reduce((a, b) => a + b, 0);
         }
       };
-      const profiler = args.profile === undefined ? undefined : new Session();
-      if (profiler) {
-        profiler.connect();
-        await profiler.post('Profiler.enable');
-        await profiler.post('Profiler.start');
-      }
+      const stopProfile = await startProfile(args.profile);
       const loadBefore = loadavg()[0]!;
       const begin = performance.now();
       await Promise.all(Array.from({ length: args.concurrency }, client));
       const totalMs = performance.now() - begin;
       const loadAfter = loadavg()[0]!;
-      if (profiler) {
-        const { profile } = await profiler.post('Profiler.stop');
-        writeFileSync(args.profile!, JSON.stringify(profile));
-        profiler.disconnect();
-      }
+      await stopProfile();
       await timed.close();
       const sorted = latencies.slice().sort();
       const sortedClaims = Float64Array.from(claimDurations).sort();

@@ -39,6 +39,8 @@ export interface HostChangeFeedOptions<S extends VersionedHost> {
 export class HostChangeFeed<S extends VersionedHost = VersionedHost> {
   private readonly listeners = new Set<(change: HostChange) => void>();
   private previous: Map<string, number> | undefined;
+  /** The list `previous` was made from: a poll that gets the same array back (nothing changed, HostSnapshots) skips the comparison. */
+  private previousList: readonly S[] | undefined;
   private baseline: Promise<void> | undefined;
   private timer: NodeJS.Timeout | undefined;
 
@@ -58,6 +60,7 @@ export class HostChangeFeed<S extends VersionedHost = VersionedHost> {
     this.baseline ??= this.options.snapshots().then(
       (snapshots) => {
         this.previous = generationsOf(snapshots);
+        this.previousList = snapshots;
         this.schedule();
       },
       (err: unknown) => {
@@ -82,6 +85,7 @@ export class HostChangeFeed<S extends VersionedHost = VersionedHost> {
     clearTimeout(this.timer);
     this.timer = undefined;
     this.previous = undefined;
+    this.previousList = undefined;
     this.baseline = undefined;
   }
 
@@ -97,19 +101,25 @@ export class HostChangeFeed<S extends VersionedHost = VersionedHost> {
       const snapshots = await this.options.snapshots();
       // Stopped (and maybe restarted) while reading: this poll's result belongs to nobody.
       if (this.baseline !== baseline) return;
-      const now = generationsOf(snapshots);
-      const before = this.previous ?? now;
-      const changed = snapshots.filter((s) => before.get(s.host.name) !== s.host.generation);
-      const removed = [...before.keys()].filter((name) => !now.has(name));
-      if (changed.length > 0 || removed.length > 0) {
-        const hosts = changed.length > 0 ? this.options.summaries(changed) : [];
-        for (const listener of this.listeners) listener({ hosts, removed });
-      }
-      this.previous = now;
+      if (snapshots !== this.previousList) this.compare(snapshots);
     } catch (err) {
       this.options.onError?.(err);
     }
     if (this.baseline === baseline) this.schedule();
+  }
+
+  /** Tell the listeners which hosts changed or went since the previous list. */
+  private compare(snapshots: readonly S[]): void {
+    const now = generationsOf(snapshots);
+    const before = this.previous ?? now;
+    const changed = snapshots.filter((s) => before.get(s.host.name) !== s.host.generation);
+    const removed = [...before.keys()].filter((name) => !now.has(name));
+    if (changed.length > 0 || removed.length > 0) {
+      const hosts = changed.length > 0 ? this.options.summaries(changed) : [];
+      for (const listener of this.listeners) listener({ hosts, removed });
+    }
+    this.previous = now;
+    this.previousList = snapshots;
   }
 }
 

@@ -14,6 +14,8 @@ import type { HostSnapshot, Store } from '@ert/store';
  */
 export class HostSnapshots {
   private readonly kept = new Map<string, HostSnapshot>();
+  /** `kept` sorted by name, until a host changes or goes: the same array while nothing does. */
+  private sorted: HostSnapshot[] | undefined;
   private queue: Promise<unknown> = Promise.resolve();
   /** The read queued behind the running one, not started yet: later callers join it. */
   private waiting: Promise<HostSnapshot[]> | undefined;
@@ -21,8 +23,8 @@ export class HostSnapshots {
   constructor(private readonly store: Pick<Store, 'hostGenerations' | 'loadHosts'>) {}
 
   /**
-   * Every host's snapshot, by name, read after this call. Treat them as read-only: they are
-   * shared with later calls. Calls made while a read is queued share that read (it starts after
+   * Every host's snapshot, by name, read after this call. Treat them, and the array, as
+   * read-only: they are shared with later calls (the same array while no host changed). Calls made while a read is queued share that read (it starts after
    * each of them), so that the web view's concurrent reads (GET /hosts, /host-facets, the live
    * feed's poll) cost one.
    */
@@ -39,7 +41,11 @@ export class HostSnapshots {
 
   private async read(): Promise<HostSnapshot[]> {
     const generations = await this.store.hostGenerations();
-    for (const name of this.kept.keys()) if (!generations.has(name)) this.kept.delete(name);
+    for (const name of this.kept.keys()) {
+      if (generations.has(name)) continue;
+      this.kept.delete(name);
+      this.sorted = undefined;
+    }
     const changed = [...generations].filter(([name, generation]) => this.kept.get(name)?.host.generation !== generation).map(([name]) => name);
     if (changed.length > 0) {
       // Every host (the first read): one read of all, without lists of names.
@@ -48,7 +54,9 @@ export class HostSnapshots {
       for (const snapshot of loaded) this.kept.set(snapshot.host.name, snapshot);
       // Deleted between the two reads.
       for (const name of changed) if (!found.has(name)) this.kept.delete(name);
+      this.sorted = undefined;
     }
-    return [...this.kept.values()].sort((a, b) => (a.host.name < b.host.name ? -1 : a.host.name > b.host.name ? 1 : 0));
+    this.sorted ??= [...this.kept.values()].sort((a, b) => (a.host.name < b.host.name ? -1 : a.host.name > b.host.name ? 1 : 0));
+    return this.sorted;
   }
 }

@@ -3,13 +3,16 @@
  *
  * Where does a sequential claim's time go, and what would another driver give? The issue keeps
  * the sqlite3 driver and asks for a markedly faster one to be measured side by side, not
- * switched to. Three runs of C claims, one at a time, on copies of one SQLite file (N hosts,
+ * switched to. Five runs of C claims, one at a time, on copies of one SQLite file (N hosts,
  * each a root provider with VCPU and MEMORY_MB, imported through @ert/store; WAL,
  * synchronous=NORMAL, the store's pragmas), each claim VCPU 2 + MEMORY_MB 1024 on a random host
  * with its instance record, durable at commit:
  *
- * - `store`: `store.writeAllocations`, the product's path (knex on node-sqlite3; 13 statements,
- *   every check of the store).
+ * - `store`: `store.writeAllocations`, the product's path (knex on node-sqlite3, every check of
+ *   the store): a claim of a new consumer takes SQLite's quick claim (sqlite-claim.ts), three
+ *   trips to the driver.
+ * - `store-general`: the same with `quickClaims: false`, through the general transaction (about
+ *   fifteen statements, each a trip).
  * - `sqlite3`: the same 13 statements (the SQL the store sends, captured from knex) on
  *   node-sqlite3 directly, each awaited and prepared per call as knex does: the driver's cost
  *   without knex.
@@ -30,7 +33,7 @@ import { loadavg, tmpdir } from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { normalizeInventory, type Flavor } from '@ert/plugin-api';
-import { createStore, type HostImport } from '@ert/store';
+import { createStore, type HostImport, type Store } from '@ert/store';
 
 interface Args {
   hosts: number;
@@ -42,7 +45,8 @@ interface RunResult {
   claimsPerSecond: number;
   p50Ms: number;
   p99Ms: number;
-  statementsPerClaim: number;
+  /** Trips to the driver per claim: counted on the store's connection, or the statements sent one by one (with BEGIN and COMMIT). */
+  tripsPerClaim: number;
 }
 
 function parseArgs(argv: string[]): Args {
@@ -146,13 +150,14 @@ async function openSqlite3(file: string, prepared = true): Promise<{ all(sql: st
   };
 }
 
-function summary(latencies: number[], seconds: number, statementsPerClaim: number): RunResult {
+function summary(latencies: number[], seconds: number, trips: number | (() => number)): RunResult {
   const sorted = [...latencies].sort((a, b) => a - b);
   const at = (q: number) => Math.round(sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]! * 1000) / 1000;
-  return { claimsPerSecond: Math.round(latencies.length / seconds), p50Ms: at(0.5), p99Ms: at(0.99), statementsPerClaim };
+  const tripsPerClaim = typeof trips === 'number' ? trips : Math.round((trips() / latencies.length) * 100) / 100;
+  return { claimsPerSecond: Math.round(latencies.length / seconds), p50Ms: at(0.5), p99Ms: at(0.99), tripsPerClaim };
 }
 
-async function timed(claims: number, one: (i: number) => Promise<void> | void, statementsPerClaim: number): Promise<RunResult> {
+async function timed(claims: number, one: (i: number) => Promise<void> | void, trips: number | (() => number)): Promise<RunResult> {
   const latencies: number[] = [];
   const start = performance.now();
   for (let i = 0; i < claims; i++) {
@@ -160,7 +165,24 @@ async function timed(claims: number, one: (i: number) => Promise<void> | void, s
     await one(i);
     latencies.push(performance.now() - t);
   }
-  return summary(latencies, (performance.now() - start) / 1000, statementsPerClaim);
+  return summary(latencies, (performance.now() - start) / 1000, trips);
+}
+
+/** Counts the calls the store makes on its one pooled SQLite connection (`exec`, `all`, `run`: each a trip to the driver's thread). */
+async function countTrips(store: Store): Promise<() => number> {
+  type Conn = Record<'exec' | 'all' | 'run', (...args: unknown[]) => unknown>;
+  const pool = (store as unknown as { knex: { client: { acquireConnection(): Promise<Conn>; releaseConnection(c: Conn): Promise<unknown> } } }).knex.client;
+  const conn = await pool.acquireConnection();
+  await pool.releaseConnection(conn);
+  let trips = 0;
+  for (const method of ['exec', 'all', 'run'] as const) {
+    const call = conn[method];
+    conn[method] = function (this: unknown, ...args: unknown[]) {
+      trips++;
+      return call.apply(this, args);
+    };
+  }
+  return () => trips;
 }
 
 /** Each provider's usage must be 2 VCPU and 1024 MEMORY_MB per claim made on it; the count of providers where it is not (wrong answers). */
@@ -220,11 +242,16 @@ async function main(): Promise<void> {
     const results: Record<string, RunResult | { skipped: string }> = {};
     const mismatches: Record<string, number> = {};
 
-    // 1. The product's path.
-    {
-      const file = copy('store');
-      const s = await createStore({ client: 'sqlite3', connection: file });
-      results['store'] = await timed(
+    // 1. The product's path: quick claims (sqlite-claim.ts, the default), then every claim
+    // through the general transaction. Trips to the driver counted on the store's connection.
+    for (const [name, quickClaims] of [
+      ['store', true],
+      ['store-general', false],
+    ] as const) {
+      const file = copy(name);
+      const s = await createStore({ client: 'sqlite3', connection: file, quickClaims });
+      const trips = await countTrips(s);
+      results[name] = await timed(
         args.claims,
         async (i) => {
           const h = picks[i]!;
@@ -237,11 +264,11 @@ async function main(): Promise<void> {
             },
           ]);
         },
-        13,
+        trips,
       );
       await s.close();
-      mismatches['store'] = await checkUsage(file, expected);
-      log(`  store (knex + sqlite3): ${JSON.stringify(results['store'])}`);
+      mismatches[name] = await checkUsage(file, expected);
+      log(`  ${name} (knex + sqlite3${quickClaims ? ', quick claims' : ', general transaction'}): ${JSON.stringify(results[name])}`);
     }
 
     // 2. node-sqlite3 without knex: the same statements, prepared per call (as knex does) and prepared once.
@@ -265,7 +292,7 @@ async function main(): Promise<void> {
             throw err;
           }
         },
-        13,
+        13, // BEGIN, the lock, 10 statements, COMMIT
       );
       await db.close();
       mismatches[name] = await checkUsage(file, expected);
@@ -305,7 +332,7 @@ async function main(): Promise<void> {
               throw err;
             }
           },
-          12,
+          0, // in process: its 12 statements are function calls
         );
         db.close();
         mismatches['better-sqlite3'] = await checkUsage(file, expected);

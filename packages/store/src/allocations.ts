@@ -8,9 +8,10 @@ import { InventoryInUseError, StoreConflictError, StoreError, isStoreError } fro
 import { anyHolds, holdsOf } from './holds.js';
 import { inventoryFromRow, inventoryToRow, type InventoryRow } from './rows.js';
 import { chunks, inChunks, insertObjects, insertRows, type Trx } from './sql.js';
-import { checkFits, checkInventories, checkName, invalid, notFound, validateWrites } from './validate.js';
+import { checkConsumerGeneration, checkFits, checkInventories, checkName, invalid, notFound, validateWrites } from './validate.js';
 import { usagesOf } from './providers.js';
 import { holdLedger, upsertInstancesIn } from './instances.js';
+import { quickClaim, quickClaimable } from './sqlite-claim.js';
 
 /** Most writeAllocations calls combined in one transaction. */
 const MAX_COMBINED_WRITES = 256;
@@ -59,6 +60,15 @@ export class AllocationWriter {
         { firstStatementWrites: true },
       );
     const settle = (call: PendingWrite, outcome: CallOutcome) => ('error' in outcome ? call.reject(outcome.error) : call.resolve(outcome.result));
+    if (batch.length === 1 && quickClaimable(this.ctx, batch[0]!.writes)) {
+      // A lone claim of a new consumer on SQLite: three trips instead of fifteen (sqlite-claim.ts).
+      try {
+        const result = await quickClaim(this.ctx, batch[0]!.writes[0]!);
+        if (result !== undefined) return batch[0]!.resolve(result);
+      } catch (err) {
+        return batch[0]!.reject(err);
+      }
+    }
     try {
       const outcomes = await run(batch);
       batch.forEach((call, i) => settle(call, outcomes[i]!));
@@ -474,16 +484,4 @@ function providerOfKey(key: string): number {
 
 function classOfKey(key: string): number {
   return Number(key.slice(key.indexOf(':') + 1));
-}
-
-/** The caller's consumer generation against the current one (null: no such consumer). */
-function checkConsumerGeneration(write: AllocationWrite, current: ConsumerState | null): void {
-  const expected = write.consumer.generation;
-  const actual = current ? current.generation : null;
-  if (expected === undefined || expected === actual) return;
-  throw new StoreConflictError(
-    'ERT_STORE_CONSUMER_GENERATION_CONFLICT',
-    `consumer ${write.consumer.uuid} changed: generation ${String(actual)}, caller read ${String(expected)}`,
-    { consumer: write.consumer.uuid, expected, actual },
-  );
 }

@@ -30,6 +30,13 @@ export interface StoreOptions {
    */
   combineWrites?: boolean;
   /**
+   * SQLite: a `writeAllocations` call that claims for one new consumer, alone in its
+   * transaction, is read and written in three trips to the driver instead of one per statement
+   * (`sqlite-claim.ts`; same checks and result). Default true; false sends every call through
+   * the general transaction (for comparison in tests and benchmarks).
+   */
+  quickClaims?: boolean;
+  /**
    * SQLite: how long a write waits for another process's write lock, ms (default
    * `SQLITE_BUSY_TIMEOUT_MS`, 5 s). Waiting that long fails with ERT_STORE_LOCKED naming the
    * file and, when /proc/locks tells, the holder's pid and command.

@@ -47,12 +47,23 @@ interface SqliteStatement {
   reset(callback: () => void): void;
   finalize(callback: () => void): void;
 }
-interface SqliteConnection {
+/** The node-sqlite3 connection as the store uses it (knex's pooled `Database`). */
+export interface SqliteConnection {
   exec(sql: string, callback: (err: Error | null) => void): void;
   all(sql: string, params: unknown[], callback: SqliteCallback): unknown;
   run(sql: string, params: unknown[], callback: SqliteCallback): unknown;
   prepare(sql: string, callback?: (err: Error | null) => void): SqliteStatement;
   close(callback: (err: Error | null) => void): void;
+}
+
+/** Runs `sql` (any number of statements, no parameters) in one trip to the driver's thread. */
+export function sqliteExec(conn: SqliteConnection, sql: string): Promise<void> {
+  return new Promise((resolve, reject) => conn.exec(sql, (err) => (err ? reject(err) : resolve())));
+}
+
+/** Runs one statement with its parameters (prepared once: `cacheStatements`) and returns its rows. */
+export function sqliteAll<T>(conn: SqliteConnection, sql: string, params: unknown[]): Promise<T[]> {
+  return new Promise((resolve, reject) => conn.all(sql, params, (err, rows) => (err ? reject(err) : resolve(rows as T[]))));
 }
 
 /** Most prepared statements kept per SQLite connection (least recently used go first). */

@@ -6,7 +6,7 @@
 import type { Knex } from 'knex';
 import { TRAIT_SHARING_PROVIDER } from '@ert/plugin-api';
 import type { ProviderRecord, StoreClient, StoreOptions } from './api.js';
-import { busyTimeoutOf, mapDriverError, openKnex } from './connection.js';
+import { busyTimeoutOf, mapDriverError, openKnex, sqliteExec, type SqliteConnection } from './connection.js';
 import { StoreConflictError, StoreError } from './errors.js';
 import { providerRecordFromRow, type HostRow, type ProviderRow } from './rows.js';
 import { chunks, insertRows, type Db, type Trx } from './sql.js';
@@ -74,6 +74,57 @@ export class StoreContext {
       throw mapDriverError(first ?? err, what, this.sqliteContext(startedAt));
     } finally {
       this.observe('write', what.split(' ', 1)[0]!, started, ok);
+    }
+  }
+
+  /**
+   * SQLite only: a write transaction on the raw connection, for a path that counts its trips
+   * to the driver's thread (`sqlite-claim.ts`). Begins with BEGIN IMMEDIATE (the write lock,
+   * waiting via busy_timeout, as `write` does). `fn` reads what it needs and returns the
+   * transaction's last statements, sent with the COMMIT in one trip (`exec`), and its value;
+   * or undefined to roll back and return undefined. Any error rolls back; driver errors are
+   * mapped as `write` maps them. The pool has one connection, so no other operation of this
+   * store runs meanwhile (as in a knex transaction).
+   */
+  async sqliteWrite<T>(what: string, fn: (conn: SqliteConnection) => Promise<{ statements: string; value: T } | undefined>): Promise<T | undefined> {
+    const startedAt = Date.now();
+    const started = performance.now();
+    let ok = false;
+    let rolledBack = false;
+    // knex's own pool calls (public on its Client, undocumented): the same acquire a knex
+    // transaction makes, so a closed store refuses here too (the constructor's wrapper).
+    const client = this.knex.client as { acquireConnection(): Promise<SqliteConnection>; releaseConnection(conn: SqliteConnection): Promise<unknown> };
+    let conn: SqliteConnection;
+    try {
+      conn = await client.acquireConnection();
+    } catch (err) {
+      this.observe('write', what, started, false);
+      throw err;
+    }
+    try {
+      await sqliteExec(conn, 'BEGIN IMMEDIATE');
+      try {
+        const done = await fn(conn);
+        if (done === undefined) {
+          await sqliteExec(conn, 'ROLLBACK');
+          rolledBack = true;
+          return undefined;
+        }
+        await sqliteExec(conn, `${done.statements};\nCOMMIT`);
+        ok = true;
+        return done.value;
+      } catch (err) {
+        // exec stops at the statement that failed: roll back what ran before it. SQLite may
+        // have rolled back already (SQLITE_FULL): that ROLLBACK's error is not the one to report.
+        await sqliteExec(conn, 'ROLLBACK').catch(() => undefined);
+        throw err;
+      }
+    } catch (err) {
+      throw mapDriverError(err, what, this.sqliteContext(startedAt));
+    } finally {
+      await client.releaseConnection(conn);
+      // A transaction `fn` declined wrote nothing: the caller's next one is what to count.
+      if (!rolledBack) this.observe('write', what, started, ok);
     }
   }
 

@@ -17,6 +17,15 @@ import { chunks, IN_CHUNK, inChunks, insertRows, type Trx } from './sql.js';
 
 export const HOLDS_TABLE = 'instance_holds';
 
+/** A row of `instance_holds`. */
+export interface HoldRow {
+  host_id: number;
+  instance_uuid: string;
+  hold: string;
+  amount: number | string | null;
+  capacity: number | string | null;
+}
+
 /** One hold: a unit (`amount` null) or an amount of a pool of `capacity`. */
 export interface Hold {
   hold: string;
@@ -75,15 +84,19 @@ export class HoldLedger {
    * PostgreSQL the caller must have locked the hosts' rows first: a pool is checked by sum.
    */
   static async read(trx: Trx, hostIds: number[], uuids: string[]): Promise<HoldLedger> {
-    const ledger = new HoldLedger();
-    const seen = new Set<string>();
-    type Row = { host_id: number; instance_uuid: string; hold: string; amount: number | string | null; capacity: number | string | null };
     // One statement when both lists fit one IN chunk (a claim: its host and its instance), the
-    // rows both ways at once; else by host, then by instance. Rows read twice are skipped below.
-    const rows: Row[] =
+    // rows both ways at once; else by host, then by instance. Rows read twice are skipped in fromRows.
+    const rows: HoldRow[] =
       hostIds.length > 0 && uuids.length > 0 && hostIds.length + uuids.length <= IN_CHUNK
         ? await trx(HOLDS_TABLE).where((q) => q.whereIn('host_id', hostIds).orWhereIn('instance_uuid', uuids))
         : [...(await inChunks(hostIds, (part) => trx(HOLDS_TABLE).whereIn('host_id', part))), ...(await inChunks(uuids, (part) => trx(HOLDS_TABLE).whereIn('instance_uuid', part)))];
+    return HoldLedger.fromRows(rows);
+  }
+
+  /** The ledger of these `instance_holds` rows (a row listed twice counts once). */
+  static fromRows(rows: Iterable<HoldRow>): HoldLedger {
+    const ledger = new HoldLedger();
+    const seen = new Set<string>();
     for (const row of rows) {
       const id = `${row.instance_uuid}\t${row.hold}`;
       if (seen.has(id)) continue;

@@ -30,6 +30,30 @@ export async function upsertInstance(ctx: StoreContext, instance: InstanceRecord
   });
 }
 
+/** The `instances` columns, in the order of `instanceRowValues`. */
+export const INSTANCE_COLUMNS = ['uuid', 'host_id', 'project_id', 'user_id', 'flavor', 'previous_flavor', 'migration_uuid', 'assignments', 'cpus', 'units', 'pools', 'reason', 'state', 'created_at', 'updated_at'];
+
+/** A record's row (INSTANCE_COLUMNS) on host `hostId`, written at `now` (`createdAt` defaults to it). */
+export function instanceRowValues(i: InstanceRecord, hostId: number, now: number): unknown[] {
+  return [
+    i.uuid,
+    hostId,
+    i.projectId,
+    i.userId,
+    JSON.stringify(i.flavor),
+    i.previousFlavor ? JSON.stringify(i.previousFlavor) : null,
+    i.migrationUuid ?? null,
+    JSON.stringify(i.assignments ?? {}),
+    i.cpus ? JSON.stringify(i.cpus) : null,
+    i.units && i.units.length > 0 ? JSON.stringify(i.units) : null,
+    i.pools && Object.keys(i.pools).length > 0 ? JSON.stringify(i.pools) : null,
+    i.reason ?? null,
+    i.state,
+    i.createdAt ?? now,
+    now,
+  ];
+}
+
 /**
  * Inserts or updates instances (one multi-row upsert; `createdAt` is kept on update) and
  * bumps the generation of their hosts and of the hosts they moved away from.
@@ -44,31 +68,14 @@ export async function upsertInstancesIn(
   const uuids = instances.map((i) => i.uuid);
   const previous: Array<{ uuid: string; host_id: number }> = await inChunks(uuids, (part) => trx('instances').select('uuid', 'host_id').whereIn('uuid', part));
   const now = Date.now();
-  const columns = ['uuid', 'host_id', 'project_id', 'user_id', 'flavor', 'previous_flavor', 'migration_uuid', 'assignments', 'cpus', 'units', 'pools', 'reason', 'state', 'created_at', 'updated_at'];
-  const updated = columns.filter((c) => c !== 'uuid' && c !== 'created_at');
+  const updated = INSTANCE_COLUMNS.filter((c) => c !== 'uuid' && c !== 'created_at');
   // The last record of an instance wins (several calls combined in one transaction).
   const latest = new Map(instances.map((i) => [i.uuid, i]));
   await insertRows(
     trx,
     'instances',
-    columns,
-    [...latest.values()].map((i) => [
-      i.uuid,
-      hostIds.get(i.host)!,
-      i.projectId,
-      i.userId,
-      JSON.stringify(i.flavor),
-      i.previousFlavor ? JSON.stringify(i.previousFlavor) : null,
-      i.migrationUuid ?? null,
-      JSON.stringify(i.assignments ?? {}),
-      i.cpus ? JSON.stringify(i.cpus) : null,
-      i.units && i.units.length > 0 ? JSON.stringify(i.units) : null,
-      i.pools && Object.keys(i.pools).length > 0 ? JSON.stringify(i.pools) : null,
-      i.reason ?? null,
-      i.state,
-      i.createdAt ?? now,
-      now,
-    ]),
+    INSTANCE_COLUMNS,
+    [...latest.values()].map((i) => instanceRowValues(i, hostIds.get(i.host)!, now)),
     { upsert: { key: 'uuid', columns: updated } },
   );
   // Holds of records that existed are replaced; a new record has none to remove.

@@ -1,5 +1,6 @@
 /** Set-based SQL helpers shared by the store's parts: IN lists and multi-row inserts in bounded chunks. */
 import type { Knex } from 'knex';
+import { StoreError } from './errors.js';
 
 export type Trx = Knex.Transaction;
 export type Db = Knex | Knex.Transaction;
@@ -67,4 +68,24 @@ export async function insertObjects<T extends object>(db: Db, table: string, row
   if (rows.length === 0) return;
   const columns = Object.keys(rows[0]!);
   await insertRows(db, table, columns, rows.map((r) => columns.map((c) => (r as Record<string, unknown>)[c])));
+}
+
+/**
+ * A value as an SQLite literal, for statements sent as text in one `exec` (no parameters
+ * there): NULL, a finite number, 1/0, or a string quoted with its quotes doubled (SQLite has
+ * no backslash escapes); a string holding NUL, which would end exec's C string, as the
+ * CAST of its UTF-8 bytes in hex. Anything else is ERT_STORE_INVALID.
+ */
+export function sqlLiteral(value: unknown): string {
+  if (value === null || value === undefined) return 'NULL';
+  if (typeof value === 'boolean') return value ? '1' : '0';
+  if (typeof value === 'number' && Number.isFinite(value)) return String(value);
+  if (typeof value === 'string') return value.includes('\0') ? `CAST(X'${Buffer.from(value, 'utf8').toString('hex')}' AS TEXT)` : `'${value.replaceAll("'", "''")}'`;
+  throw new StoreError('ERT_STORE_INVALID', `a value of type ${typeof value} (${String(value)}) cannot be written as an SQL literal`, { value: String(value) });
+}
+
+/** `INSERT INTO table (columns) VALUES (...), ...` with the rows as literals (`sqlLiteral`); rows may hold raw SQL as `{ sql }`. */
+export function insertSql(table: string, columns: readonly string[], rows: ReadonlyArray<readonly unknown[]>): string {
+  const value = (v: unknown) => (typeof v === 'object' && v !== null && 'sql' in v ? (v as { sql: string }).sql : sqlLiteral(v));
+  return `INSERT INTO ${table} (${columns.join(', ')}) VALUES ${rows.map((row) => `(${row.map(value).join(', ')})`).join(', ')}`;
 }

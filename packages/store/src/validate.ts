@@ -1,7 +1,7 @@
 /** Input checks of the store's public methods: each throws ERT_STORE_INVALID (or NOT_FOUND, CAPACITY_EXCEEDED) naming the value at fault. */
 import { amountProblem, capacityOf, inventoryProblem, isValidResourceClass, isValidTraitName, type Inventory, type ResourceClass } from '@ert/plugin-api';
 import type { Allocation, AllocationWrite, HostImport, InstanceRecord } from './api.js';
-import { CapacityExceededError, StoreError } from './errors.js';
+import { CapacityExceededError, StoreConflictError, StoreError } from './errors.js';
 import { checkHolds } from './holds.js';
 import { HOST_STATUSES, INSTANCE_STATES } from './rows.js';
 
@@ -77,6 +77,18 @@ export function validateWrites(writes: AllocationWrite[]): void {
       throw invalid(`consumer ${uuid}: removeInstance removes the instance record with its allocations; it takes no allocations and no instance`, { consumer: uuid });
     }
   }
+}
+
+/** The caller's consumer generation against the current one (null: no such consumer). */
+export function checkConsumerGeneration(write: AllocationWrite, current: { generation: number } | null): void {
+  const expected = write.consumer.generation;
+  const actual = current ? current.generation : null;
+  if (expected === undefined || expected === actual) return;
+  throw new StoreConflictError(
+    'ERT_STORE_CONSUMER_GENERATION_CONFLICT',
+    `consumer ${write.consumer.uuid} changed: generation ${String(actual)}, caller read ${String(expected)}`,
+    { consumer: write.consumer.uuid, expected, actual },
+  );
 }
 
 /** Throws when `alloc` does not fit: capacity (ERT_STORE_CAPACITY_EXCEEDED) or units (ERT_STORE_INVALID). */

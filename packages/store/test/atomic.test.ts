@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Flavor } from '@ert/plugin-api';
 import type { InstanceRecord, Store } from '@ert/store';
 import type { KnexStore } from '../src/store.js';
-import { backends, inv, openStore, rejection } from './backends.js';
+import { claimPaths, inv, openStore, rejection } from './backends.js';
 
 const flavor: Flavor = { name: 'small', vcpus: 2, memoryMb: 0, diskGb: 0, extraSpecs: {} };
 
@@ -20,13 +20,13 @@ function record(uuid: string, host: string, extra: Partial<InstanceRecord> = {})
 const consumer = (uuid: string, generation?: number | null) => ({ uuid, projectId: 'proj', userId: 'user', ...(generation !== undefined ? { generation } : {}) });
 
 
-describe.each(backends)('removeInstance on %s', (client) => {
+describe.each(claimPaths)('removeInstance on $label', ({ client, extra }) => {
   let store: Store;
   let cleanup: () => Promise<void>;
   let n = 0;
 
   beforeAll(async () => {
-    ({ store, cleanup } = await openStore(client, 'atomic'));
+    ({ store, cleanup } = await openStore(client, 'atomic', extra));
   });
   afterAll(async () => {
     await cleanup();

@@ -8,6 +8,21 @@ import { createStore, dropPostgresSchema, type Store, type StoreOptions } from '
 export const backends: Array<'sqlite3' | 'pg'> = process.env.ERT_TEST_PG_URL ? ['sqlite3', 'pg'] : ['sqlite3'];
 
 /**
+ * The backends with each claim path, for the suites that write allocations: SQLite twice, with
+ * its quick claims of new consumers (`sqlite-claim.ts`, the default) and with them off (every
+ * claim through the general transaction), so both paths are held to the same tests; and
+ * PostgreSQL when ERT_TEST_PG_URL is set.
+ */
+export const claimPaths = backends.flatMap((client): Array<{ label: string; client: 'sqlite3' | 'pg'; extra: Partial<StoreOptions> }> =>
+  client === 'sqlite3'
+    ? [
+        { label: 'sqlite3', client, extra: {} },
+        { label: 'sqlite3, general claims', client, extra: { quickClaims: false } },
+      ]
+    : [{ label: client, client, extra: {} }],
+);
+
+/**
  * Fresh, isolated store options: a SQLite file in a new temp directory, or a new
  * PostgreSQL schema. `cleanup` removes the file or drops the schema.
  */
@@ -31,9 +46,11 @@ export function isolatedOptions(client: 'sqlite3' | 'pg', label: string): { opti
   };
 }
 
-/** Opens and migrates an isolated store. */
-export async function openStore(client: 'sqlite3' | 'pg', label: string): Promise<{ store: Store; options: StoreOptions; cleanup(): Promise<void> }> {
-  const { options, cleanup } = isolatedOptions(client, label);
+/** Opens and migrates an isolated store (`extra`: more options, e.g. `quickClaims: false`). */
+export async function openStore(client: 'sqlite3' | 'pg', label: string, extra: Partial<StoreOptions> = {}): Promise<{ store: Store; options: StoreOptions; cleanup(): Promise<void> }> {
+  const isolated = isolatedOptions(client, label);
+  const options = { ...isolated.options, ...extra };
+  const cleanup = isolated.cleanup;
   const store = await createStore(options);
   await store.migrate();
   return {

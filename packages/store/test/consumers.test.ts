@@ -6,17 +6,17 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Store } from '@ert/store';
-import { backends, inv, openStore, rejection } from './backends.js';
+import { claimPaths, inv, openStore, rejection } from './backends.js';
 
 
-describe.each(backends)('consumers and reshape on %s', (client) => {
+describe.each(claimPaths)('consumers and reshape on $label', ({ client, extra }) => {
   let store: Store;
   let cleanup: () => Promise<void>;
   let n = 0;
   const uuid = (label: string) => `${label}-${++n}`;
 
   beforeAll(async () => {
-    ({ store, cleanup } = await openStore(client, 'consumers'));
+    ({ store, cleanup } = await openStore(client, 'consumers', extra));
   });
   afterAll(async () => {
     await cleanup();

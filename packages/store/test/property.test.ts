@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { normalizeInventory, type Inventory } from '@ert/plugin-api';
 import type { AllocationWrite, Store } from '@ert/store';
-import { backends, openStore } from './backends.js';
+import { claimPaths, openStore } from './backends.js';
 
 /*
  * Random sequences of inventory and allocation operations, applied to the store and to a
@@ -130,13 +130,13 @@ function providerGenerationArg(choice: GenChoice, actual: number): number | unde
   return generationArg(choice === 'new' ? 'skip' : choice, actual) ?? undefined;
 }
 
-describe.each(backends)('store against a model on %s', (client) => {
+describe.each(claimPaths)('store against a model on $label', ({ client, extra }) => {
   let store: Store;
   let cleanup: () => Promise<void>;
   let run = 0;
 
   beforeAll(async () => {
-    ({ store, cleanup } = await openStore(client, 'property'));
+    ({ store, cleanup } = await openStore(client, 'property', extra));
   });
   afterAll(async () => {
     await cleanup();

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { STANDARD_RESOURCE_CLASSES, TRAIT_SHARING_PROVIDER, type Flavor } from '@ert/plugin-api';
 import { createStore, isStoreConflict, SQLITE_BUSY_TIMEOUT_MS, StoreError, type HostImport, type InstanceRecord, type Store } from '@ert/store';
 import type { KnexStore } from '../src/store.js';
-import { backends, inv, isolatedOptions, openStore } from './backends.js';
+import { backends, claimPaths, inv, isolatedOptions, openStore } from './backends.js';
 
 const flavor: Flavor = { name: 'small', vcpus: 2, memoryMb: 2048, diskGb: 20, extraSpecs: { 'trait:HW_CPU_X86_AVX2': 'required' } };
 
@@ -217,7 +217,7 @@ describe.each(backends)('closing the store on %s', (client) => {
   }, 15_000);
 });
 
-describe.each(backends)('store semantics on %s', (client) => {
+describe.each(claimPaths)('store semantics on $label', ({ client, extra }) => {
   let store: Store;
   let cleanup: () => Promise<void>;
   let seq = 0;
@@ -232,7 +232,7 @@ describe.each(backends)('store semantics on %s', (client) => {
   const consumer = (uuid: string, generation?: number | null) => ({ uuid, projectId: 'proj', userId: 'user', generation });
 
   beforeAll(async () => {
-    ({ store, cleanup } = await openStore(client, 'semantics'));
+    ({ store, cleanup } = await openStore(client, 'semantics', extra));
   });
   afterAll(async () => {
     await cleanup();

@@ -1,0 +1,326 @@
+/**
+ * SQLite's quick claim (`sqlite-claim.ts`, issue 15): a new consumer claimed in three trips to
+ * the driver (BEGIN IMMEDIATE, one read, the writes with the COMMIT), with the general
+ * transaction's checks, rows and result.
+ *
+ * Mutations seen caught (each turned this file red once, then was restored):
+ * - the capacity check skipped on the quick path (`checkFits` removed): "same outcome" and
+ *   "reads under the write lock" red;
+ * - the hosts' generation bump left out of the batch: "same outcome" red (the dumps differ);
+ * - BEGIN instead of BEGIN IMMEDIATE in `sqliteWrite` (the read's snapshot taken before the
+ *   write lock): "reads under the write lock" red (the claim was checked against a usage
+ *   another connection had already changed, and failed as a conflict, not as capacity);
+ * - the ROLLBACK after a failed statement removed (`sqliteWrite`): all four red (the failed
+ *   transaction stayed open on the store's one connection).
+ * The other store suites run on SQLite with quick claims on and off (`claimPaths`).
+ */
+import fc from 'fast-check';
+import { createRequire } from 'node:module';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TRAIT_SHARING_PROVIDER, type Flavor } from '@ert/plugin-api';
+import type { AllocationWrite, InstanceRecord, Store, StoreOptions } from '@ert/store';
+import type { KnexStore } from '../src/store.js';
+import { inv, isolatedOptions, openStore, rejection } from './backends.js';
+import { createStore } from '@ert/store';
+
+const flavor: Flavor = { name: 'small', vcpus: 2, memoryMb: 512, diskGb: 0, extraSpecs: {} };
+const record = (uuid: string, host: string, extra: Partial<InstanceRecord> = {}): InstanceRecord => ({
+  uuid,
+  host,
+  projectId: 'proj',
+  userId: 'user',
+  flavor,
+  state: 'active',
+  assignments: {},
+  ...extra,
+});
+
+type Sqlite = { all(sql: string, params: unknown[], cb: (err: Error | null, rows: unknown[]) => void): void; exec(sql: string, cb: (err: Error | null) => void): void };
+type Pool = { acquireConnection(): Promise<Sqlite>; releaseConnection(conn: Sqlite): Promise<unknown> };
+
+/** The store's one pooled SQLite connection (held for the duration of `fn`'s set-up only). */
+async function pooledConnection(store: Store): Promise<Sqlite> {
+  const client = (store as KnexStore).knex.client as unknown as Pool;
+  const conn = await client.acquireConnection();
+  await client.releaseConnection(conn);
+  return conn;
+}
+
+/** Every row a claim writes or bumps, by natural keys (ids and timestamps left out), sorted. */
+async function dump(store: Store): Promise<Record<string, unknown[]>> {
+  const { knex } = store as KnexStore;
+  return {
+    consumers: await knex('consumers').select('uuid', 'generation', 'project_id', 'user_id', 'consumer_type').orderBy('uuid'),
+    allocations: await knex('allocations as a')
+      .join('consumers as c', 'c.id', 'a.consumer_id')
+      .join('providers as p', 'p.id', 'a.provider_id')
+      .join('resource_classes as r', 'r.id', 'a.resource_class_id')
+      .select('c.uuid as consumer', 'p.uuid as provider', 'r.name as class', 'a.used')
+      .orderBy(['consumer', 'provider', 'class']),
+    providers: await knex('providers').select('uuid', 'generation').orderBy('uuid'),
+    hosts: await knex('hosts').select('name', 'generation').orderBy('name'),
+    instances: (await knex('instances as i').join('hosts as h', 'h.id', 'i.host_id').select('i.*', 'h.name as host').orderBy('i.uuid')).map(
+      ({ created_at: _c, updated_at: _u, host_id: _h, ...row }: Record<string, unknown>) => row,
+    ),
+    holds: await knex('instance_holds as x').join('hosts as h', 'h.id', 'x.host_id').select('h.name as host', 'x.instance_uuid', 'x.hold', 'x.amount', 'x.capacity').orderBy(['instance_uuid', 'hold']),
+  };
+}
+
+/** Two hosts (a root with VCPU and DISK_GB, a NUMA child with MEMORY_MB) and a sharing provider, named with `prefix`. */
+async function fleet(store: Store, prefix: string): Promise<{ hosts: string[]; providers: string[]; sharing: string }> {
+  const hosts: string[] = [];
+  const providers: string[] = [];
+  for (let h = 0; h < 2; h++) {
+    const name = `${prefix}-host-${h}`;
+    const root = await store.createProvider({ uuid: `${prefix}-root-${h}`, name });
+    await store.setInventories(root.uuid, undefined, { VCPU: inv(8, { maxUnit: 6 }), DISK_GB: inv(100, { allocationRatio: 1.1 }) });
+    const numa = await store.createProvider({ uuid: `${prefix}-numa-${h}`, name: `${name}-numa`, parentUuid: root.uuid });
+    await store.setInventories(numa.uuid, undefined, { MEMORY_MB: inv(4096, { reserved: 512, stepSize: 256 }) });
+    await store.upsertHost({ name, rootProviderUuid: root.uuid });
+    hosts.push(name);
+    providers.push(root.uuid, numa.uuid);
+  }
+  const sharing = await store.createProvider({ uuid: `${prefix}-nfs`, name: `${prefix}-nfs` });
+  await store.setInventories(sharing.uuid, undefined, { DISK_GB: inv(1000) });
+  await store.setTraits(sharing.uuid, undefined, [TRAIT_SHARING_PROVIDER]);
+  await store.setAggregates(sharing.uuid, undefined, [`${prefix}-agg`]);
+  await store.setAggregates(`${prefix}-root-0`, undefined, [`${prefix}-agg`]);
+  return { hosts, providers, sharing: sharing.uuid };
+}
+
+/** What a call came to: its result, or its error's code, message and details. */
+async function outcome(promise: Promise<unknown>): Promise<unknown> {
+  try {
+    return { ok: await promise };
+  } catch (err) {
+    const { code, message, details } = err as { code?: string; message: string; details?: unknown };
+    return { code, message, details };
+  }
+}
+
+type ClaimOp = {
+  kind: 'claim';
+  consumer: number;
+  generation: null | undefined;
+  allocations: Array<{ provider: number; rc: 'VCPU' | 'MEMORY_MB' | 'DISK_GB'; amount: number }>;
+  instance: null | { host: number; cpus: number[]; units: string[]; pool: number };
+};
+type Op = ClaimOp | { kind: 'release'; consumer: number } | { kind: 'record'; consumer: number; host: number };
+
+const CONSUMERS = 8;
+/** Provider indexes: 0..3 the hosts' (root, numa, root, numa), 4 the sharing one, 5 a provider that does not exist. */
+const opArb: fc.Arbitrary<Op> = fc.oneof(
+  {
+    weight: 8,
+    arbitrary: fc.record({
+      kind: fc.constant('claim' as const),
+      consumer: fc.nat(CONSUMERS - 1),
+      generation: fc.constantFrom(null, null, null, undefined),
+      allocations: fc.oneof(
+        // Mostly what a scheduler sends: one host's root (VCPU, DISK_GB) and NUMA child (MEMORY_MB).
+        {
+          weight: 4,
+          arbitrary: fc
+            .record({ host: fc.constantFrom(0, 0, 1), vcpu: fc.integer({ min: 1, max: 4 }), memory: fc.constantFrom(256, 512, 1024), disk: fc.constantFrom(0, 0, 10, 60) })
+            .map(({ host, vcpu, memory, disk }) => [
+              { provider: 2 * host, rc: 'VCPU' as const, amount: vcpu },
+              { provider: 2 * host + 1, rc: 'MEMORY_MB' as const, amount: memory },
+              ...(disk > 0 ? [{ provider: 2 * host, rc: 'DISK_GB' as const, amount: disk }] : []),
+            ]),
+        },
+        // Anything: classes a provider has no inventory of, odd amounts, the sharing provider, a missing one.
+        {
+          weight: 1,
+          arbitrary: fc.uniqueArray(
+            fc.record({
+              provider: fc.constantFrom(0, 1, 2, 3, 4, 5),
+              rc: fc.constantFrom('VCPU' as const, 'MEMORY_MB' as const, 'DISK_GB' as const),
+              amount: fc.oneof(fc.integer({ min: 1, max: 4 }), fc.constantFrom(256, 300, 3000, 7, 60)),
+            }),
+            { selector: (a) => `${a.provider}/${a.rc}`, minLength: 1, maxLength: 3 },
+          ),
+        },
+      ),
+      instance: fc.option(
+        fc.record({
+          host: fc.constantFrom(0, 0, 0, 1, 1, 2),
+          cpus: fc.subarray([0, 1, 2, 3], { maxLength: 2 }),
+          units: fc.subarray(['llc/L3-0/way/0', 'llc/L3-0/way/1'], { maxLength: 1 }),
+          pool: fc.constantFrom(0, 0, 2, 3),
+        }),
+      ),
+    }),
+  },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant('release' as const), consumer: fc.nat(CONSUMERS - 1) }) },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant('record' as const), consumer: fc.nat(CONSUMERS - 1), host: fc.constantFrom(0, 1) }) },
+);
+
+/** Applies `op` to `store` (the same calls on either path). */
+function apply(store: Store, op: Op, prefix: string, world: { hosts: string[]; providers: string[]; sharing: string }): Promise<unknown> {
+  const uuid = `${prefix}-c${op.consumer}`;
+  if (op.kind === 'release') return store.writeAllocations([{ consumer: { uuid, projectId: 'proj', userId: 'user' }, allocations: [], removeInstance: true }]);
+  if (op.kind === 'record') return store.upsertInstance(record(uuid, world.hosts[op.host]!, { state: 'scheduled' }));
+  const providerOf = (i: number) => (i < 4 ? world.providers[i]! : i === 4 ? world.sharing : `${prefix}-missing`);
+  const write: AllocationWrite = {
+    consumer: { uuid, projectId: 'proj', userId: 'user', ...(op.generation === null ? { generation: null } : {}) },
+    allocations: op.allocations.map((a) => ({ providerUuid: providerOf(a.provider), resourceClass: a.rc, amount: a.amount })),
+  };
+  if (op.instance) {
+    const host = op.instance.host < 2 ? world.hosts[op.instance.host]! : `${prefix}-nohost`;
+    write.instance = record(uuid, host, {
+      cpus: op.instance.cpus,
+      units: op.instance.units,
+      ...(op.instance.pool > 0 ? { pools: { 'mem/2M': { amount: op.instance.pool, capacity: 4 } } } : {}),
+    });
+  }
+  return store.writeAllocations([write]);
+}
+
+describe('SQLite quick claims', () => {
+  let quick: Store;
+  let general: Store;
+  const cleanups: Array<() => Promise<void>> = [];
+
+  beforeAll(async () => {
+    const a = await openStore('sqlite3', 'quick');
+    const b = await openStore('sqlite3', 'general', { quickClaims: false });
+    quick = a.store;
+    general = b.store;
+    cleanups.push(a.cleanup, b.cleanup);
+  });
+  afterAll(async () => {
+    for (const cleanup of cleanups) await cleanup();
+  });
+
+  it('gives the same outcome and writes the same rows as the general transaction', { timeout: 300_000 }, async () => {
+    let run = 0;
+    // What the quick store's connection was sent: claims committed by the quick path, and its
+    // transactions rolled back (a refused claim, or one handed to the general transaction).
+    const paths = { committed: 0, handedOver: 0, refused: 0 };
+    const conn = await pooledConnection(quick);
+    const { exec } = conn;
+    let rolledBack = false;
+    conn.exec = function (sql, cb) {
+      if (sql.endsWith('COMMIT')) paths.committed++;
+      if (sql === 'ROLLBACK') rolledBack = true;
+      return exec.call(this, sql, cb);
+    };
+    await fc.assert(
+      fc.asyncProperty(fc.array(opArb, { minLength: 1, maxLength: 25 }), async (ops) => {
+        const prefix = `r${++run}`;
+        const worlds = [await fleet(quick, prefix), await fleet(general, prefix)] as const;
+        for (const op of ops) {
+          rolledBack = false;
+          const [a, b] = [await outcome(apply(quick, op, prefix, worlds[0])), await outcome(apply(general, op, prefix, worlds[1]))];
+          expect(a, JSON.stringify(op)).toEqual(b);
+          if (rolledBack) paths[(a as { ok?: unknown }).ok !== undefined ? 'handedOver' : 'refused']++;
+        }
+        expect(await dump(quick)).toEqual(await dump(general));
+      }),
+      { numRuns: 60 },
+    );
+    conn.exec = exec;
+    // The generator reached every way through: claims the quick path committed, refused, and
+    // handed over (an existing consumer or record, a sharing provider).
+    expect(paths.committed).toBeGreaterThan(50);
+    expect(paths.refused).toBeGreaterThan(20);
+    expect(paths.handedOver).toBeGreaterThan(5);
+  });
+
+  it('is three trips to the driver: BEGIN IMMEDIATE, one read, the writes with the COMMIT', async () => {
+    const world = await fleet(quick, 'trips');
+    const conn = await pooledConnection(quick);
+    const trips: string[] = [];
+    const { exec, all } = conn;
+    conn.exec = function (sql, cb) {
+      trips.push(`exec ${sql.split('\n').length} lines${sql.endsWith('COMMIT') ? ', COMMIT' : ''}`);
+      return exec.call(this, sql, cb);
+    };
+    conn.all = function (sql, params, cb) {
+      trips.push('all');
+      return all.call(this, sql, params, cb);
+    };
+    try {
+      const result = await quick.writeAllocations([
+        {
+          consumer: { uuid: 'trips-1', projectId: 'p', userId: 'u', generation: null },
+          allocations: [
+            { providerUuid: world.providers[0]!, resourceClass: 'VCPU', amount: 2 },
+            { providerUuid: world.providers[1]!, resourceClass: 'MEMORY_MB', amount: 512 },
+          ],
+          instance: record('trips-1', world.hosts[0]!, { cpus: [1] }),
+        },
+      ]);
+      expect(trips).toEqual(['exec 1 lines', 'all', 'exec 7 lines, COMMIT']);
+      const host = (await quick.getHost(world.hosts[0]!))!;
+      expect(result).toEqual({ hosts: [{ name: world.hosts[0], generationBefore: host.generation - 1, generation: host.generation, shared: false }] });
+    } finally {
+      conn.exec = exec;
+      conn.all = all;
+    }
+  });
+
+  // Another connection (another process, as far as SQLite is concerned) commits a claim while
+  // ours waits for the write lock: ours must read after that commit, so it is refused. The
+  // overlap is checked: our claim was sent before the other committed and settled after.
+  it('reads under the write lock: a claim waiting for it sees the commit that released it', async () => {
+    const { options, cleanup } = isolatedOptions('sqlite3', 'locked');
+    cleanups.push(cleanup);
+    const store = await createStore({ ...options, busyTimeoutMs: 5_000 } satisfies StoreOptions);
+    cleanups.push(() => store.close());
+    await store.migrate();
+    const world = await fleet(store, 'lock');
+    const sqlite3 = createRequire(createRequire(import.meta.url).resolve('@ert/store'))('sqlite3') as typeof import('sqlite3');
+    const other = new sqlite3.Database(options.connection);
+    const run = (sql: string) => new Promise<void>((resolve, reject) => other.exec(sql, (err) => (err ? reject(err) : resolve())));
+    // 6 of the root's 8 VCPU taken by the other connection's consumer, in a transaction held open.
+    await run(`BEGIN IMMEDIATE;
+      INSERT INTO consumers (uuid, project_id, user_id, generation) VALUES ('other', 'p', 'u', 1);
+      INSERT INTO allocations (provider_id, consumer_id, resource_class_id, used)
+        SELECT p.id, c.id, r.id, 6 FROM providers p, consumers c, resource_classes r WHERE p.uuid = '${world.providers[0]}' AND c.uuid = 'other' AND r.name = 'VCPU';`);
+    let settled = 0;
+    const claim = store
+      .writeAllocations([{ consumer: { uuid: 'mine', projectId: 'p', userId: 'u', generation: null }, allocations: [{ providerUuid: world.providers[0]!, resourceClass: 'VCPU', amount: 4 }] }])
+      .finally(() => (settled = performance.now()));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(settled).toBe(0);
+    const committed = performance.now();
+    await run('COMMIT');
+    const err = await rejection(claim);
+    other.close();
+    expect(settled).toBeGreaterThan(committed);
+    expect(err.code).toBe('ERT_STORE_CAPACITY_EXCEEDED');
+    expect(err.details).toMatchObject({ used: 6, requested: 4, free: 2 });
+    expect(await store.getUsages(world.providers[0]!)).toEqual({ VCPU: 6 });
+  });
+
+  // A statement of the batch fails (a trigger raising at the instance insert, then at the hosts'
+  // bump, the batch's last statement before COMMIT): nothing the batch wrote stays, the error
+  // is the driver's, and the connection is left out of any transaction.
+  it('a failing statement in the batch leaves nothing written and the store usable', async () => {
+    const world = await fleet(quick, 'fault');
+    const { knex } = quick as KnexStore;
+    const before = await dump(quick);
+    for (const trigger of [
+      `CREATE TRIGGER fault_instance BEFORE INSERT ON instances WHEN NEW.uuid = 'fault-1' BEGIN SELECT RAISE(ABORT, 'injected fault at the instance'); END`,
+      `CREATE TRIGGER fault_hosts BEFORE UPDATE ON hosts WHEN NEW.name = '${world.hosts[0]}' BEGIN SELECT RAISE(ABORT, 'injected fault at the hosts'); END`,
+    ]) {
+      await knex.raw(trigger);
+      const err = await rejection(
+        quick.writeAllocations([
+          {
+            consumer: { uuid: 'fault-1', projectId: 'p', userId: 'u', generation: null },
+            allocations: [{ providerUuid: world.providers[0]!, resourceClass: 'VCPU', amount: 2 }],
+            instance: record('fault-1', world.hosts[0]!, { cpus: [0] }),
+          },
+        ]),
+      );
+      expect(err.message).toMatch(/injected fault/);
+      expect(await dump(quick)).toEqual(before);
+      await knex.raw(`DROP TRIGGER ${trigger.split(' ')[2]}`);
+    }
+    // The next claim commits: the connection was not left inside the failed transaction.
+    await quick.writeAllocations([{ consumer: { uuid: 'fault-2', projectId: 'p', userId: 'u', generation: null }, allocations: [{ providerUuid: world.providers[0]!, resourceClass: 'VCPU', amount: 2 }] }]);
+    expect(await quick.getUsages(world.providers[0]!)).toEqual({ VCPU: 2 });
+  });
+});

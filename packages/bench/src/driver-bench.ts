@@ -9,7 +9,7 @@
  * with its instance record, durable at commit:
  *
  * - `store`: `store.writeAllocations`, the product's path (knex on node-sqlite3, every check of
- *   the store): a claim of a new consumer takes SQLite's quick claim (sqlite-claim.ts), three
+ *   the store): a claim of a new consumer takes the quick claim (quick-claim.ts), three
  *   trips to the driver.
  * - `store-general`: the same with `quickClaims: false`, through the general transaction (about
  *   fifteen statements, each a trip).
@@ -242,7 +242,7 @@ async function main(): Promise<void> {
     const results: Record<string, RunResult | { skipped: string }> = {};
     const mismatches: Record<string, number> = {};
 
-    // 1. The product's path: quick claims (sqlite-claim.ts, the default), then every claim
+    // 1. The product's path: quick claims (quick-claim.ts, the default), then every claim
     // through the general transaction. Trips to the driver counted on the store's connection.
     for (const [name, quickClaims] of [
       ['store', true],

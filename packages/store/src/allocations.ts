@@ -11,7 +11,7 @@ import { chunks, inChunks, insertObjects, insertRows, type Trx } from './sql.js'
 import { checkConsumerGeneration, checkFits, checkInventories, checkName, invalid, notFound, validateWrites } from './validate.js';
 import { usagesOf } from './providers.js';
 import { holdLedger, upsertInstancesIn } from './instances.js';
-import { quickClaim, quickClaimable } from './sqlite-claim.js';
+import { quickClaim, quickClaimable } from './quick-claim.js';
 
 /** Most writeAllocations calls combined in one transaction. */
 const MAX_COMBINED_WRITES = 256;
@@ -61,7 +61,7 @@ export class AllocationWriter {
       );
     const settle = (call: PendingWrite, outcome: CallOutcome) => ('error' in outcome ? call.reject(outcome.error) : call.resolve(outcome.result));
     if (batch.length === 1 && quickClaimable(this.ctx, batch[0]!.writes)) {
-      // A lone claim of a new consumer on SQLite: three trips instead of fifteen (sqlite-claim.ts).
+      // A lone claim of a new consumer: three round trips on SQLite, two on PostgreSQL, instead of fifteen (quick-claim.ts).
       try {
         const result = await quickClaim(this.ctx, batch[0]!.writes[0]!);
         if (result !== undefined) return batch[0]!.resolve(result);

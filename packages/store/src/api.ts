@@ -30,10 +30,10 @@ export interface StoreOptions {
    */
   combineWrites?: boolean;
   /**
-   * SQLite: a `writeAllocations` call that claims for one new consumer, alone in its
-   * transaction, is read and written in three trips to the driver instead of one per statement
-   * (`sqlite-claim.ts`; same checks and result). Default true; false sends every call through
-   * the general transaction (for comparison in tests and benchmarks).
+   * A `writeAllocations` call that claims for one new consumer, alone in its transaction, is
+   * read and written in three round trips on SQLite and two on PostgreSQL instead of one per
+   * statement (`quick-claim.ts`; same checks and result). Default true; false sends every call
+   * through the general transaction (for comparison in tests and benchmarks).
    */
   quickClaims?: boolean;
   /**

@@ -56,6 +56,17 @@ export interface SqliteConnection {
   close(callback: (err: Error | null) => void): void;
 }
 
+/** A node-postgres client as knex's pool lends it: `query` of several statements (no parameters) returns one result each. */
+export interface PgConnection {
+  query(sql: string): Promise<PgResult | PgResult[]>;
+}
+
+/** One statement's result from node-postgres. */
+export interface PgResult {
+  command: string;
+  rows: Array<Record<string, unknown>>;
+}
+
 /** Runs `sql` (any number of statements, no parameters) in one trip to the driver's thread. */
 export function sqliteExec(conn: SqliteConnection, sql: string): Promise<void> {
   return new Promise((resolve, reject) => conn.exec(sql, (err) => (err ? reject(err) : resolve())));

@@ -6,11 +6,14 @@
 import type { Knex } from 'knex';
 import { TRAIT_SHARING_PROVIDER } from '@ert/plugin-api';
 import type { ProviderRecord, StoreClient, StoreOptions } from './api.js';
-import { busyTimeoutOf, mapDriverError, openKnex, sqliteExec, type SqliteConnection } from './connection.js';
+import { busyTimeoutOf, mapDriverError, openKnex, sqliteExec, type PgConnection, type SqliteConnection } from './connection.js';
 import { StoreConflictError, StoreError } from './errors.js';
 import { providerRecordFromRow, type HostRow, type ProviderRow } from './rows.js';
 import { chunks, insertRows, type Db, type Trx } from './sql.js';
 import { notFound } from './validate.js';
+
+/** The connection `rawWrite` lends, by backend: every call on it is one round trip. */
+export type RawConnection = { client: 'sqlite3'; conn: SqliteConnection } | { client: 'pg'; conn: PgConnection };
 
 export class StoreContext {
   readonly client: StoreClient;
@@ -78,53 +81,53 @@ export class StoreContext {
   }
 
   /**
-   * SQLite only: a write transaction on the raw connection, for a path that counts its trips
-   * to the driver's thread (`sqlite-claim.ts`). Begins with BEGIN IMMEDIATE (the write lock,
-   * waiting via busy_timeout, as `write` does). `fn` reads what it needs and returns the
-   * transaction's last statements, sent with the COMMIT in one trip (`exec`), and its value;
-   * or undefined to roll back and return undefined. Any error rolls back; driver errors are
-   * mapped as `write` maps them. The pool has one connection, so no other operation of this
-   * store runs meanwhile (as in a knex transaction).
+   * A write transaction on the pool's raw connection, for a path that counts its round trips
+   * (`quick-claim.ts`): `fn` sends BEGIN and COMMIT itself, each together with other
+   * statements where the backend allows, and returns `{ value }` once committed, or undefined
+   * to roll back (nothing to do on this path). Any error rolls back; driver errors are mapped
+   * as `write` maps them; the transaction is observed as `write` observes it (not when rolled
+   * back by `fn`'s choice: the caller's next transaction is the one to count). The connection
+   * is held as a knex transaction holds it (on SQLite the pool's only one).
    */
-  async sqliteWrite<T>(what: string, fn: (conn: SqliteConnection) => Promise<{ statements: string; value: T } | undefined>): Promise<T | undefined> {
+  async rawWrite<T>(what: string, fn: (raw: RawConnection) => Promise<{ value: T } | undefined>): Promise<T | undefined> {
     const startedAt = Date.now();
     const started = performance.now();
     let ok = false;
-    let rolledBack = false;
+    let declined = false;
     // knex's own pool calls (public on its Client, undocumented): the same acquire a knex
     // transaction makes, so a closed store refuses here too (the constructor's wrapper).
-    const client = this.knex.client as { acquireConnection(): Promise<SqliteConnection>; releaseConnection(conn: SqliteConnection): Promise<unknown> };
-    let conn: SqliteConnection;
+    const client = this.knex.client as { acquireConnection(): Promise<unknown>; releaseConnection(conn: unknown): Promise<unknown> };
+    let conn: unknown;
     try {
       conn = await client.acquireConnection();
     } catch (err) {
       this.observe('write', what, started, false);
       throw err;
     }
+    const raw: RawConnection = this.client === 'sqlite3' ? { client: 'sqlite3', conn: conn as SqliteConnection } : { client: 'pg', conn: conn as PgConnection };
+    const rollback = () => (raw.client === 'sqlite3' ? sqliteExec(raw.conn, 'ROLLBACK') : raw.conn.query('ROLLBACK'));
     try {
-      await sqliteExec(conn, 'BEGIN IMMEDIATE');
+      let done: { value: T } | undefined;
       try {
-        const done = await fn(conn);
-        if (done === undefined) {
-          await sqliteExec(conn, 'ROLLBACK');
-          rolledBack = true;
-          return undefined;
-        }
-        await sqliteExec(conn, `${done.statements};\nCOMMIT`);
-        ok = true;
-        return done.value;
+        done = await fn(raw);
       } catch (err) {
-        // exec stops at the statement that failed: roll back what ran before it. SQLite may
+        // A batch stops at the statement that failed: roll back what ran before it. SQLite may
         // have rolled back already (SQLITE_FULL): that ROLLBACK's error is not the one to report.
-        await sqliteExec(conn, 'ROLLBACK').catch(() => undefined);
+        await rollback().catch(() => undefined);
         throw err;
       }
+      if (done === undefined) {
+        await rollback();
+        declined = true;
+        return undefined;
+      }
+      ok = true;
+      return done.value;
     } catch (err) {
       throw mapDriverError(err, what, this.sqliteContext(startedAt));
     } finally {
       await client.releaseConnection(conn);
-      // A transaction `fn` declined wrote nothing: the caller's next one is what to count.
-      if (!rolledBack) this.observe('write', what, started, ok);
+      if (!declined) this.observe('write', what, started, ok);
     }
   }
 

@@ -1,6 +1,10 @@
 /** Set-based SQL helpers shared by the store's parts: IN lists and multi-row inserts in bounded chunks. */
+import { createRequire } from 'node:module';
 import type { Knex } from 'knex';
 import { StoreError } from './errors.js';
+
+/** node-postgres's literal quoting (quotes doubled, backslashes doubled under E''): right whatever standard_conforming_strings says. */
+const pgEscapeLiteral = (createRequire(import.meta.url)('pg') as { escapeLiteral(value: string): string }).escapeLiteral;
 
 export type Trx = Knex.Transaction;
 export type Db = Knex | Knex.Transaction;
@@ -71,21 +75,26 @@ export async function insertObjects<T extends object>(db: Db, table: string, row
 }
 
 /**
- * A value as an SQLite literal, for statements sent as text in one `exec` (no parameters
- * there): NULL, a finite number, 1/0, or a string quoted with its quotes doubled (SQLite has
- * no backslash escapes); a string holding NUL, which would end exec's C string, as the
- * CAST of its UTF-8 bytes in hex. Anything else is ERT_STORE_INVALID.
+ * A value as an SQL literal, for statements sent as text in one batch (SQLite's `exec`,
+ * PostgreSQL's simple query: no parameters there): NULL, a finite number, 1/0, or a string.
+ * SQLite: quoted with its quotes doubled (SQLite has no backslash escapes), and a string
+ * holding NUL, which would end exec's C string, as the CAST of its UTF-8 bytes in hex.
+ * PostgreSQL: node-postgres's `escapeLiteral` (a NUL is refused by the server, as it is when
+ * bound). Anything else is ERT_STORE_INVALID.
  */
-export function sqlLiteral(value: unknown): string {
+export function sqlLiteral(value: unknown, client: 'sqlite3' | 'pg' = 'sqlite3'): string {
   if (value === null || value === undefined) return 'NULL';
   if (typeof value === 'boolean') return value ? '1' : '0';
   if (typeof value === 'number' && Number.isFinite(value)) return String(value);
-  if (typeof value === 'string') return value.includes('\0') ? `CAST(X'${Buffer.from(value, 'utf8').toString('hex')}' AS TEXT)` : `'${value.replaceAll("'", "''")}'`;
+  if (typeof value === 'string') {
+    if (client === 'pg') return pgEscapeLiteral(value);
+    return value.includes('\0') ? `CAST(X'${Buffer.from(value, 'utf8').toString('hex')}' AS TEXT)` : `'${value.replaceAll("'", "''")}'`;
+  }
   throw new StoreError('ERT_STORE_INVALID', `a value of type ${typeof value} (${String(value)}) cannot be written as an SQL literal`, { value: String(value) });
 }
 
-/** `INSERT INTO table (columns) VALUES (...), ...` with the rows as literals (`sqlLiteral`); rows may hold raw SQL as `{ sql }`. */
-export function insertSql(table: string, columns: readonly string[], rows: ReadonlyArray<readonly unknown[]>): string {
-  const value = (v: unknown) => (typeof v === 'object' && v !== null && 'sql' in v ? (v as { sql: string }).sql : sqlLiteral(v));
+/** `INSERT INTO table (columns) VALUES (...), ...` with the rows as literals (`sqlLiteral`); a value may be raw SQL, as `{ sql }`. */
+export function insertSql(client: 'sqlite3' | 'pg', table: string, columns: readonly string[], rows: ReadonlyArray<readonly unknown[]>): string {
+  const value = (v: unknown) => (typeof v === 'object' && v !== null && 'sql' in v ? (v as { sql: string }).sql : sqlLiteral(v, client));
   return `INSERT INTO ${table} (${columns.join(', ')}) VALUES ${rows.map((row) => `(${row.map(value).join(', ')})`).join(', ')}`;
 }

@@ -8,19 +8,14 @@ import { createStore, dropPostgresSchema, type Store, type StoreOptions } from '
 export const backends: Array<'sqlite3' | 'pg'> = process.env.ERT_TEST_PG_URL ? ['sqlite3', 'pg'] : ['sqlite3'];
 
 /**
- * The backends with each claim path, for the suites that write allocations: SQLite twice, with
- * its quick claims of new consumers (`sqlite-claim.ts`, the default) and with them off (every
- * claim through the general transaction), so both paths are held to the same tests; and
- * PostgreSQL when ERT_TEST_PG_URL is set.
+ * The backends with each claim path, for the suites that write allocations: each backend twice,
+ * with its quick claims of new consumers (`quick-claim.ts`, the default) and with them off
+ * (every claim through the general transaction), so both paths are held to the same tests.
  */
-export const claimPaths = backends.flatMap((client): Array<{ label: string; client: 'sqlite3' | 'pg'; extra: Partial<StoreOptions> }> =>
-  client === 'sqlite3'
-    ? [
-        { label: 'sqlite3', client, extra: {} },
-        { label: 'sqlite3, general claims', client, extra: { quickClaims: false } },
-      ]
-    : [{ label: client, client, extra: {} }],
-);
+export const claimPaths = backends.flatMap((client): Array<{ label: string; client: 'sqlite3' | 'pg'; extra: Partial<StoreOptions> }> => [
+  { label: client, client, extra: {} },
+  { label: `${client}, general claims`, client, extra: { quickClaims: false } },
+]);
 
 /**
  * Fresh, isolated store options: a SQLite file in a new temp directory, or a new

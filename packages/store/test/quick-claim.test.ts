@@ -1,17 +1,21 @@
 /**
- * SQLite's quick claim (`sqlite-claim.ts`, issue 15): a new consumer claimed in three trips to
- * the driver (BEGIN IMMEDIATE, one read, the writes with the COMMIT), with the general
- * transaction's checks, rows and result.
+ * The quick claim (`quick-claim.ts`, issue 15): a new consumer claimed in three round trips on
+ * SQLite (BEGIN IMMEDIATE, one read, the writes with the COMMIT) and two on PostgreSQL (BEGIN,
+ * the locks and the reads; the writes and the COMMIT), with the general transaction's checks,
+ * rows and result. On both backends.
  *
  * Mutations seen caught (each turned this file red once, then was restored):
  * - the capacity check skipped on the quick path (`checkFits` removed): "same outcome" and
- *   "reads under the write lock" red;
+ *   "reads under the lock" red;
  * - the hosts' generation bump left out of the batch: "same outcome" red (the dumps differ);
- * - BEGIN instead of BEGIN IMMEDIATE in `sqliteWrite` (the read's snapshot taken before the
- *   write lock): "reads under the write lock" red (the claim was checked against a usage
- *   another connection had already changed, and failed as a conflict, not as capacity);
- * - the ROLLBACK after a failed statement removed (`sqliteWrite`): all four red (the failed
- *   transaction stayed open on the store's one connection).
+ * - SQLite: BEGIN instead of BEGIN IMMEDIATE (the read's snapshot taken before the write
+ *   lock): "reads under the lock" red (the claim was checked against a usage another
+ *   connection had already changed, and failed as a conflict, not as capacity);
+ * - PostgreSQL: the providers' FOR UPDATE removed: "reads under the lock" red (the claim did
+ *   not wait for the other transaction and pushed the provider past its capacity);
+ * - the ROLLBACK after a failed statement removed (`rawWrite`): red on both backends, all
+ *   four tests on SQLite (the failed transaction stayed open on the store's one connection),
+ *   three on PostgreSQL (a pooled connection went back inside a failed transaction).
  * The other store suites run on SQLite with quick claims on and off (`claimPaths`).
  */
 import fc from 'fast-check';
@@ -20,7 +24,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TRAIT_SHARING_PROVIDER, type Flavor } from '@ert/plugin-api';
 import type { AllocationWrite, InstanceRecord, Store, StoreOptions } from '@ert/store';
 import type { KnexStore } from '../src/store.js';
-import { inv, isolatedOptions, openStore, rejection } from './backends.js';
+import { backends, inv, isolatedOptions, openStore, rejection } from './backends.js';
 import { createStore } from '@ert/store';
 
 const flavor: Flavor = { name: 'small', vcpus: 2, memoryMb: 512, diskGb: 0, extraSpecs: {} };
@@ -35,15 +39,40 @@ const record = (uuid: string, host: string, extra: Partial<InstanceRecord> = {})
   ...extra,
 });
 
-type Sqlite = { all(sql: string, params: unknown[], cb: (err: Error | null, rows: unknown[]) => void): void; exec(sql: string, cb: (err: Error | null) => void): void };
-type Pool = { acquireConnection(): Promise<Sqlite>; releaseConnection(conn: Sqlite): Promise<unknown> };
+type Listener = (sql: string) => void;
+const listeners = new WeakMap<Store, { listener: Listener | undefined }>();
 
-/** The store's one pooled SQLite connection (held for the duration of `fn`'s set-up only). */
-async function pooledConnection(store: Store): Promise<Sqlite> {
-  const client = (store as KnexStore).knex.client as unknown as Pool;
-  const conn = await client.acquireConnection();
-  await client.releaseConnection(conn);
-  return conn;
+/**
+ * Calls `listener` with the text of every round trip the store makes from now on (SQLite:
+ * `exec`, `all`, `run` on its connection; PostgreSQL: `query` on any pooled connection), until
+ * it is replaced (undefined: none).
+ */
+function onTrips(store: Store, listener: Listener | undefined): void {
+  let slot = listeners.get(store);
+  if (!slot) {
+    const current: { listener: Listener | undefined } = { listener: undefined };
+    listeners.set(store, (slot = current));
+    const pool = (store as KnexStore).knex.client as unknown as { acquireConnection(): Promise<Record<string, unknown>> };
+    const acquire = pool.acquireConnection.bind(pool);
+    const wrapped = new WeakSet<object>();
+    pool.acquireConnection = async () => {
+      const conn = await acquire();
+      if (!wrapped.has(conn)) {
+        wrapped.add(conn);
+        for (const method of ['exec', 'all', 'run', 'query']) {
+          const call = conn[method];
+          if (typeof call !== 'function') continue;
+          conn[method] = function (this: unknown, ...args: unknown[]) {
+            const text = typeof args[0] === 'string' ? args[0] : String((args[0] as { text?: string })?.text ?? '');
+            current.listener?.(text);
+            return (call as (...a: unknown[]) => unknown).apply(this, args);
+          };
+        }
+      }
+      return conn;
+    };
+  }
+  slot.listener = listener;
 }
 
 /** Every row a claim writes or bumps, by natural keys (ids and timestamps left out), sorted. */
@@ -176,20 +205,20 @@ function apply(store: Store, op: Op, prefix: string, world: { hosts: string[]; p
   return store.writeAllocations([write]);
 }
 
-describe('SQLite quick claims', () => {
+describe.each(backends)('quick claims on %s', (client) => {
   let quick: Store;
   let general: Store;
   const cleanups: Array<() => Promise<void>> = [];
 
   beforeAll(async () => {
-    const a = await openStore('sqlite3', 'quick');
-    const b = await openStore('sqlite3', 'general', { quickClaims: false });
+    const a = await openStore(client, 'quick');
+    const b = await openStore(client, 'general', { quickClaims: false });
     quick = a.store;
     general = b.store;
     cleanups.push(a.cleanup, b.cleanup);
   });
   afterAll(async () => {
-    for (const cleanup of cleanups) await cleanup();
+    for (const cleanup of cleanups.reverse()) await cleanup();
   });
 
   it('gives the same outcome and writes the same rows as the general transaction', { timeout: 300_000 }, async () => {
@@ -197,16 +226,13 @@ describe('SQLite quick claims', () => {
     // What the quick store's connection was sent: claims committed by the quick path, and its
     // transactions rolled back (a refused claim, or one handed to the general transaction).
     const paths = { committed: 0, handedOver: 0, refused: 0 };
-    const conn = await pooledConnection(quick);
-    const { exec } = conn;
     let rolledBack = false;
-    conn.exec = function (sql, cb) {
-      if (sql.endsWith('COMMIT')) paths.committed++;
+    onTrips(quick, (sql) => {
+      if (sql.endsWith('\nCOMMIT')) paths.committed++;
       if (sql === 'ROLLBACK') rolledBack = true;
-      return exec.call(this, sql, cb);
-    };
+    });
     await fc.assert(
-      fc.asyncProperty(fc.array(opArb, { minLength: 1, maxLength: 25 }), async (ops) => {
+      fc.asyncProperty(fc.array(opArb, { minLength: 1, maxLength: client === 'pg' ? 15 : 25 }), async (ops) => {
         const prefix = `r${++run}`;
         const worlds = [await fleet(quick, prefix), await fleet(general, prefix)] as const;
         for (const op of ops) {
@@ -217,29 +243,20 @@ describe('SQLite quick claims', () => {
         }
         expect(await dump(quick)).toEqual(await dump(general));
       }),
-      { numRuns: 60 },
+      { numRuns: client === 'pg' ? 40 : 60 },
     );
-    conn.exec = exec;
+    onTrips(quick, undefined);
     // The generator reached every way through: claims the quick path committed, refused, and
     // handed over (an existing consumer or record, a sharing provider).
-    expect(paths.committed).toBeGreaterThan(50);
-    expect(paths.refused).toBeGreaterThan(20);
-    expect(paths.handedOver).toBeGreaterThan(5);
+    expect(paths.committed).toBeGreaterThan(30);
+    expect(paths.refused).toBeGreaterThan(15);
+    expect(paths.handedOver).toBeGreaterThan(3);
   });
 
-  it('is three trips to the driver: BEGIN IMMEDIATE, one read, the writes with the COMMIT', async () => {
+  it('is three round trips on SQLite, two on PostgreSQL', async () => {
     const world = await fleet(quick, 'trips');
-    const conn = await pooledConnection(quick);
     const trips: string[] = [];
-    const { exec, all } = conn;
-    conn.exec = function (sql, cb) {
-      trips.push(`exec ${sql.split('\n').length} lines${sql.endsWith('COMMIT') ? ', COMMIT' : ''}`);
-      return exec.call(this, sql, cb);
-    };
-    conn.all = function (sql, params, cb) {
-      trips.push('all');
-      return all.call(this, sql, params, cb);
-    };
+    onTrips(quick, (sql) => trips.push(sql.split('\n', 1)[0]!.replace(/;$/, '').split(' ', 2).join(' ') + (sql.endsWith('\nCOMMIT') ? ' ... COMMIT' : '')));
     try {
       const result = await quick.writeAllocations([
         {
@@ -251,33 +268,44 @@ describe('SQLite quick claims', () => {
           instance: record('trips-1', world.hosts[0]!, { cpus: [1] }),
         },
       ]);
-      expect(trips).toEqual(['exec 1 lines', 'all', 'exec 7 lines, COMMIT']);
+      expect(trips).toEqual(client === 'sqlite3' ? ['BEGIN IMMEDIATE', 'SELECT', 'INSERT INTO ... COMMIT'] : ['BEGIN', 'INSERT INTO ... COMMIT']);
       const host = (await quick.getHost(world.hosts[0]!))!;
       expect(result).toEqual({ hosts: [{ name: world.hosts[0], generationBefore: host.generation - 1, generation: host.generation, shared: false }] });
     } finally {
-      conn.exec = exec;
-      conn.all = all;
+      onTrips(quick, undefined);
     }
   });
 
-  // Another connection (another process, as far as SQLite is concerned) commits a claim while
-  // ours waits for the write lock: ours must read after that commit, so it is refused. The
-  // overlap is checked: our claim was sent before the other committed and settled after.
-  it('reads under the write lock: a claim waiting for it sees the commit that released it', async () => {
-    const { options, cleanup } = isolatedOptions('sqlite3', 'locked');
-    cleanups.push(cleanup);
+  // Another connection (another process) claims 6 of a root's 8 VCPU in a transaction held
+  // open, as the general path does (SQLite: the write lock; PostgreSQL: the provider's row
+  // locked), and commits while ours waits: ours must read after that commit, so it is refused.
+  // The overlap is checked: our claim was sent before the other committed and settled after.
+  it('reads under the lock: a claim waiting for it sees the commit that released it', async () => {
+    const { options, cleanup } = isolatedOptions(client, 'locked');
     const store = await createStore({ ...options, busyTimeoutMs: 5_000 } satisfies StoreOptions);
-    cleanups.push(() => store.close());
+    cleanups.push(cleanup, () => store.close());
     await store.migrate();
     const world = await fleet(store, 'lock');
-    const sqlite3 = createRequire(createRequire(import.meta.url).resolve('@ert/store'))('sqlite3') as typeof import('sqlite3');
-    const other = new sqlite3.Database(options.connection);
-    const run = (sql: string) => new Promise<void>((resolve, reject) => other.exec(sql, (err) => (err ? reject(err) : resolve())));
-    // 6 of the root's 8 VCPU taken by the other connection's consumer, in a transaction held open.
-    await run(`BEGIN IMMEDIATE;
-      INSERT INTO consumers (uuid, project_id, user_id, generation) VALUES ('other', 'p', 'u', 1);
+    const take = `INSERT INTO consumers (uuid, project_id, user_id, generation) VALUES ('other', 'p', 'u', 1);
       INSERT INTO allocations (provider_id, consumer_id, resource_class_id, used)
-        SELECT p.id, c.id, r.id, 6 FROM providers p, consumers c, resource_classes r WHERE p.uuid = '${world.providers[0]}' AND c.uuid = 'other' AND r.name = 'VCPU';`);
+        SELECT p.id, c.id, r.id, 6 FROM providers p, consumers c, resource_classes r WHERE p.uuid = '${world.providers[0]}' AND c.uuid = 'other' AND r.name = 'VCPU';`;
+    let run: (sql: string) => Promise<unknown>;
+    let close: () => Promise<unknown>;
+    if (client === 'sqlite3') {
+      const sqlite3 = createRequire(createRequire(import.meta.url).resolve('@ert/store'))('sqlite3') as typeof import('sqlite3');
+      const other = new sqlite3.Database(options.connection);
+      run = (sql) => new Promise<void>((resolve, reject) => other.exec(sql, (err) => (err ? reject(err) : resolve())));
+      close = () => new Promise<void>((resolve) => other.close(() => resolve()));
+      await run(`BEGIN IMMEDIATE; ${take}`);
+    } else {
+      type PgClient = { connect(): Promise<void>; query(sql: string): Promise<unknown>; end(): Promise<void> };
+      const pg = createRequire(createRequire(import.meta.url).resolve('@ert/store'))('pg') as { Client: new (config: { connectionString: string }) => PgClient };
+      const other = new pg.Client({ connectionString: options.connection });
+      await other.connect();
+      run = (sql) => other.query(sql);
+      close = () => other.end();
+      await run(`SET search_path TO ${options.schema}; BEGIN; SELECT id FROM providers WHERE uuid = '${world.providers[0]}' FOR UPDATE; ${take}`);
+    }
     let settled = 0;
     const claim = store
       .writeAllocations([{ consumer: { uuid: 'mine', projectId: 'p', userId: 'u', generation: null }, allocations: [{ providerUuid: world.providers[0]!, resourceClass: 'VCPU', amount: 4 }] }])
@@ -287,7 +315,7 @@ describe('SQLite quick claims', () => {
     const committed = performance.now();
     await run('COMMIT');
     const err = await rejection(claim);
-    other.close();
+    await close();
     expect(settled).toBeGreaterThan(committed);
     expect(err.code).toBe('ERT_STORE_CAPACITY_EXCEEDED');
     expect(err.details).toMatchObject({ used: 6, requested: 4, free: 2 });
@@ -301,11 +329,18 @@ describe('SQLite quick claims', () => {
     const world = await fleet(quick, 'fault');
     const { knex } = quick as KnexStore;
     const before = await dump(quick);
-    for (const trigger of [
-      `CREATE TRIGGER fault_instance BEFORE INSERT ON instances WHEN NEW.uuid = 'fault-1' BEGIN SELECT RAISE(ABORT, 'injected fault at the instance'); END`,
-      `CREATE TRIGGER fault_hosts BEFORE UPDATE ON hosts WHEN NEW.name = '${world.hosts[0]}' BEGIN SELECT RAISE(ABORT, 'injected fault at the hosts'); END`,
-    ]) {
-      await knex.raw(trigger);
+    const faults: Array<[table: string, when: string, message: string]> = [
+      ['instances', "NEW.uuid = 'fault-1'", 'injected fault at the instance'],
+      ['hosts', `NEW.name = '${world.hosts[0]}'`, 'injected fault at the hosts'],
+    ];
+    for (const [table, when, message] of faults) {
+      const operation = table === 'instances' ? 'INSERT' : 'UPDATE';
+      if (client === 'sqlite3') {
+        await knex.raw(`CREATE TRIGGER ert_fault BEFORE ${operation} ON ${table} WHEN ${when} BEGIN SELECT RAISE(ABORT, '${message}'); END`);
+      } else {
+        await knex.raw(`CREATE OR REPLACE FUNCTION ert_fault() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN IF ${when} THEN RAISE EXCEPTION '${message}'; END IF; RETURN NEW; END $$`);
+        await knex.raw(`CREATE TRIGGER ert_fault BEFORE ${operation} ON ${table} FOR EACH ROW EXECUTE FUNCTION ert_fault()`);
+      }
       const err = await rejection(
         quick.writeAllocations([
           {
@@ -317,7 +352,7 @@ describe('SQLite quick claims', () => {
       );
       expect(err.message).toMatch(/injected fault/);
       expect(await dump(quick)).toEqual(before);
-      await knex.raw(`DROP TRIGGER ${trigger.split(' ')[2]}`);
+      await knex.raw(client === 'sqlite3' ? 'DROP TRIGGER ert_fault' : `DROP TRIGGER ert_fault ON ${table}`);
     }
     // The next claim commits: the connection was not left inside the failed transaction.
     await quick.writeAllocations([{ consumer: { uuid: 'fault-2', projectId: 'p', userId: 'u', generation: null }, allocations: [{ providerUuid: world.providers[0]!, resourceClass: 'VCPU', amount: 2 }] }]);

@@ -1,9 +1,9 @@
-import type { HostSnapshot, Store } from '@ert/store';
+import { changedHosts, type HostSnapshot, type Store } from '@ert/store';
 
 /**
  * Every host's snapshot, kept between calls and read in proportion to what changed: each call
- * reads the hosts' generations (`Store.hostGenerations`, one cheap read) and loads only the
- * hosts whose generation moved, as the scheduler's host manager does. Sound because the store
+ * asks which hosts' generations moved since the last (`changedHosts`, over
+ * `Store.hostChanges`) and loads only those, as the scheduler's host manager does. Sound because the store
  * bumps a host's generation with every write its snapshot shows (its row and status, its
  * providers' inventories, traits, aggregates and usages, the sharing providers it sees, its
  * stats and instances). A snapshot is kept with the generation it was read at, so one read
@@ -20,7 +20,10 @@ export class HostSnapshots {
   /** The read queued behind the running one, not started yet: later callers join it. */
   private waiting: Promise<HostSnapshot[]> | undefined;
 
-  constructor(private readonly store: Pick<Store, 'hostGenerations' | 'loadHosts'>) {}
+  /** The store's `hostChanges` token as of the last read. */
+  private token: string | undefined;
+
+  constructor(private readonly store: Pick<Store, 'hostChanges' | 'loadHosts'>) {}
 
   /**
    * Every host's snapshot, by name, read after this call. Treat them, and the array, as
@@ -40,22 +43,20 @@ export class HostSnapshots {
   }
 
   private async read(): Promise<HostSnapshot[]> {
-    const generations = await this.store.hostGenerations();
-    for (const name of this.kept.keys()) {
-      if (generations.has(name)) continue;
-      this.kept.delete(name);
-      this.sorted = undefined;
-    }
+    const { generations, removed, token } = await changedHosts(this.store, this.kept, this.token);
+    for (const name of removed) this.kept.delete(name);
+    if (removed.length > 0) this.sorted = undefined;
     const changed = [...generations].filter(([name, generation]) => this.kept.get(name)?.host.generation !== generation).map(([name]) => name);
     if (changed.length > 0) {
       // Every host (the first read): one read of all, without lists of names.
-      const loaded = await this.store.loadHosts(changed.length === generations.size ? undefined : changed);
+      const loaded = await this.store.loadHosts(this.kept.size === 0 && this.token === undefined ? undefined : changed);
       const found = new Set(loaded.map((s) => s.host.name));
       for (const snapshot of loaded) this.kept.set(snapshot.host.name, snapshot);
       // Deleted between the two reads.
       for (const name of changed) if (!found.has(name)) this.kept.delete(name);
       this.sorted = undefined;
     }
+    this.token = token;
     this.sorted ??= [...this.kept.values()].sort((a, b) => (a.host.name < b.host.name ? -1 : a.host.name > b.host.name ? 1 : 0));
     return this.sorted;
   }

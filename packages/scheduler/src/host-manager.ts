@@ -1,6 +1,6 @@
 import { exclusionReason, messageOf } from '@ert/plugin-api';
 import type { Clock, ConsumerHooks, HostStatus, InstanceRequest, JsonValue, Logger, Placement, RequestSpec } from '@ert/plugin-api';
-import type { Allocation, AllocationWriteResult, HostSnapshot, ProviderSnapshot, Store } from '@ert/store';
+import { changedHosts, type Allocation, type AllocationWriteResult, type HostSnapshot, type ProviderSnapshot, type Store } from '@ert/store';
 import { Host, Interner, NO_PROVIDERS, Provider, instanceSet, internStatus } from './host-state.js';
 import type { HostShape } from './host-state.js';
 import type { AggregateInfo } from './request-filters.js';
@@ -26,6 +26,8 @@ export interface HostChanges {
   removed: string[];
   /** The aggregates with their metadata, when they were read again (see `HostManager.aggregates`). */
   aggregates?: AggregateInfo[];
+  /** The store's `hostChanges` token as of this read: the next fetch asks what changed after it. */
+  token: string;
 }
 
 /** The aggregates are read again at least this often (ms) while hosts change, whatever changed. */
@@ -45,7 +47,8 @@ const LOAD_BATCH = 1000;
 
 /**
  * Host states in memory. Loads every host from the store once, then refreshes incrementally:
- * `hostGenerations()` names what changed, only those hosts are reloaded, removed hosts are
+ * `hostChanges(token)` names the hosts whose generation moved since the last read (read in
+ * proportion to what changed, not to the fleet), only those are reloaded, removed hosts are
  * dropped. Consumer plugins turn each host's stats into their data when it is (re)loaded and
  * update it when the scheduler places an instance. A consumer that cannot read a host's stats
  * (unknown schema version, a throw, `exclude(...)`) excludes that host with the reason; it never
@@ -69,6 +72,8 @@ export class HostManager {
   private readonly shape: HostShape;
   private stamp = 0;
   private loaded = false;
+  /** Where the next `fetch` reads the store's host changes from (`Store.hostChanges`). */
+  private changeToken: string | undefined;
   /**
    * Every aggregate with its metadata, for the request filters. Read with the first load and
    * again by `fetch` when a changed host's root aggregates or aggregate metadata differ from
@@ -191,30 +196,26 @@ export class HostManager {
 
   /**
    * Read what changed in the store since the hosts were loaded, without touching them: all
-   * hosts the first time, then `hostGenerations()` and the snapshots of the changed hosts.
+   * hosts the first time, then `hostChanges(token)` and the snapshots of the changed hosts.
    * Pass the result to `apply` (possibly later: snapshots that are no newer than what is held
    * are skipped there).
    */
   async fetch(): Promise<HostChanges> {
     if (!this.loaded) {
-      // Hosts first: aggregates read after them are never older than what the hosts show.
+      // The token first: whatever changes after it is listed next time. Hosts before the
+      // aggregates: aggregates read after them are never older than what the hosts show.
+      const { token } = await this.store.hostChanges();
       const snapshots = await this.store.loadHosts();
-      return { snapshots, requested: [], removed: [], aggregates: await this.readAggregates() };
+      return { snapshots, requested: [], removed: [], aggregates: await this.readAggregates(), token };
     }
-    const generations = await this.store.hostGenerations();
+    const delta = await changedHosts(this.store, this.byName, this.changeToken);
     const changed: string[] = [];
-    let held = 0;
-    for (const [name, generation] of generations) {
-      const host = this.byName.get(name);
-      if (host) held++;
-      if (!host || host.generation !== generation) changed.push(name);
-    }
-    // Every held host still listed: none removed (the usual case), without a pass over them all.
-    const removed = held === this.byName.size ? [] : [...this.byName.keys()].filter((name) => !generations.has(name));
+    for (const [name, generation] of delta.generations) if (this.byName.get(name)?.generation !== generation) changed.push(name);
+    const { removed, token } = delta;
     const snapshots = await this.loadBatches(changed);
     const stale = changed.length > 0 && this.clock.now() - this.aggregatesReadAt > AGGREGATES_MAX_AGE;
     const aggregates = stale || snapshots.some((s) => this.aggregatesMoved(s)) ? await this.readAggregates() : undefined;
-    return { snapshots, requested: changed, removed, ...(aggregates ? { aggregates } : {}) };
+    return { snapshots, requested: changed, removed, ...(aggregates ? { aggregates } : {}), token };
   }
 
   private async readAggregates(): Promise<AggregateInfo[]> {
@@ -259,6 +260,7 @@ export class HostManager {
       }
     }
     this.loaded = true;
+    this.changeToken = changes.token;
     this.updateStaleness();
     // Interned values of hosts reloaded many times pile up: start over when they outgrow the fleet.
     if (this.interner.size > 8 * this.byName.size + 10_000) this.interner.clear();

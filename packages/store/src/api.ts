@@ -336,6 +336,30 @@ export interface AllocationWriteResult {
   hosts: Array<{ name: string; generationBefore: number; generation: number; shared: boolean }>;
 }
 
+/**
+ * What `hostChanges` read: the hosts whose generation changed since the token given, and the
+ * token to give next time.
+ */
+export interface HostChangeSet {
+  /** Give this to the next `hostChanges` call: its answer covers every change after this one's read. */
+  token: string;
+  /**
+   * Name -> generation of the hosts inserted or whose generation was written since the token
+   * (maybe a few more: the answer may repeat a change). With `complete`, every host.
+   */
+  hosts: Map<string, number>;
+  /**
+   * True when `hosts` lists every host (no token given, or one this store cannot read from:
+   * another store's, or from before a restore): a host not listed is gone.
+   */
+  complete: boolean;
+  /**
+   * How many hosts there are. With a partial answer, the caller's hosts plus the new names in
+   * `hosts` come to this unless some host was removed: then ask again without a token.
+   */
+  total: number;
+}
+
 /** Where a store's schema stands against this program's migrations (`Store.schemaStatus`). */
 export interface SchemaStatus {
   /** Whether the store exists: the SQLite file, or ert's migrations table in the PostgreSQL schema. */
@@ -649,6 +673,14 @@ export interface Store {
   /* scheduler reads */
   /** Name -> generation for every host: cheap, for incremental refresh. */
   hostGenerations(): Promise<Map<string, number>>;
+  /**
+   * The hosts whose generation changed since `since` (a previous answer's `token`), read in
+   * proportion to what changed rather than to the fleet (migration 0013): every host written by
+   * any process or by plain SQL after the read that gave the token is listed. Without a token,
+   * or with one this store cannot read from, every host (`complete`). Removed hosts are not
+   * listed: `total` tells that some went (see `HostChangeSet`).
+   */
+  hostChanges(since?: string): Promise<HostChangeSet>;
   /**
    * Full snapshots of the named hosts (all hosts when omitted; unknown names are skipped),
    * sorted by name, read in one snapshot with a fixed number of set-based queries.

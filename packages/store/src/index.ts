@@ -11,6 +11,7 @@ export * from './errors.js';
 export { MIGRATIONS_TABLE } from './migrations.js';
 export { SQLITE_BUSY_TIMEOUT_MS, dropPostgresSchema } from './connection.js';
 export { HOST_STORE_KINDS, HOST_STORE_METHODS, type HostStore, type HostStoreMethod } from './host-store.js';
+export { changedHosts, type HostDelta } from './host-changes.js';
 export { endReservation, expireReservations, withdrawInstance, type ReservationEnd, type Withdrawal } from './reservations.js';
 
 /**

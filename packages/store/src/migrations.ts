@@ -388,6 +388,51 @@ const aggregateOwner: Migration = {
   },
 };
 
+/**
+ * 0013: what changed in the hosts since a point (`hostChanges`, issue 15), so a scheduler's
+ * refresh reads the hosts whose generation moved instead of every host's. SQLite:
+ * `hosts.change_seq`, set from the one-row counter `host_change_counter` by triggers at every
+ * insert of a host and every update of its generation (one writer at a time, so the counter
+ * only grows in commit order), indexed. PostgreSQL: `hosts.change_xid`, the writing
+ * transaction's id (`pg_current_xact_id()`), as 0011 does for providers: a sequence would not
+ * do, its values are taken before commit and become visible out of order. No index there (the
+ * column changes at every claim; a scan on the server is cheaper than sending every row).
+ */
+const hostChanges: Migration = {
+  async up(knex) {
+    if (knex.client.config.client === 'sqlite3') {
+      await knex.raw('ALTER TABLE hosts ADD COLUMN change_seq integer NOT NULL DEFAULT 0');
+      await knex.raw('CREATE INDEX hosts_change_seq_index ON hosts (change_seq)');
+      await knex.schema.createTable('host_change_counter', (t) => {
+        t.integer('id').primary();
+        t.bigInteger('seq').notNullable();
+      });
+      await knex('host_change_counter').insert({ id: 1, seq: 0 });
+      const stamp = 'UPDATE host_change_counter SET seq = seq + 1 WHERE id = 1; UPDATE hosts SET change_seq = (SELECT seq FROM host_change_counter WHERE id = 1) WHERE id = NEW.id;';
+      await knex.raw(`CREATE TRIGGER hosts_change_insert AFTER INSERT ON hosts BEGIN ${stamp} END`);
+      await knex.raw(`CREATE TRIGGER hosts_change_generation AFTER UPDATE OF generation ON hosts BEGIN ${stamp} END`);
+      return;
+    }
+    await knex.raw('ALTER TABLE hosts ADD COLUMN change_xid xid8');
+    await knex.raw('UPDATE hosts SET change_xid = pg_current_xact_id()');
+    await knex.raw(`CREATE FUNCTION ert_host_change_xid() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN NEW.change_xid := pg_current_xact_id(); RETURN NEW; END $$`);
+    await knex.raw('CREATE TRIGGER hosts_change_xid BEFORE INSERT OR UPDATE OF generation ON hosts FOR EACH ROW EXECUTE FUNCTION ert_host_change_xid()');
+  },
+  async down(knex) {
+    if (knex.client.config.client === 'sqlite3') {
+      await knex.raw('DROP TRIGGER IF EXISTS hosts_change_insert');
+      await knex.raw('DROP TRIGGER IF EXISTS hosts_change_generation');
+      await knex.schema.dropTableIfExists('host_change_counter');
+      await knex.raw('DROP INDEX IF EXISTS hosts_change_seq_index');
+      await knex.raw('ALTER TABLE hosts DROP COLUMN change_seq');
+      return;
+    }
+    await knex.raw('DROP TRIGGER IF EXISTS hosts_change_xid ON hosts');
+    await knex.raw('DROP FUNCTION IF EXISTS ert_host_change_xid()');
+    await knex.raw('ALTER TABLE hosts DROP COLUMN change_xid');
+  },
+};
+
 const migrations: Record<string, Migration> = {
   '0001_initial': initial,
   '0002_instance_cpus': instanceCpus,
@@ -401,6 +446,7 @@ const migrations: Record<string, Migration> = {
   '0010_model_version': modelVersion,
   '0011_provider_change_xid': providerChangeXid,
   '0012_aggregate_owner': aggregateOwner,
+  '0013_host_changes': hostChanges,
 };
 
 /** This program's migrations, in application order. */

@@ -1,7 +1,7 @@
 /** The scheduler's reads: host generations, and whole-host snapshots in a fixed number of set-based queries. */
 import type { Knex } from 'knex';
 import { TRAIT_SHARING_PROVIDER } from '@ert/plugin-api';
-import type { HostSnapshot, ProviderSnapshot } from './api.js';
+import type { HostChangeSet, HostSnapshot, ProviderSnapshot } from './api.js';
 import type { StoreContext } from './context.js';
 import { ENDED_STATES, hostFromRow, inventoryFromRow, statsRecords, type HostRow, type InventoryRow, type ProviderRow, type StatsRow } from './rows.js';
 import { inChunks, type Trx } from './sql.js';
@@ -15,6 +15,44 @@ export async function hostGenerations(ctx: StoreContext): Promise<Map<string, nu
   }
   const rows: Array<{ name: string; generation: number }> = await ctx.knex('hosts').select('name', 'generation');
   return new Map(rows.map((r) => [r.name, r.generation]));
+}
+
+/** A `hostChanges` token: the backend's counter (`seq:` SQLite's host_change_counter, `xid:` PostgreSQL's snapshot xmin). */
+const TOKEN = /^(seq|xid):(\d{1,20})$/;
+
+/**
+ * `Store.hostChanges` (migration 0013). SQLite: the rows stamped after the token's counter
+ * value, the counter and the count in one statement (one snapshot). PostgreSQL, in one
+ * repeatable-read snapshot: the rows whose `change_xid` is at least the token's xmin (every
+ * transaction the token's snapshot did not see has an id at least its xmin), the count, and
+ * this snapshot's xmin as the next token. A token ahead of the store (a restored backup, a
+ * recreated database) or of the other backend reads every host.
+ */
+export async function hostChanges(ctx: StoreContext, since?: string): Promise<HostChangeSet> {
+  const token = since === undefined ? undefined : TOKEN.exec(since);
+  const kind = ctx.client === 'sqlite3' ? 'seq' : 'xid';
+  const from = token && token[1] === kind ? token[2]! : undefined;
+  if (ctx.client === 'sqlite3') {
+    const [row]: Array<{ seq: number; total: number; pairs: string }> = await ctx.knex.raw(
+      `SELECT (SELECT seq FROM host_change_counter WHERE id = 1) AS seq, (SELECT count(*) FROM hosts) AS total,
+        (SELECT json_group_array(json_array(name, generation)) FROM hosts WHERE change_seq > ?) AS pairs`,
+      // Every host when there is no usable token (no stamp is negative).
+      [from === undefined ? -1 : Number(from)],
+    );
+    const { seq, total, pairs } = row!;
+    if (from !== undefined && Number(from) > seq) return hostChanges(ctx);
+    return { token: `seq:${seq}`, hosts: new Map(JSON.parse(pairs) as Array<[string, number]>), complete: from === undefined, total };
+  }
+  const read = await ctx.read(async (trx) => {
+    const [snapshot] = ((await trx.raw('SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS xmin, pg_snapshot_xmax(pg_current_snapshot())::text AS xmax')) as { rows: Array<{ xmin: string; xmax: string }> }).rows;
+    if (from !== undefined && BigInt(from) > BigInt(snapshot!.xmax)) return undefined;
+    const query = trx('hosts').select('name', 'generation');
+    if (from !== undefined) query.where('change_xid', '>=', trx.raw('?::xid8', [from]));
+    const rows: Array<{ name: string; generation: number }> = await query;
+    const [{ total }] = (await trx('hosts').count({ total: '*' })) as Array<{ total: number | string }>;
+    return { token: `xid:${snapshot!.xmin}`, hosts: new Map(rows.map((r) => [r.name, r.generation])), complete: from === undefined, total: Number(total) };
+  });
+  return read ?? hostChanges(ctx);
 }
 
 export async function loadHosts(ctx: StoreContext, names?: string[]): Promise<HostSnapshot[]> {

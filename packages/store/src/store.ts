@@ -185,6 +185,7 @@ export class KnexStore implements Store {
   deleteInstance = (uuid: string) => instances.deleteInstance(this.ctx, uuid);
 
   hostGenerations = () => snapshots.hostGenerations(this.ctx);
+  hostChanges = (since?: string) => snapshots.hostChanges(this.ctx, since);
   loadHosts = (names?: string[]) => snapshots.loadHosts(this.ctx, names);
   loadProviders = () => this.providerModel.load();
 }

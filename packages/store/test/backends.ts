@@ -1,4 +1,5 @@
 import { mkdtempSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { normalizeInventory, type Inventory } from '@ert/plugin-api';
@@ -70,4 +71,27 @@ export async function rejection(promise: Promise<unknown>): Promise<{ code?: str
     return err as { code?: string; message: string; details?: Record<string, unknown> };
   }
   throw new Error('expected a rejection');
+}
+
+/**
+ * A connection of the driver's own beside the store's, as another process would hold one:
+ * `run` sends any SQL as text (several statements at once), in the store's schema on
+ * PostgreSQL. For tests that hold a transaction open while the store works.
+ */
+export async function rawConnection(options: StoreOptions): Promise<{ run(sql: string): Promise<unknown>; close(): Promise<unknown> }> {
+  const require = createRequire(createRequire(import.meta.url).resolve('@ert/store'));
+  if (options.client === 'sqlite3') {
+    const sqlite3 = require('sqlite3') as typeof import('sqlite3');
+    const db = new sqlite3.Database(options.connection);
+    return {
+      run: (sql) => new Promise<void>((resolve, reject) => db.exec(sql, (err) => (err ? reject(err) : resolve()))),
+      close: () => new Promise<void>((resolve) => db.close(() => resolve())),
+    };
+  }
+  type PgClient = { connect(): Promise<void>; query(sql: string): Promise<unknown>; end(): Promise<void> };
+  const pg = require('pg') as { Client: new (config: { connectionString: string }) => PgClient };
+  const db = new pg.Client({ connectionString: options.connection });
+  await db.connect();
+  await db.query(`SET search_path TO ${options.schema ?? 'public'}`);
+  return { run: (sql) => db.query(sql), close: () => db.end() };
 }

@@ -12,12 +12,11 @@
  * - SQLite's token taken as the counter plus one: the same test red.
  */
 import fc from 'fast-check';
-import { createRequire } from 'node:module';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { normalizeInventory } from '@ert/plugin-api';
 import { createStore, type Store, type StoreOptions } from '@ert/store';
 import type { KnexStore } from '../src/store.js';
-import { backends, openStore } from './backends.js';
+import { backends, openStore, rawConnection } from './backends.js';
 
 describe.each(backends)('hostChanges on %s', (client) => {
   let store: Store;
@@ -104,23 +103,7 @@ describe.each(backends)('hostChanges on %s', (client) => {
   // PostgreSQL after a later transaction committed.
   it('a write in flight while the token is read is listed in the next answer', async () => {
     const [h, g] = await hosts(2);
-    const require = createRequire(createRequire(import.meta.url).resolve('@ert/store'));
-    let run: (sql: string) => Promise<unknown>;
-    let close: () => Promise<unknown>;
-    if (client === 'sqlite3') {
-      const sqlite3 = require('sqlite3') as typeof import('sqlite3');
-      const db = new sqlite3.Database(options.connection);
-      run = (sql) => new Promise<void>((resolve, reject) => db.exec(sql, (err) => (err ? reject(err) : resolve())));
-      close = () => new Promise<void>((resolve) => db.close(() => resolve()));
-    } else {
-      type PgClient = { connect(): Promise<void>; query(sql: string): Promise<unknown>; end(): Promise<void> };
-      const pg = require('pg') as { Client: new (config: { connectionString: string }) => PgClient };
-      const db = new pg.Client({ connectionString: options.connection });
-      await db.connect();
-      run = (sql) => db.query(sql);
-      close = () => db.end();
-      await run(`SET search_path TO ${options.schema}`);
-    }
+    const { run, close } = await rawConnection(options);
     const before = (await store.hostGenerations()).get(h!.name)!;
     await run(`BEGIN${client === 'sqlite3' ? ' IMMEDIATE' : ''}; UPDATE hosts SET generation = generation + 1 WHERE name = '${h!.name}'`);
     // PostgreSQL: a later transaction commits meanwhile, so the open one's id is below the

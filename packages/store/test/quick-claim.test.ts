@@ -19,12 +19,11 @@
  * The other store suites run on SQLite with quick claims on and off (`claimPaths`).
  */
 import fc from 'fast-check';
-import { createRequire } from 'node:module';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TRAIT_SHARING_PROVIDER, type Flavor } from '@ert/plugin-api';
 import type { AllocationWrite, InstanceRecord, Store, StoreOptions } from '@ert/store';
 import type { KnexStore } from '../src/store.js';
-import { backends, inv, isolatedOptions, openStore, rejection } from './backends.js';
+import { backends, inv, isolatedOptions, openStore, rawConnection, rejection } from './backends.js';
 import { createStore } from '@ert/store';
 
 const flavor: Flavor = { name: 'small', vcpus: 2, memoryMb: 512, diskGb: 0, extraSpecs: {} };
@@ -290,23 +289,8 @@ describe.each(backends)('quick claims on %s', (client) => {
     const take = `INSERT INTO consumers (uuid, project_id, user_id, generation) VALUES ('other', 'p', 'u', 1);
       INSERT INTO allocations (provider_id, consumer_id, resource_class_id, used)
         SELECT p.id, c.id, r.id, 6 FROM providers p, consumers c, resource_classes r WHERE p.uuid = '${world.providers[0]}' AND c.uuid = 'other' AND r.name = 'VCPU';`;
-    let run: (sql: string) => Promise<unknown>;
-    let close: () => Promise<unknown>;
-    if (client === 'sqlite3') {
-      const sqlite3 = createRequire(createRequire(import.meta.url).resolve('@ert/store'))('sqlite3') as typeof import('sqlite3');
-      const other = new sqlite3.Database(options.connection);
-      run = (sql) => new Promise<void>((resolve, reject) => other.exec(sql, (err) => (err ? reject(err) : resolve())));
-      close = () => new Promise<void>((resolve) => other.close(() => resolve()));
-      await run(`BEGIN IMMEDIATE; ${take}`);
-    } else {
-      type PgClient = { connect(): Promise<void>; query(sql: string): Promise<unknown>; end(): Promise<void> };
-      const pg = createRequire(createRequire(import.meta.url).resolve('@ert/store'))('pg') as { Client: new (config: { connectionString: string }) => PgClient };
-      const other = new pg.Client({ connectionString: options.connection });
-      await other.connect();
-      run = (sql) => other.query(sql);
-      close = () => other.end();
-      await run(`SET search_path TO ${options.schema}; BEGIN; SELECT id FROM providers WHERE uuid = '${world.providers[0]}' FOR UPDATE; ${take}`);
-    }
+    const { run, close } = await rawConnection(options);
+    await run(client === 'sqlite3' ? `BEGIN IMMEDIATE; ${take}` : `BEGIN; SELECT id FROM providers WHERE uuid = '${world.providers[0]}' FOR UPDATE; ${take}`);
     let settled = 0;
     const claim = store
       .writeAllocations([{ consumer: { uuid: 'mine', projectId: 'p', userId: 'u', generation: null }, allocations: [{ providerUuid: world.providers[0]!, resourceClass: 'VCPU', amount: 4 }] }])

@@ -350,7 +350,7 @@ export interface HostChangeSet {
   hosts: Map<string, number>;
   /**
    * True when `hosts` lists every host (no token given, or one this store cannot read from:
-   * another store's, or from before a restore): a host not listed is gone.
+   * another backend's, or one ahead of the store): a host not listed is gone.
    */
   complete: boolean;
   /**
@@ -674,11 +674,13 @@ export interface Store {
   /** Name -> generation for every host: cheap, for incremental refresh. */
   hostGenerations(): Promise<Map<string, number>>;
   /**
-   * The hosts whose generation changed since `since` (a previous answer's `token`), read in
-   * proportion to what changed rather than to the fleet (migration 0013): every host written by
-   * any process or by plain SQL after the read that gave the token is listed. Without a token,
-   * or with one this store cannot read from, every host (`complete`). Removed hosts are not
-   * listed: `total` tells that some went (see `HostChangeSet`).
+   * The hosts whose generation changed since `since` (a previous answer's `token`): every host
+   * written by any process or by plain SQL after the read that gave the token is listed
+   * (migration 0013; SQLite reads only those rows, PostgreSQL's server scans the table and sends
+   * only those). Without a token, or with one this store cannot read from (another backend's,
+   * or one ahead of the store), every host (`complete`). Removed hosts are not listed: `total`
+   * tells that some went (see `HostChangeSet`). After a restore, restart the readers: a token
+   * taken before it is only known to be ahead until new writes pass it.
    */
   hostChanges(since?: string): Promise<HostChangeSet>;
   /**

@@ -35,7 +35,7 @@ import type { RawConnection, StoreContext } from './context.js';
 import { HOLDS_TABLE, HoldLedger, anyHolds, holdsOf, type HoldRow } from './holds.js';
 import { INSTANCE_COLUMNS, instanceRowValues } from './instances.js';
 import { inventoryFromRow } from './rows.js';
-import { insertSql, sqlLiteral } from './sql.js';
+import { RawSql, insertSql, sqlLiteral } from './sql.js';
 import { checkConsumerGeneration, checkFits, notFound } from './validate.js';
 
 /** What a claim is checked against, read under the lock. */
@@ -49,6 +49,11 @@ interface ClaimState {
   instanceExists: boolean;
   /** The instance's host's holds (only when the record names some). */
   holds: HoldRow[];
+  /**
+   * PostgreSQL: a provider the reads saw that the lock did not take (committed between the
+   * two statements, each with its own snapshot): the claim goes to the general transaction.
+   */
+  unlocked: boolean;
 }
 
 /** What the claim reads: the consumer, the providers, the instance (uuids), its host (name), and whether the record names holds. */
@@ -119,6 +124,7 @@ async function readSqlite(raw: Extract<RawConnection, { client: 'sqlite3' }>, ke
     hosts: tuples(read.hosts).map(([id, name, generation, rootId]) => ({ id: Number(id), name: String(name), generation: Number(generation), rootId: Number(rootId) })),
     instanceExists: read.instance_exists !== null,
     holds: tuples(read.holds).map(([host_id, instance_uuid, hold, amount, capacity]) => ({ host_id: Number(host_id), instance_uuid: String(instance_uuid), hold: String(hold), amount: amount as number | null, capacity: capacity as number | null })),
+    unlocked: false,
   };
 }
 
@@ -145,7 +151,9 @@ async function readPg(raw: Extract<RawConnection, { client: 'pg' }>, keys: Claim
   const [consumer, providers, inventories, hosts, instance, holds] = results.slice(keys.withHolds ? 3 : 2);
   type Row = Record<string, unknown>;
   const n = (row: Row, key: string) => Number(row[key]);
+  const locked = new Set(results[1]!.rows.map((r) => n(r, 'id')));
   return {
+    unlocked: providers!.rows.some((r) => !locked.has(n(r, 'id'))),
     consumerGeneration: consumer!.rows.length > 0 ? n(consumer!.rows[0]!, 'generation') : null,
     providers: providers!.rows.map((r) => ({ id: n(r, 'id'), uuid: String(r['uuid']), name: String(r['name']), rootId: n(r, 'root_id'), sharing: r['sharing'] === true })),
     inventories: inventories!.rows.map((r: Row) => ({
@@ -197,7 +205,7 @@ export function quickClaim(ctx: StoreContext, write: AllocationWrite): Promise<A
     // A consumer that exists: generation null (new) is the general path's conflict; undefined (no check) replaces it there.
     if (state.consumerGeneration !== null && consumer.generation === undefined) return undefined;
     checkConsumerGeneration(write, state.consumerGeneration === null ? null : { generation: state.consumerGeneration });
-    if (state.instanceExists) return undefined;
+    if (state.instanceExists || state.unlocked) return undefined;
     const providers = new Map(state.providers.map((p) => [p.uuid, p]));
     if (state.providers.some((p) => p.sharing)) return undefined;
     const inventories = new Map(
@@ -218,7 +226,7 @@ export function quickClaim(ctx: StoreContext, write: AllocationWrite): Promise<A
       if (!provider) throw notFound('provider', alloc.providerUuid, { provider: alloc.providerUuid, consumer: consumer.uuid });
       const classId = ctx.classIds.get(alloc.resourceClass)!;
       checkFits(provider, alloc, inventories.get(`${provider.id}:${classId}`));
-      rows.push([provider.id, { sql: `(SELECT id FROM consumers WHERE uuid = ${lit(consumer.uuid)})` }, classId, alloc.amount]);
+      rows.push([provider.id, new RawSql(`(SELECT id FROM consumers WHERE uuid = ${lit(consumer.uuid)})`), classId, alloc.amount]);
     }
     const instanceHost = instance && state.hosts.find((h) => h.name === instance.host);
     if (instance && !instanceHost) throw notFound('host', instance.host, { host: instance.host, instance: instance.uuid });

@@ -79,22 +79,31 @@ export async function insertObjects<T extends object>(db: Db, table: string, row
  * PostgreSQL's simple query: no parameters there): NULL, a finite number, 1/0, or a string.
  * SQLite: quoted with its quotes doubled (SQLite has no backslash escapes), and a string
  * holding NUL, which would end exec's C string, as the CAST of its UTF-8 bytes in hex.
- * PostgreSQL: node-postgres's `escapeLiteral` (a NUL is refused by the server, as it is when
- * bound). Anything else is ERT_STORE_INVALID.
+ * PostgreSQL: node-postgres's `escapeLiteral`; a string holding NUL is ERT_STORE_INVALID (text
+ * cannot hold it, and the simple query's C string would end there). Anything else is
+ * ERT_STORE_INVALID.
  */
 export function sqlLiteral(value: unknown, client: 'sqlite3' | 'pg' = 'sqlite3'): string {
   if (value === null || value === undefined) return 'NULL';
   if (typeof value === 'boolean') return value ? '1' : '0';
   if (typeof value === 'number' && Number.isFinite(value)) return String(value);
   if (typeof value === 'string') {
-    if (client === 'pg') return pgEscapeLiteral(value);
+    if (client === 'pg') {
+      if (value.includes('\0')) throw new StoreError('ERT_STORE_INVALID', `a string holding NUL (\\u0000) cannot be stored in PostgreSQL: ${JSON.stringify(value)}`, { value });
+      return pgEscapeLiteral(value);
+    }
     return value.includes('\0') ? `CAST(X'${Buffer.from(value, 'utf8').toString('hex')}' AS TEXT)` : `'${value.replaceAll("'", "''")}'`;
   }
   throw new StoreError('ERT_STORE_INVALID', `a value of type ${typeof value} (${String(value)}) cannot be written as an SQL literal`, { value: String(value) });
 }
 
-/** `INSERT INTO table (columns) VALUES (...), ...` with the rows as literals (`sqlLiteral`); a value may be raw SQL, as `{ sql }`. */
+/** SQL text `insertSql` writes as it is: made by the store only (a caller's object is a value, refused by `sqlLiteral`). */
+export class RawSql {
+  constructor(readonly sql: string) {}
+}
+
+/** `INSERT INTO table (columns) VALUES (...), ...` with the rows as literals (`sqlLiteral`); a value may be raw SQL (`RawSql`). */
 export function insertSql(client: 'sqlite3' | 'pg', table: string, columns: readonly string[], rows: ReadonlyArray<readonly unknown[]>): string {
-  const value = (v: unknown) => (typeof v === 'object' && v !== null && 'sql' in v ? (v as { sql: string }).sql : sqlLiteral(v, client));
+  const value = (v: unknown) => (v instanceof RawSql ? v.sql : sqlLiteral(v, client));
   return `INSERT INTO ${table} (${columns.join(', ')}) VALUES ${rows.map((row) => `(${row.map(value).join(', ')})`).join(', ')}`;
 }

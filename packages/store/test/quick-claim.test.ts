@@ -206,6 +206,7 @@ function apply(store: Store, op: Op, prefix: string, world: { hosts: string[]; p
 
 describe.each(backends)('quick claims on %s', (client) => {
   let quick: Store;
+  let quickOptions: StoreOptions;
   let general: Store;
   const cleanups: Array<() => Promise<void>> = [];
 
@@ -213,6 +214,7 @@ describe.each(backends)('quick claims on %s', (client) => {
     const a = await openStore(client, 'quick');
     const b = await openStore(client, 'general', { quickClaims: false });
     quick = a.store;
+    quickOptions = a.options;
     general = b.store;
     cleanups.push(a.cleanup, b.cleanup);
   });
@@ -305,6 +307,42 @@ describe.each(backends)('quick claims on %s', (client) => {
     expect(err.code).toBe('ERT_STORE_CAPACITY_EXCEEDED');
     expect(err.details).toMatchObject({ used: 6, requested: 4, free: 2 });
     expect(await store.getUsages(world.providers[0]!)).toEqual({ VCPU: 6 });
+  });
+
+  // PostgreSQL runs each statement of the first trip on its own snapshot: a provider committed
+  // after the lock statement began is seen by the reads but was not locked. Such a claim goes to
+  // the general transaction (which locks it). Made to happen: the lock statement waits behind
+  // another transaction's lock on the host's root while a second provider of the claim is
+  // created and committed. Mutation seen red: the unlocked check removed (the quick path wrote
+  // the claim with that provider unlocked: no hand-over).
+  it.runIf(client === 'pg')('hands a claim over when the reads see a provider its lock did not take', async () => {
+    const world = await fleet(quick, 'unlocked');
+    const options = quickOptions;
+    const { run, close } = await rawConnection(options);
+    await run(`BEGIN; SELECT id FROM providers WHERE uuid = '${world.providers[0]}' FOR UPDATE`);
+    const trips: string[] = [];
+    onTrips(quick, (sql) => trips.push(sql));
+    const late = 'unlocked-late';
+    const claim = quick.writeAllocations([
+      {
+        consumer: { uuid: 'unlocked-1', projectId: 'p', userId: 'u', generation: null },
+        allocations: [
+          { providerUuid: world.providers[0]!, resourceClass: 'VCPU', amount: 2 },
+          { providerUuid: late, resourceClass: 'VCPU', amount: 1 },
+        ],
+      },
+    ]);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const other = await createStore(options);
+    await other.createProvider({ uuid: late, name: late });
+    await other.setInventories(late, undefined, { VCPU: inv(4) });
+    await other.close();
+    await run('COMMIT');
+    await close();
+    await claim;
+    onTrips(quick, undefined);
+    expect(trips).toContain('ROLLBACK');
+    expect(await quick.getUsages(late)).toEqual({ VCPU: 1 });
   });
 
   // A statement of the batch fails (a trigger raising at the instance insert, then at the hosts'

@@ -43,10 +43,9 @@ export class HostSnapshots {
   }
 
   private async read(): Promise<HostSnapshot[]> {
-    const { generations, removed, token } = await changedHosts(this.store, this.kept, this.token);
+    const { changed, removed, token } = await changedHosts(this.store, this.kept, (s) => s.host.generation, this.token);
     for (const name of removed) this.kept.delete(name);
     if (removed.length > 0) this.sorted = undefined;
-    const changed = [...generations].filter(([name, generation]) => this.kept.get(name)?.host.generation !== generation).map(([name]) => name);
     if (changed.length > 0) {
       // Every host (the first read): one read of all, without lists of names.
       const loaded = await this.store.loadHosts(this.kept.size === 0 && this.token === undefined ? undefined : changed);

@@ -208,10 +208,7 @@ export class HostManager {
       const snapshots = await this.store.loadHosts();
       return { snapshots, requested: [], removed: [], aggregates: await this.readAggregates(), token };
     }
-    const delta = await changedHosts(this.store, this.byName, this.changeToken);
-    const changed: string[] = [];
-    for (const [name, generation] of delta.generations) if (this.byName.get(name)?.generation !== generation) changed.push(name);
-    const { removed, token } = delta;
+    const { changed, removed, token } = await changedHosts(this.store, this.byName, (host) => host.generation, this.changeToken);
     const snapshots = await this.loadBatches(changed);
     const stale = changed.length > 0 && this.clock.now() - this.aggregatesReadAt > AGGREGATES_MAX_AGE;
     const aggregates = stale || snapshots.some((s) => this.aggregatesMoved(s)) ? await this.readAggregates() : undefined;

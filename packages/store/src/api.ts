@@ -671,7 +671,7 @@ export interface Store {
   importHosts(hosts: HostImport[]): Promise<void>;
 
   /* scheduler reads */
-  /** Name -> generation for every host: cheap, for incremental refresh. */
+  /** Name -> generation for every host (what `hostChanges` lists without a token). */
   hostGenerations(): Promise<Map<string, number>>;
   /**
    * The hosts whose generation changed since `since` (a previous answer's `token`): every host

@@ -6,15 +6,9 @@ import type { StoreContext } from './context.js';
 import { ENDED_STATES, hostFromRow, inventoryFromRow, statsRecords, type HostRow, type InventoryRow, type ProviderRow, type StatsRow } from './rows.js';
 import { inChunks, type Trx } from './sql.js';
 
+/** `Store.hostGenerations`: the whole list `hostChanges` reads without a token. */
 export async function hostGenerations(ctx: StoreContext): Promise<Map<string, number>> {
-  if (ctx.client === 'sqlite3') {
-    // One JSON value rather than a row per host: the SQLite driver's per-row objects cost
-    // about three times more, on the connection every write waits for, once per refresh.
-    const [row]: Array<{ pairs: string }> = await ctx.knex.raw('SELECT json_group_array(json_array(name, generation)) AS pairs FROM hosts');
-    return new Map(JSON.parse(row!.pairs) as Array<[string, number]>);
-  }
-  const rows: Array<{ name: string; generation: number }> = await ctx.knex('hosts').select('name', 'generation');
-  return new Map(rows.map((r) => [r.name, r.generation]));
+  return (await hostChanges(ctx)).hosts;
 }
 
 /** A `hostChanges` token: the backend's counter (`seq:` SQLite's host_change_counter, `xid:` PostgreSQL's snapshot xmin). */
@@ -33,6 +27,8 @@ export async function hostChanges(ctx: StoreContext, since?: string): Promise<Ho
   const kind = ctx.client === 'sqlite3' ? 'seq' : 'xid';
   const from = token && token[1] === kind ? token[2]! : undefined;
   if (ctx.client === 'sqlite3') {
+    // One JSON value rather than a row per host: the SQLite driver's per-row objects cost
+    // about three times more, on the connection every write waits for, once per refresh.
     const [row]: Array<{ seq: number; total: number; pairs: string }> = await ctx.knex.raw(
       `SELECT (SELECT seq FROM host_change_counter WHERE id = 1) AS seq, (SELECT count(*) FROM hosts) AS total,
         (SELECT json_group_array(json_array(name, generation)) FROM hosts WHERE change_seq > ?) AS pairs`,
@@ -49,8 +45,9 @@ export async function hostChanges(ctx: StoreContext, since?: string): Promise<Ho
     const query = trx('hosts').select('name', 'generation');
     if (from !== undefined) query.where('change_xid', '>=', trx.raw('?::xid8', [from]));
     const rows: Array<{ name: string; generation: number }> = await query;
-    const [{ total }] = (await trx('hosts').count({ total: '*' })) as Array<{ total: number | string }>;
-    return { token: `xid:${snapshot!.xmin}`, hosts: new Map(rows.map((r) => [r.name, r.generation])), complete: from === undefined, total: Number(total) };
+    // The whole list counts itself.
+    const total = from === undefined ? rows.length : Number(((await trx('hosts').count({ total: '*' })) as Array<{ total: number | string }>)[0]!.total);
+    return { token: `xid:${snapshot!.xmin}`, hosts: new Map(rows.map((r) => [r.name, r.generation])), complete: from === undefined, total };
   });
   return read ?? hostChanges(ctx);
 }

@@ -195,8 +195,14 @@ export function anyHolds(records: Iterable<InstanceRecord>): boolean {
 export async function writeHolds(trx: Trx, records: Map<string, InstanceRecord | null>, hostIds: Map<string, number>, existing: ReadonlySet<string>): Promise<void> {
   const uuids = [...records.keys()].filter((uuid) => existing.has(uuid));
   for (const part of chunks(uuids)) await trx(HOLDS_TABLE).whereIn('instance_uuid', part).delete();
-  const rows = [...records.values()].flatMap((record) =>
-    record === null ? [] : holdsOf(record).map((h) => [hostIds.get(record.host)!, record.uuid, h.hold, h.amount, h.capacity]),
-  );
-  await insertRows(trx, HOLDS_TABLE, ['host_id', 'instance_uuid', 'hold', 'amount', 'capacity'], rows);
+  const rows = [...records.values()].flatMap((record) => (record === null ? [] : holdRowValues(record, hostIds.get(record.host)!)));
+  await insertRows(trx, HOLDS_TABLE, HOLD_COLUMNS, rows);
+}
+
+/** The `instance_holds` columns, in the order of `holdRowValues`. */
+export const HOLD_COLUMNS = ['host_id', 'instance_uuid', 'hold', 'amount', 'capacity'];
+
+/** The rows (HOLD_COLUMNS) of the holds `record` names, on host `hostId`. */
+export function holdRowValues(record: InstanceRecord, hostId: number): unknown[][] {
+  return holdsOf(record).map((h) => [hostId, record.uuid, h.hold, h.amount, h.capacity]);
 }

@@ -28,13 +28,13 @@
  * Anything else (a consumer that exists, a sharing provider, a record to replace) is rolled back
  * before anything was written and goes through the general transaction.
  */
-import { TRAIT_SHARING_PROVIDER } from '@ert/plugin-api';
+import { TRAIT_SHARING_PROVIDER, type Inventory } from '@ert/plugin-api';
 import type { AllocationWrite, AllocationWriteResult } from './api.js';
 import { sqliteAll, sqliteExec, type PgResult } from './connection.js';
 import type { RawConnection, StoreContext } from './context.js';
-import { HOLDS_TABLE, HoldLedger, anyHolds, holdsOf, type HoldRow } from './holds.js';
+import { HOLDS_TABLE, HOLD_COLUMNS, HoldLedger, anyHolds, holdRowValues, holdsOf, type HoldRow } from './holds.js';
 import { INSTANCE_COLUMNS, instanceRowValues } from './instances.js';
-import { inventoryFromRow } from './rows.js';
+import { inventoryFromRow, type InventoryRow } from './rows.js';
 import { RawSql, insertSql, sqlLiteral } from './sql.js';
 import { checkConsumerGeneration, checkFits, notFound } from './validate.js';
 
@@ -42,8 +42,8 @@ import { checkConsumerGeneration, checkFits, notFound } from './validate.js';
 interface ClaimState {
   consumerGeneration: number | null;
   providers: Array<{ id: number; uuid: string; name: string; rootId: number; sharing: boolean }>;
-  /** Rows of `inventories` with the usage of their provider and class. */
-  inventories: Array<{ providerId: number; classId: number; total: number; reserved: number; minUnit: number; maxUnit: number; stepSize: number; ratio: number; used: number }>;
+  /** The providers' inventories with their usage, by `<provider id>:<class id>`. */
+  inventories: Map<string, { inv: Inventory; used: number }>;
   /** The hosts rooted on the providers' trees, and the instance's host. */
   hosts: Array<{ id: number; name: string; generation: number; rootId: number }>;
   instanceExists: boolean;
@@ -110,17 +110,19 @@ async function readSqlite(raw: Extract<RawConnection, { client: 'sqlite3' }>, ke
   return {
     consumerGeneration: read.consumer_generation,
     providers: tuples(read.providers).map(([id, uuid, name, rootId, sharing]) => ({ id: Number(id), uuid: String(uuid), name: String(name), rootId: Number(rootId), sharing: sharing === 1 })),
-    inventories: tuples(read.inventories).map(([providerId, classId, total, reserved, minUnit, maxUnit, stepSize, ratio, used]) => ({
-      providerId: Number(providerId),
-      classId: Number(classId),
-      total: Number(total),
-      reserved: Number(reserved),
-      minUnit: Number(minUnit),
-      maxUnit: Number(maxUnit),
-      stepSize: Number(stepSize),
-      ratio: Number(ratio),
-      used: Number(used ?? 0),
-    })),
+    inventories: inventoriesOf(
+      tuples(read.inventories).map(([provider_id, resource_class_id, total, reserved, min_unit, max_unit, step_size, allocation_ratio, used]) => ({
+        provider_id: Number(provider_id),
+        resource_class_id: Number(resource_class_id),
+        total: Number(total),
+        reserved: Number(reserved),
+        min_unit: Number(min_unit),
+        max_unit: Number(max_unit),
+        step_size: Number(step_size),
+        allocation_ratio: Number(allocation_ratio),
+        used,
+      })),
+    ),
     hosts: tuples(read.hosts).map(([id, name, generation, rootId]) => ({ id: Number(id), name: String(name), generation: Number(generation), rootId: Number(rootId) })),
     instanceExists: read.instance_exists !== null,
     holds: tuples(read.holds).map(([host_id, instance_uuid, hold, amount, capacity]) => ({ host_id: Number(host_id), instance_uuid: String(instance_uuid), hold: String(hold), amount: amount as number | null, capacity: capacity as number | null })),
@@ -156,21 +158,16 @@ async function readPg(raw: Extract<RawConnection, { client: 'pg' }>, keys: Claim
     unlocked: providers!.rows.some((r) => !locked.has(n(r, 'id'))),
     consumerGeneration: consumer!.rows.length > 0 ? n(consumer!.rows[0]!, 'generation') : null,
     providers: providers!.rows.map((r) => ({ id: n(r, 'id'), uuid: String(r['uuid']), name: String(r['name']), rootId: n(r, 'root_id'), sharing: r['sharing'] === true })),
-    inventories: inventories!.rows.map((r: Row) => ({
-      providerId: n(r, 'provider_id'),
-      classId: n(r, 'resource_class_id'),
-      total: n(r, 'total'),
-      reserved: n(r, 'reserved'),
-      minUnit: n(r, 'min_unit'),
-      maxUnit: n(r, 'max_unit'),
-      stepSize: n(r, 'step_size'),
-      ratio: n(r, 'allocation_ratio'),
-      used: Number(r['used'] ?? 0),
-    })),
+    inventories: inventoriesOf(inventories!.rows as unknown as Array<InventoryRow & { used: unknown }>),
     hosts: hosts!.rows.map((r) => ({ id: n(r, 'id'), name: String(r['name']), generation: n(r, 'generation'), rootId: n(r, 'root_provider_id') })),
     instanceExists: instance!.rows.length > 0,
     holds: (holds?.rows ?? []) as unknown as HoldRow[],
   };
+}
+
+/** Inventory rows with their usage (a sum: null when nothing is allocated), by `<provider id>:<class id>`, as `checkFits` takes them. */
+function inventoriesOf(rows: Array<InventoryRow & { used: unknown }>): ClaimState['inventories'] {
+  return new Map(rows.map((r) => [`${r.provider_id}:${r.resource_class_id}`, { inv: inventoryFromRow(r), used: Number(r.used ?? 0) }]));
 }
 
 /** Whether `call` is for this path as far as the call alone tells (no I/O): see the file's comment. */
@@ -208,15 +205,6 @@ export function quickClaim(ctx: StoreContext, write: AllocationWrite): Promise<A
     if (state.instanceExists || state.unlocked) return undefined;
     const providers = new Map(state.providers.map((p) => [p.uuid, p]));
     if (state.providers.some((p) => p.sharing)) return undefined;
-    const inventories = new Map(
-      state.inventories.map((i) => [
-        `${i.providerId}:${i.classId}`,
-        {
-          inv: inventoryFromRow({ provider_id: i.providerId, resource_class_id: i.classId, total: i.total, reserved: i.reserved, min_unit: i.minUnit, max_unit: i.maxUnit, step_size: i.stepSize, allocation_ratio: i.ratio }),
-          used: i.used,
-        },
-      ]),
-    );
 
     // The general path's checks, in its order.
     const lit = (v: unknown) => sqlLiteral(v, raw.client);
@@ -225,7 +213,7 @@ export function quickClaim(ctx: StoreContext, write: AllocationWrite): Promise<A
       const provider = providers.get(alloc.providerUuid);
       if (!provider) throw notFound('provider', alloc.providerUuid, { provider: alloc.providerUuid, consumer: consumer.uuid });
       const classId = ctx.classIds.get(alloc.resourceClass)!;
-      checkFits(provider, alloc, inventories.get(`${provider.id}:${classId}`));
+      checkFits(provider, alloc, state.inventories.get(`${provider.id}:${classId}`));
       rows.push([provider.id, new RawSql(`(SELECT id FROM consumers WHERE uuid = ${lit(consumer.uuid)})`), classId, alloc.amount]);
     }
     const instanceHost = instance && state.hosts.find((h) => h.name === instance.host);
@@ -247,18 +235,18 @@ export function quickClaim(ctx: StoreContext, write: AllocationWrite): Promise<A
     ];
     if (instance) {
       statements.push(insertSql(raw.client, 'instances', INSTANCE_COLUMNS, [instanceRowValues(instance, instanceHost!.id, Date.now())]));
-      const holds = holdsOf(instance);
-      if (holds.length > 0) statements.push(insertSql(raw.client, HOLDS_TABLE, ['host_id', 'instance_uuid', 'hold', 'amount', 'capacity'], holds.map((h) => [instanceHost!.id, instance.uuid, h.hold, h.amount, h.capacity])));
+      const holds = holdRowValues(instance, instanceHost!.id);
+      if (holds.length > 0) statements.push(insertSql(raw.client, HOLDS_TABLE, HOLD_COLUMNS, holds));
     }
-    const bumpHosts = `UPDATE hosts SET generation = generation + 1 WHERE id IN (${[...bumped.keys()].join(', ')})`;
     // SQLite: nobody else writes while the lock is held, so each host's generation is the one
     // read plus one. PostgreSQL: the hosts' rows are not locked, so the bump returns them.
     let generations = new Map([...bumped.values()].map((h) => [h.id, h.generation + 1]));
+    const bump = bumped.size > 0 ? `UPDATE hosts SET generation = generation + 1 WHERE id IN (${[...bumped.keys()].join(', ')})` : undefined;
     if (raw.client === 'sqlite3') {
-      await sqliteExec(raw.conn, [...statements, ...(bumped.size > 0 ? [bumpHosts] : []), 'COMMIT'].join(';\n'));
+      await sqliteExec(raw.conn, [...statements, ...(bump ? [bump] : []), 'COMMIT'].join(';\n'));
     } else {
-      const results = (await raw.conn.query([...statements, ...(bumped.size > 0 ? [`${bumpHosts} RETURNING id, generation`] : []), 'COMMIT'].join(';\n'))) as PgResult[];
-      if (bumped.size > 0) generations = new Map(results.at(-2)!.rows.map((r) => [Number(r['id']), Number(r['generation'])]));
+      const results = (await raw.conn.query([...statements, ...(bump ? [`${bump} RETURNING id, generation`] : []), 'COMMIT'].join(';\n'))) as PgResult[];
+      if (bump) generations = new Map(results.at(-2)!.rows.map((r) => [Number(r['id']), Number(r['generation'])]));
     }
     const result: AllocationWriteResult = {
       hosts: [...bumped.values()].map((h) => ({ name: h.name, generationBefore: generations.get(h.id)! - 1, generation: generations.get(h.id)!, shared: false })),

@@ -10,7 +10,7 @@ import { Reads } from './reads.js';
 import { AGENT_PREFIX, agentApi } from './agent-api.js';
 import { SCHEDULER_PREFIX, schedulerApi, type SchedulerApiOptions } from './scheduler-api.js';
 import { uiRoutes, type UiOptions } from './ui.js';
-import type { ApiReply, ApiRequest, Method, QuerySchema, RouteDef, VersionedHandler } from './route.js';
+import { JsonBytes, type ApiReply, type ApiRequest, type Method, type QuerySchema, type RouteDef, type VersionedHandler } from './route.js';
 import { allocationCandidateRoutes } from './routes/allocation-candidates.js';
 import { allocationRoutes } from './routes/allocations.js';
 import { resourceClassRoutes } from './routes/resource-classes.js';
@@ -206,7 +206,7 @@ export async function createApi(options: ApiOptions): Promise<FastifyInstance> {
     for (const [k, value] of Object.entries(headers)) reply.header(k, value);
     if (body === undefined) return reply.send();
     // A Buffer, so that Fastify does not append `; charset=utf-8` (Placement sends `application/json`).
-    return reply.header('content-type', 'application/json').send(Buffer.from(JSON.stringify(body)));
+    return reply.header('content-type', 'application/json').send(body instanceof JsonBytes ? body.bytes : Buffer.from(JSON.stringify(body)));
   };
 
   /** Headers of a response that reached the application: the version in effect, and `vary` when a handler built it. */

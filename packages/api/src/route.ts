@@ -36,8 +36,17 @@ export interface ApiRequest {
   prefix: string;
 }
 
+/**
+ * A reply body already serialised as JSON, sent as is: for answers large enough that building
+ * them as objects and serialising those costs more than the work behind them (candidates).
+ */
+export class JsonBytes {
+  constructor(readonly bytes: Buffer) {}
+}
+
 export interface ApiReply {
   status: number;
+  /** The JSON body (serialised by the app), or `JsonBytes`. */
   body?: unknown;
   /**
    * For `last-modified` (1.15+): the newest timestamp of the objects in the body. The store

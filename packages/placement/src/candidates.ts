@@ -155,6 +155,15 @@ function shuffled<T>(items: readonly T[], random: () => number): T[] {
   return out;
 }
 
+/** The candidates of a request without their provider summaries (`findCandidates`). */
+export interface FoundCandidates {
+  allocationRequests: CandidateAllocationRequest[];
+  /** True when generation stopped at `maxCandidates` (no `limit` was asked for, or a larger one): more may exist. */
+  truncated: boolean;
+  /** The index the candidates were found in (to summarise them: `candidateRoots`, `providerSummary`). */
+  index: WorldIndex;
+}
+
 /**
  * Placement's `GET /allocation_candidates` over a whole deployment: every distinct way
  * (allocations and group mappings) to satisfy `request`, by the rules `fitRequest` applies
@@ -168,6 +177,17 @@ function shuffled<T>(items: readonly T[], random: () => number): T[] {
  * candidate (never silently answers after seconds). Pure apart from `random`.
  */
 export function allocationCandidates(request: PlacementRequest, world: CandidateWorld, opts: CandidatesOptions = {}): CandidatesResult {
+  const { allocationRequests, truncated, index } = findCandidates(request, world, opts);
+  const providerSummaries: Record<string, CandidateProviderSummary> = {};
+  for (const root of candidateRoots(allocationRequests, index)) for (const p of index.trees.get(root)!) providerSummaries[p.uuid] = providerSummary(p, root);
+  return { allocationRequests, providerSummaries, truncated };
+}
+
+/**
+ * `allocationCandidates` without the provider summaries, for a caller that shapes them
+ * itself (the API route keeps each provider's summary serialised between requests).
+ */
+export function findCandidates(request: PlacementRequest, world: CandidateWorld, opts: CandidatesOptions = {}): FoundCandidates {
   const index = world instanceof WorldIndex ? world : new WorldIndex(world.providers);
   const compiled = compileRequest(request);
   const budget = opts.budget ?? DEFAULT_SEARCH_BUDGET;
@@ -175,10 +195,14 @@ export function allocationCandidates(request: PlacementRequest, world: Candidate
   const nestedAware = opts.nestedAware ?? true;
   const roots = opts.randomize === true ? shuffled(index.roots, opts.random ?? Math.random) : index.roots;
 
-  const seen = new Set<string>();
   const found: CandidateAllocationRequest[] = [];
+  // The candidates of one tree's search are distinct (distinct assignments differ in
+  // allocations or mappings), and two trees' own providers are disjoint: only a candidate that
+  // names no provider of its tree can be reached from two trees, one drawn wholly from sharing
+  // providers or the empty one of a request with nothing to place.
+  const seen = index.sharing.length > 0 || compiled.demands.length === 0 ? new Set<string>() : undefined;
   // Without sharing providers, a plain request's candidates are per tree and never repeat.
-  const plainClasses = index.sharing.length === 0 && isPlainRequest(request) ? plainDemands(request) : [];
+  const plainClasses = seen === undefined && isPlainRequest(request) ? plainDemands(request) : [];
   const plain = plainClasses.length > 0 ? plainClasses : undefined;
   for (const root of roots) {
     if (found.length >= cap) break;
@@ -190,11 +214,13 @@ export function allocationCandidates(request: PlacementRequest, world: Candidate
     const anchor = index.anchor(root);
     const search = new AnchorSearch(anchor, compiled, { budget, mode: 'all', ...(opts.memoAfterSteps === undefined ? {} : { memoAfterSteps: opts.memoAfterSteps }) });
     const outcome = search.run((s) => {
-      const candidate = { allocations: allocationsObject(s), mappings: s.mappings() };
+      const candidate = { allocations: s.allocationsByProvider(), mappings: s.mappings() };
       if (!nestedAware && usesTwoProvidersOfOneTree(Object.keys(candidate.allocations), index)) return false;
-      const key = candidateKey(candidate);
-      if (seen.has(key)) return false;
-      seen.add(key);
+      if (seen !== undefined) {
+        const key = candidateKey(candidate);
+        if (seen.has(key)) return false;
+        seen.add(key);
+      }
       found.push(candidate);
       return found.length >= cap;
     });
@@ -202,7 +228,7 @@ export function allocationCandidates(request: PlacementRequest, world: Candidate
   }
   const maxCandidates = opts.maxCandidates ?? DEFAULT_MAX_CANDIDATES;
   const truncated = found.length >= maxCandidates && (opts.limit ?? Infinity) > maxCandidates;
-  return { allocationRequests: found, providerSummaries: summaries(found, index), truncated };
+  return { allocationRequests: found, truncated, index };
 }
 
 /** The classes and amounts of a plain request's unnumbered group (amounts above 0). */
@@ -233,12 +259,6 @@ function plainCandidates(demands: ReadonlyArray<[ResourceClass, number]>, tree: 
   }
 }
 
-function allocationsObject(search: AnchorSearch): Record<string, Record<ResourceClass, number>> {
-  const out: Record<string, Record<ResourceClass, number>> = {};
-  for (const a of search.allocations()) (out[a.providerUuid] ??= {})[a.resourceClass] = a.amount;
-  return out;
-}
-
 function usesTwoProvidersOfOneTree(uuids: readonly string[], index: WorldIndex): boolean {
   const roots = new Set(uuids.map((u) => index.rootOf.get(u)));
   return roots.size !== uuids.length;
@@ -255,17 +275,19 @@ function candidateKey(candidate: CandidateAllocationRequest): string {
   return `${allocations.join(' ')}|${mappings.join(' ')}`;
 }
 
-/** Summaries of every provider of every tree (by its own root) that the candidates draw on. */
-function summaries(candidates: readonly CandidateAllocationRequest[], index: WorldIndex): Record<string, CandidateProviderSummary> {
+/**
+ * The trees whose providers Placement summarises for these candidates: the root uuid of every
+ * provider they draw on (a sharing provider's own tree), in the order first drawn on.
+ */
+export function candidateRoots(candidates: readonly CandidateAllocationRequest[], index: WorldIndex): string[] {
   const roots = new Set<string>();
   for (const c of candidates) for (const uuid of Object.keys(c.allocations)) roots.add(index.rootOf.get(uuid)!);
-  const out: Record<string, CandidateProviderSummary> = {};
-  for (const rootUuid of roots) {
-    for (const p of index.trees.get(rootUuid)!) {
-      const resources: Record<ResourceClass, { capacity: number; used: number }> = {};
-      for (const [c, inventory] of Object.entries(p.inventories)) resources[c] = { capacity: capacityOf(inventory), used: p.usages[c] ?? 0 };
-      out[p.uuid] = { resources, traits: [...p.traits].sort(), parentProviderUuid: p.parentUuid ?? null, rootProviderUuid: rootUuid };
-    }
-  }
-  return out;
+  return [...roots];
+}
+
+/** Placement's summary of provider `p` of the tree rooted at `rootUuid`: every class with capacity and usage, sorted traits, place in the tree. */
+export function providerSummary(p: FitProvider, rootUuid: string): CandidateProviderSummary {
+  const resources: Record<ResourceClass, { capacity: number; used: number }> = {};
+  for (const [c, inventory] of Object.entries(p.inventories)) resources[c] = { capacity: capacityOf(inventory), used: p.usages[c] ?? 0 };
+  return { resources, traits: [...p.traits].sort(), parentProviderUuid: p.parentUuid ?? null, rootProviderUuid: rootUuid };
 }

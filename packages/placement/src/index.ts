@@ -39,7 +39,10 @@ export {
 } from './request.js';
 export {
   allocationCandidates,
+  candidateRoots,
+  findCandidates,
   indexWorld,
+  providerSummary,
   DEFAULT_MAX_CANDIDATES,
   WorldIndex,
   type CandidateAllocationRequest,
@@ -47,6 +50,7 @@ export {
   type CandidatesOptions,
   type CandidatesResult,
   type CandidateWorld,
+  type FoundCandidates,
 } from './candidates.js';
 export {
   CANDIDATES_MAX_MICROVERSION,

@@ -501,14 +501,30 @@ export class AnchorSearch {
     return out;
   }
 
+  /** The same allocations by provider uuid, then class (insertion order: first placed first). */
+  allocationsByProvider(): Record<string, Record<string, number>> {
+    const out: Record<string, Record<string, number>> = {};
+    for (let i = 0; i < this.demands.length; i++) {
+      const d = this.demands[i]!;
+      if (d.classes.length === 0) continue; // a resourceless group: in the mappings only
+      const classes = (out[this.anchor.providers[this.assignment[i]!]!.uuid] ??= {});
+      for (let k = 0; k < d.classes.length; k++) classes[d.classes[k]!] = (classes[d.classes[k]!] ?? 0) + d.amounts[k]!;
+    }
+    return out;
+  }
+
   /** Placement 1.34's mappings: group suffix -> uuids of the providers serving it (sorted). */
   mappings(): Record<string, string[]> {
-    const out: Record<string, Set<string>> = {};
+    const out: Record<string, string[]> = {};
     for (let i = 0; i < this.demands.length; i++) {
       const suffix = this.demands[i]!.group.suffix;
-      (out[suffix] ??= new Set()).add(this.anchor.providers[this.assignment[i]!]!.uuid);
+      const uuid = this.anchor.providers[this.assignment[i]!]!.uuid;
+      const list = out[suffix];
+      if (list === undefined) out[suffix] = [uuid];
+      else if (!list.includes(uuid)) list.push(uuid);
     }
-    return Object.fromEntries(Object.entries(out).map(([suffix, set]) => [suffix, [...set].sort()]));
+    for (const suffix in out) if (out[suffix]!.length > 1) out[suffix]!.sort();
+    return out;
   }
 }
 

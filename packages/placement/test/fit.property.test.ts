@@ -21,6 +21,9 @@ import { group, provider, spec } from './helpers.js';
 // - the failure memo recording sub-searches that found candidates (mode 'all');
 // - fit.ts simpleFit checking capacity but not min_unit/max_unit/step_size (the shortcut's
 //   kind boundaries are guarded by rules.test.ts).
+// - candidates.ts deduplicating only when the world has sharing providers (the empty
+//   candidate of a request with nothing to place came once per tree);
+// - search.ts allocationsByProvider listing a resourceless group's provider with no classes.
 
 const CLASSES = ['VCPU', 'MEMORY_MB', 'DISK_GB'];
 const TRAITS = ['T1', 'T2', 'T3'];

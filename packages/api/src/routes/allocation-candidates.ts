@@ -1,19 +1,10 @@
 import type { PlacementRequest } from '@ert/plugin-api';
-import {
-  allocationCandidates,
-  indexWorld,
-  parseCandidatesQuery,
-  type WorldIndex,
-  PlacementQueryError,
-  SearchBudgetError,
-  type CandidatesResult,
-  type FitProvider,
-} from '@ert/placement';
+import { findCandidates, indexWorld, parseCandidatesQuery, type WorldIndex, PlacementQueryError, SearchBudgetError, type FoundCandidates, type FitProvider } from '@ert/placement';
 import { ApiError, badRequest } from '../errors.js';
-import { atLeast, v, type Version } from '../microversion.js';
-import type { ApiRequest, RouteDef } from '../route.js';
+import { atLeast, v } from '../microversion.js';
+import { JsonBytes, type ApiRequest, type RouteDef } from '../route.js';
 import type { ProviderView } from '../reads.js';
-import { sortedObject } from './common.js';
+import { candidatesJson } from './candidates-json.js';
 import { STANDARD_CLASS_SET, STANDARD_TRAIT_SET } from '../standards.js';
 
 function fitProvider(p: ProviderView): FitProvider {
@@ -84,42 +75,6 @@ async function checkNames(req: ApiRequest, request: PlacementRequest): Promise<v
   if (missingRoot.length > 0) throw badRequest(`No such trait(s): ${missingRoot.join(', ')}.`);
 }
 
-/** The response body at `version` (PLACEMENT-API.md §3.9). */
-export function candidatesBody(result: CandidatesResult, request: PlacementRequest, version: Version): Record<string, unknown> {
-  // The version's switches, once (not per candidate and provider).
-  const listForm = !atLeast(version, v('1.12'));
-  const withMappings = atLeast(version, v('1.34'));
-  const allResources = atLeast(version, v('1.27'));
-  const withTraits = atLeast(version, v('1.17'));
-  const treeSummaries = atLeast(version, v('1.29'));
-  const allocationRequests = result.allocationRequests.map((candidate) => {
-    const entries = Object.entries(candidate.allocations).sort(([a], [b]) => (a < b ? -1 : 1));
-    const out: Record<string, unknown> = listForm
-      ? { allocations: entries.map(([uuid, resources]) => ({ resource_provider: { uuid }, resources: sortedObject(Object.entries(resources)) })) }
-      : { allocations: Object.fromEntries(entries.map(([uuid, resources]) => [uuid, { resources: sortedObject(Object.entries(resources)) }])) };
-    if (withMappings) out.mappings = candidate.mappings;
-    return out;
-  });
-  // Before 1.27 a summary lists only the classes the request asked for.
-  const requested = new Set(request.groups.flatMap((g) => Object.keys(g.resources)));
-  // Before 1.29 Placement summarises only the providers the requests use (from 1.29, every
-  // provider of their trees).
-  const used = new Set(result.allocationRequests.flatMap((c) => Object.keys(c.allocations)));
-  const summaries: Record<string, unknown> = {};
-  for (const [uuid, s] of Object.entries(result.providerSummaries)) {
-    if (!treeSummaries && !used.has(uuid)) continue;
-    const resources = Object.entries(s.resources).filter(([rc]) => allResources || requested.has(rc));
-    const summary: Record<string, unknown> = { resources: sortedObject(resources) };
-    if (withTraits) summary.traits = s.traits;
-    if (treeSummaries) {
-      summary.parent_provider_uuid = s.parentProviderUuid;
-      summary.root_provider_uuid = s.rootProviderUuid;
-    }
-    summaries[uuid] = summary;
-  }
-  return { allocation_requests: allocationRequests, provider_summaries: summaries };
-}
-
 /** `GET /allocation_candidates` (1.10): @ert/placement's parser and search over a snapshot of the store's providers. */
 export const allocationCandidateRoutes: RouteDef[] = [
   {
@@ -141,9 +96,9 @@ export const allocationCandidateRoutes: RouteDef[] = [
             const providers = await req.reads.providers();
             await checkNames(req, parsed.request);
             const world = worldOf(req.reads.store, providers);
-            let result: CandidatesResult;
+            let result: FoundCandidates;
             try {
-              result = allocationCandidates(parsed.request, world, {
+              result = findCandidates(parsed.request, world, {
                 nestedAware: atLeast(req.version, v('1.29')),
                 ...(parsed.limit === undefined ? {} : { limit: parsed.limit }),
               });
@@ -151,7 +106,7 @@ export const allocationCandidateRoutes: RouteDef[] = [
               if (err instanceof SearchBudgetError) throw new ApiError(500, err.message);
               throw err;
             }
-            return { status: 200, body: candidatesBody(result, parsed.request, req.version) };
+            return { status: 200, body: new JsonBytes(candidatesJson(result.allocationRequests, world, parsed.request, req.version)) };
           },
         },
       ],

@@ -62,7 +62,10 @@ function parseArgs(argv: string[]): Args {
     if (arg === '--hosts') args.hosts = positive();
     else if (arg === '--claims') args.claims = positive();
     else if (arg === '--json') args.json = true;
-    else throw new Error(`driver-bench: unknown option "${arg}" (options: --hosts N, --claims C, --json)`);
+    else if (arg === '--help' || arg === '-h') {
+      console.log('usage: npm run bench -- drivers [--hosts N] [--claims C] [--json]');
+      process.exit(0);
+    } else throw new Error(`driver-bench: unknown option "${arg}" (options: --hosts N, --claims C, --json)`);
   }
   return args;
 }

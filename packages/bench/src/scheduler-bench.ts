@@ -122,7 +122,10 @@ function parseArgs(argv: string[]): Args {
         .map((r) => positive(r.trim()));
     } else if (arg === '--heap-only') args.heapOnly = true;
     else if (arg === '--json') args.json = true;
-    else throw new Error(`scheduler-bench: unknown option "${arg}"`);
+    else if (arg === '--help' || arg === '-h') {
+      console.log('usage: npm run bench -- scheduler [--hosts N] [--decisions D] [--strategy indexed|full-scan] [--plugins vcpu,memory,...] [--concurrency C] [--seed S] [--profile FILE] [--heap-only] [--json] [--workload flavors|mixed] [--new-share F] [--rates R1,R2,...]');
+      process.exit(0);
+    } else throw new Error(`scheduler-bench: unknown option "${arg}" (see --help)`);
   }
   return args;
 }

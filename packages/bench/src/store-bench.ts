@@ -76,7 +76,10 @@ function parseArgs(argv: string[]): Args {
     else if (arg === '--inflight') args.inflight = Math.floor(positive());
     else if (arg === '--json') args.json = true;
     else if (arg === '--detail') args.detail = true;
-    else throw new Error(`store-bench: unknown option "${arg}"`);
+    else if (arg === '--help' || arg === '-h') {
+      console.log('usage: npm run bench -- store [--hosts N] [--seconds S] [--inflight K] [--json [--detail]]');
+      process.exit(0);
+    } else throw new Error(`store-bench: unknown option "${arg}" (see --help)`);
   }
   return args;
 }

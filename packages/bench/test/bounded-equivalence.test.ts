@@ -23,7 +23,9 @@ import { Workload } from '../src/workload.js';
  * exactly where it fails.
  * Mutations seen caught: the bounded ranking's best list taking potential candidates as they
  * are after the first one, without evaluating them (alternates a filter rejects); the bounded
- * ranking never answering (the filter-call count: 52,094 against the full scan's 90,818).
+ * ranking never answering (the filter-call count: 52,094 against the full scan's 90,818); a
+ * memo taking an evicted memo's arrays without resetting its stamps, or its prune stamps
+ * (the workload's shapes outnumber the scheduler's 16 memos, so memos are reused here).
  * Seen not to matter (so not a test of them): the llc `after.<n>` summaries replaced by the
  * largest run before placing, with the summary/score mismatch check off: on these profiles
  * the two differ by the same amount on every host, which min-max normalisation cancels.

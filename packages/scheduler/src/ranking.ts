@@ -129,17 +129,29 @@ export class Memo {
   pruneStamps: Float64Array | undefined = undefined;
   pruneStates: Uint8Array | undefined = undefined;
 
+  /**
+   * `reuse`: a memo nobody will read again (evicted), whose fleet-sized arrays this one takes
+   * over, reset as new ones, when its capacity and weigher count are the same. A memo's arrays
+   * are about 80 bytes per host; a workload of many shapes created hundreds of memos a second,
+   * and collecting them was most of the decisions' tail.
+   */
   constructor(
     readonly prepared: Prepared,
     readonly capacity: number,
+    reuse?: Memo,
   ) {
     const w = prepared.weighers.length;
-    this.stamps = new Float64Array(capacity).fill(-1);
-    this.outcomes = new Int16Array(capacity).fill(EMPTY_SLOT);
-    this.reasons = new Array<string | undefined>(capacity);
-    this.raw = new Float64Array(capacity * w);
-    this.multipliers = new Float64Array(capacity * w);
-    this.weights = new Float64Array(capacity);
+    const take = reuse !== undefined && reuse.capacity === capacity && reuse.prepared.weighers.length === w ? reuse : undefined;
+    this.stamps = (take?.stamps ?? new Float64Array(capacity)).fill(-1);
+    this.outcomes = (take?.outcomes ?? new Int16Array(capacity)).fill(EMPTY_SLOT);
+    this.reasons = take?.reasons.fill(undefined) ?? new Array<string | undefined>(capacity);
+    this.raw = take?.raw.fill(0) ?? new Float64Array(capacity * w);
+    this.multipliers = take?.multipliers.fill(0) ?? new Float64Array(capacity * w);
+    this.weights = take?.weights.fill(0) ?? new Float64Array(capacity);
+    if (take?.pruneStamps !== undefined) {
+      this.pruneStamps = take.pruneStamps.fill(-1);
+      this.pruneStates = take.pruneStates!.fill(0);
+    }
     this.min = new Float64Array(w);
     this.max = new Float64Array(w);
     this.minCount = new Int32Array(w);

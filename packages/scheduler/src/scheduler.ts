@@ -208,6 +208,8 @@ type Locked = <T>(fn: () => Promise<T>) => Promise<T>;
 
 class DefaultScheduler implements Scheduler {
   private readonly memos = new Map<string, Memo>();
+  /** The memo last evicted from `memos`, whose arrays the next new memo reuses. */
+  private evicted: Memo | undefined;
   private readonly parsed = new Map<string, ParsedRequest>();
   /** The decision lock: every change to host states in memory runs in this chain. */
   private queue: Promise<unknown> = Promise.resolve();
@@ -558,7 +560,8 @@ class DefaultScheduler implements Scheduler {
       this.memos.set(key, memo);
       return memo;
     }
-    memo = new Memo(this.ranker.prepare(spec, new HostNarrowing(narrowing)), Math.max(capacity, 16));
+    memo = new Memo(this.ranker.prepare(spec, new HostNarrowing(narrowing)), Math.max(capacity, 16), this.evicted);
+    this.evicted = undefined;
     // A plugin whose appliesTo threw rejects every host of this memo: prepare again next time
     // rather than keep a passing failure for as long as the memo lives.
     const broken = memo.prepared.filters.some((f) => f.broken !== undefined) || memo.prepared.weighers.some((w) => w.broken !== undefined);
@@ -567,7 +570,12 @@ class DefaultScheduler implements Scheduler {
       return memo;
     }
     this.memos.set(key, memo);
-    if (this.memos.size > MEMO_LIMIT) this.memos.delete(this.memos.keys().next().value!);
+    if (this.memos.size > MEMO_LIMIT) {
+      const oldest = this.memos.keys().next().value!;
+      // Decisions are serial and nothing keeps a memo past one: the next new memo takes its arrays.
+      this.evicted = this.memos.get(oldest);
+      this.memos.delete(oldest);
+    }
     return memo;
   }
 }

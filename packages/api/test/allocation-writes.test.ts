@@ -149,6 +149,44 @@ describe.each(backends)('the allocation writes on %s', (client) => {
     expect(await world()).toEqual(before);
   });
 
+  it('several checks failing at once: Placement\'s order (consumer generation, providers, classes) before the store\'s own refusal', async () => {
+    // The writes go to the store first and Placement's checks are read when it refuses
+    // (allocation-writes.ts writeAllocations); the answer must still be Placement's first
+    // failing check. Seen red with the checks not read after a refusal: the over-capacity
+    // provider listed first answered 409 "Unable to allocate" instead of the unknown provider's 400.
+    const before = await world();
+    const E = 'eeee0000-0000-4000-8000-000000000005';
+    const missing = '99999999-9999-4999-8999-999999999999';
+    const both = (first: string, firstResources: Record<string, number>, second: string, secondResources: Record<string, number>, generation: number | null) => ({
+      allocations: { [first]: { resources: firstResources }, [second]: { resources: secondResources } },
+      project_id: 'p9',
+      user_id: 'u9',
+      consumer_generation: generation,
+    });
+    // A stale generation and an unknown provider: the generation's 409.
+    const stale = await put(E, '1.28', both(U.lonely, { VCPU: 1 }, missing, { VCPU: 1 }, 3));
+    expect(stale.status).toBe(409);
+    expect(error(stale).code).toBe('placement.concurrent_update');
+    expect(error(stale).detail).toContain('consumer generation conflict - expected null but got 3');
+    // Over capacity on the first provider, the second unknown: the unknown provider's 400.
+    const overThenMissing = await put(E, '1.28', both(U.cn2, { VCPU: 2 }, missing, { VCPU: 1 }, null));
+    expect(overThenMissing.status).toBe(400);
+    expect(error(overThenMissing).detail).toContain(`Allocation for resource provider '${missing}' that does not exist.`);
+    // Over capacity and a class nobody created: the class's 400, and the class is not created.
+    const overThenClass = await put(E, '1.28', both(U.cn2, { VCPU: 2 }, U.lonely, { CUSTOM_NOPE_TOO: 1 }, null));
+    expect(overThenClass.status).toBe(400);
+    expect(error(overThenClass).detail).toContain(`Unable to allocate inventory for consumer ${E}: No such resource class CUSTOM_NOPE_TOO.`);
+    expect((await req('GET', '/resource_classes/CUSTOM_NOPE_TOO', '1.7')).status).toBe(404);
+    // POST /allocations: the same order across consumers.
+    const post = await req('POST', '/allocations', '1.28', {
+      [E]: { allocations: { [U.cn2]: { resources: { VCPU: 2 } } }, project_id: 'p9', user_id: 'u9', consumer_generation: null },
+      [C.d]: { allocations: { [missing]: { resources: { VCPU: 1 } } }, project_id: 'p9', user_id: 'u9', consumer_generation: null },
+    });
+    expect(post.status).toBe(400);
+    expect(error(post).detail).toContain(`Allocation for resource provider '${missing}' that does not exist.`);
+    expect(await world()).toEqual(before);
+  });
+
   it('content type 415, policy 403 (placement:allocations:update, :delete, :manage, placement:reshaper:reshape)', async () => {
     const r = await put(C.d, '1.28', JSON.stringify(dict(U.lonely, { VCPU: 1 }, { consumer_generation: null })), { headers: { 'content-type': 'text/plain' } });
     expect(r.status).toBe(415);

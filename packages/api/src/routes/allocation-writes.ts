@@ -2,6 +2,7 @@ import { isStoreError, type Allocation, type AllocationWrite } from '@ert/store'
 import { ApiError, CODES } from '../errors.js';
 import { atLeast, v, type Version } from '../microversion.js';
 import { INCOMPLETE_CONSUMER_ID } from '../reads.js';
+import { STANDARD_CLASS_SET } from '../standards.js';
 import type { ApiRequest } from '../route.js';
 
 /**
@@ -238,11 +239,22 @@ export function allocationError(err: unknown, messages: WriteMessages): ApiError
   }
 }
 
-/** Writes through the store with retries; refusals as Placement's errors. */
+/**
+ * Writes through the store with retries; refusals as Placement's errors, in its order.
+ * Placement runs its checks (`precheck`) before its transaction; the store makes the same
+ * checks inside its own, so a write that passes would have passed them. They are read only
+ * when the store refuses the write, to answer as Placement would, or before the write when a
+ * class is not a standard one (the store creates a class it does not know; Placement refuses
+ * it). A PUT of a new consumer is then one store call instead of four reads and the write.
+ */
 export async function writeAllocations(req: ApiRequest, writes: readonly ConsumerWrite[], messages: WriteMessages): Promise<void> {
+  const standardOnly = writes.every((w) => w.allocations.every(([, resources]) => Object.keys(resources).every((rc) => STANDARD_CLASS_SET.has(rc))));
+  if (!standardOnly) await precheck(req, writes, messages);
   try {
     await withRetries(() => req.store.writeAllocations(storeWrites(writes)));
   } catch (err) {
+    // A refused write changed nothing: Placement's checks, in its order, give its answer.
+    if (standardOnly) await precheck(req, writes, messages);
     throw allocationError(err, messages) ?? err;
   }
 }

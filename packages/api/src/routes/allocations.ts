@@ -2,7 +2,7 @@ import { ApiError, notFound } from '../errors.js';
 import { atLeast, v, type Version } from '../microversion.js';
 import type { ApiRequest, ApiReply, RouteDef, VersionedHandler } from '../route.js';
 import { sortedObject } from './common.js';
-import { canonicalUuid, consumerSchema, consumerWrite, listSchema, listToDict, manyConsumersSchema, precheck, writeAllocations, type WriteMessages } from './allocation-writes.js';
+import { canonicalUuid, consumerSchema, consumerWrite, listSchema, listToDict, manyConsumersSchema, writeAllocations, type WriteMessages } from './allocation-writes.js';
 
 /** `PUT /allocations/{c}`'s texts (handlers/allocation.py `_set_allocations_for_consumer`). */
 const PUT_MESSAGES: WriteMessages = {
@@ -28,7 +28,6 @@ async function putAllocations(req: ApiRequest): Promise<ApiReply> {
   if (uuid === undefined) throw new ApiError(400, `Malformed consumer_uuid: ${raw}`);
   const body = atLeast(req.version, v('1.12')) ? (req.body as Parameters<typeof consumerWrite>[1]) : listToDict(req.body as Parameters<typeof listToDict>[0]);
   const write = consumerWrite(uuid, body, req.version);
-  await precheck(req, [write], PUT_MESSAGES);
   await writeAllocations(req, [write], PUT_MESSAGES);
   return { status: 204, cacheHeaders: false };
 }
@@ -44,7 +43,6 @@ const putHandler = (min: Parameters<typeof v>[0], max: Parameters<typeof v>[0] |
 async function postAllocations(req: ApiRequest): Promise<ApiReply> {
   const body = req.body as Record<string, Parameters<typeof consumerWrite>[1]>;
   const writes = Object.entries(body).map(([uuid, consumer]) => consumerWrite(uuid, consumer, req.version));
-  await precheck(req, writes, POST_MESSAGES);
   await writeAllocations(req, writes, POST_MESSAGES);
   return { status: 204, cacheHeaders: false };
 }

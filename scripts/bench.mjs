@@ -15,6 +15,7 @@ const benchmarks = {
   isolation: 'packages/bench/dist/isolation-bench.js',
   api: 'packages/bench/dist/api-bench.js',
   drivers: 'packages/bench/dist/driver-bench.js',
+  schedulers: 'packages/bench/dist/schedulers-bench.js',
 };
 
 const [name, ...args] = process.argv.slice(2);

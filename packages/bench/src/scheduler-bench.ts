@@ -47,16 +47,14 @@ import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import { loadConfig, seededRandom } from '@ert/core';
 import type { ErtConfig } from '@ert/core';
-import type { Flavor } from '@ert/plugin-api';
 import { createScheduler, NoValidHostError } from '@ert/scheduler';
 import type { RankingStrategy, Scheduler } from '@ert/scheduler';
 import { createStore } from '@ert/store';
 import type { Store } from '@ert/store';
 import { buildFleet } from '@ert/tracker';
-import { capacityOf } from '@ert/plugin-api';
+import { FIRST_PARTY, flavorOf, overCapacityCount, percentile, repoRoot, round, withPlugins, WORKLOAD } from './scheduler-common.js';
 import { Workload } from './workload.js';
 
-const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 
 interface Args {
   hosts: number;
@@ -79,7 +77,6 @@ interface Args {
   rates: number[];
 }
 
-const FIRST_PARTY = ['vcpu', 'memory', 'compute-units', 'llc', 'pstate'];
 
 function parseArgs(argv: string[]): Args {
   const args: Args = { hosts: 10_000, decisions: 5_000, strategy: 'indexed', heapOnly: false, json: false, seed: 42, plugins: FIRST_PARTY, concurrency: 1, profile: undefined, workload: 'flavors', newShare: 0.2, rates: [] };
@@ -144,37 +141,11 @@ async function startProfile(file: string | undefined): Promise<() => Promise<voi
   };
 }
 
-/** The workload: general-purpose flavors plus one per plugin's extra specs (no disk: the fleet has none). */
-const WORKLOAD: Array<Flavor & { needs?: string }> = [
-  { name: 'm1.small', vcpus: 1, memoryMb: 2048, diskGb: 0, extraSpecs: {} },
-  { name: 'm1.medium', vcpus: 2, memoryMb: 4096, diskGb: 0, extraSpecs: {} },
-  { name: 'cu.medium', vcpus: 4, memoryMb: 8192, diskGb: 0, extraSpecs: { 'cu:units': '40' }, needs: 'compute-units' },
-  { name: 'llc.gold', vcpus: 4, memoryMb: 8192, diskGb: 0, extraSpecs: { 'llc:ways': '2' }, needs: 'llc' },
-  { name: 'perf.turbo', vcpus: 2, memoryMb: 4096, diskGb: 0, extraSpecs: { 'pstate:governor': 'performance' }, needs: 'pstate' },
-];
-
-/** The config with only the chosen first-party plugins. */
-function withPlugins(config: ErtConfig, chosen: readonly string[]): ErtConfig {
-  const keep = <T extends { name: string }>(refs: T[]): T[] => refs.filter((r) => !FIRST_PARTY.includes(r.name) || chosen.includes(r.name));
-  return {
-    ...config,
-    tracker: { ...config.tracker, resources: keep(config.tracker.resources) },
-    scheduler: { ...config.scheduler, consumers: keep(config.scheduler.consumers), filters: keep(config.scheduler.filters), weighers: keep(config.scheduler.weighers) },
-  };
-}
-
 function gc(): void {
   const collect = (globalThis as { gc?: () => void }).gc;
   if (!collect) throw new Error('scheduler-bench: run with --expose-gc');
   for (let i = 0; i < 3; i++) collect();
 }
-
-function percentile(sorted: Float64Array, p: number): number {
-  if (sorted.length === 0) return NaN;
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
-}
-
-const round = (n: number, digits = 3): number => Number(n.toFixed(digits));
 
 /**
  * Heap taken by a scheduler's host states: heapUsed after GC with it minus without it; and
@@ -307,18 +278,6 @@ async function runMixed(config: ErtConfig, store: Store, args: Args): Promise<Re
 }
 
 /** Inventories whose usage exceeds their capacity, over every host (a wrong answer each). */
-async function overCapacityCount(store: Store): Promise<number> {
-  let over = 0;
-  for (const host of await store.loadHosts()) {
-    for (const provider of host.providers) {
-      for (const [resourceClass, inventory] of Object.entries(provider.inventories)) {
-        if ((provider.usages[resourceClass] ?? 0) > capacityOf(inventory)) over++;
-      }
-    }
-  }
-  return over;
-}
-
 /** One open-loop run's figures. */
 interface OpenLoopRun {
   offeredPerSecond: number;
@@ -488,10 +447,6 @@ async function main(): Promise<void> {
       const overlapClaims = args.concurrency > 1;
       const timed = await createScheduler({ config, store: timedStore, strategy: args.strategy, random, overlapClaims });
       const instance = () => [{ uuid: randomUUID(), projectId: 'bench', userId: 'bench' }];
-      const flavorOf = (entry: Flavor & { needs?: string }): Flavor => {
-        const { needs: _needs, ...flavor } = entry;
-        return flavor;
-      };
       // Warm-up: the first decision of each flavor ranks every host once (a new request has no
       // memo yet); it is reported apart, not counted in the steady-state figures.
       const warmupMs: Record<string, number> = {};

@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 // unknown option (before this, three of them took --help for an unknown option).
 
 const dist = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', 'dist');
-const BENCHES = { store: 'store-bench.js', scheduler: 'scheduler-bench.js', placement: 'placement-bench.js', isolation: 'isolation-bench.js', api: 'api-bench.js', drivers: 'driver-bench.js' };
+const BENCHES = { store: 'store-bench.js', scheduler: 'scheduler-bench.js', placement: 'placement-bench.js', isolation: 'isolation-bench.js', api: 'api-bench.js', drivers: 'driver-bench.js', schedulers: 'schedulers-bench.js' };
 
 describe('bench --help', () => {
   it.each(Object.entries(BENCHES))('npm run bench -- %s --help prints its usage and exits 0', (name, file) => {

@@ -39,9 +39,9 @@ export function candidatesJson(found: readonly CandidateAllocationRequest[], wor
   for (const root of candidateRoots(found, world)) {
     for (const p of world.trees.get(root)!) {
       if (used !== undefined && !used.has(p.uuid)) continue;
-      w.raw(`${first ? '' : ','}${jsonString(p.uuid)}:`);
+      if (!first) w.raw(',');
       if (requested === undefined) w.bytes(keptSummary(p, root, treeSummaries));
-      else w.raw(summaryJson(p, root, { requested, withTraits, treeSummaries }));
+      else w.raw(`${jsonString(p.uuid)}:${summaryJson(p, root, { requested, withTraits, treeSummaries })}`);
       first = false;
     }
   }
@@ -80,12 +80,12 @@ function summaryJson(p: FitProvider, root: string, shape: SummaryShape): string 
   return `${text}}`;
 }
 
-/** Summaries from 1.27 (every class, with traits), kept per provider snapshot, tree shape and root. */
+/** `"uuid":{summary}` from 1.27 (every class, with traits), kept per provider snapshot, tree shape and root. */
 const kept = new WeakMap<FitProvider, { root: string; treeSummaries: boolean; bytes: Buffer }>();
 function keptSummary(p: FitProvider, root: string, treeSummaries: boolean): Buffer {
   const hit = kept.get(p);
   if (hit !== undefined && hit.root === root && hit.treeSummaries === treeSummaries) return hit.bytes;
-  const bytes = Buffer.from(summaryJson(p, root, { withTraits: true, treeSummaries }));
+  const bytes = Buffer.from(`${jsonString(p.uuid)}:${summaryJson(p, root, { withTraits: true, treeSummaries })}`);
   kept.set(p, { root, treeSummaries, bytes });
   return bytes;
 }

@@ -8,7 +8,7 @@
  * Total, min/max unit and step are always the tracker's. With the real vcpu and memory
  * plugins on the cloud-vm host profile (4 CPUs).
  *
- * Seen red with the code guarded broken: with tracker.ts's `keepTunedFields` returning
+ * Seen red with the code guarded broken: with reconcile.ts's `keepTunedFields` returning
  * `wanted` as it is (the tracker's values always written), both tests failed at the first
  * sync after the outside write (the first one wrote MEMORY_MB's ratio back too; the second
  * wrote VCPU's reserved back to 0 though reservedCpus is not written); with `explicitFields`

@@ -61,7 +61,7 @@ describe.each(BACKENDS)('ownership: a sync keeps what others wrote (%s)', (backe
     return { store, tracker, traits, shape };
   }
 
-  // Seen red with tracker.ts's retireProviders not filtering on owner (the NIC provider was
+  // Seen red with reconcile.ts's retireProviders not filtering on owner (the NIC provider was
   // emptied: ERT_STORE_INVENTORY_IN_USE, and without its allocation deleted), with setTraits
   // called without { owner } (CUSTOM_OPERATOR_GOLD gone after the first sync), and with the
   // store's owner-scoped setInventories replacing the whole set (CUSTOM_OUTSIDE_SLOTS gone at

@@ -3,6 +3,7 @@ import type { Host } from './host-state.js';
 import { messageOf } from '@ert/plugin-api';
 import type { ChangeJournal, HookCaller } from './host-manager.js';
 import type { HostNarrowing } from './request-filters.js';
+import { EXCLUDED_SUMMARY, METADATA_SUMMARY } from './summaries.js';
 
 /** What a ranking reads of the host table (the HostManager). */
 export interface HostIndex {
@@ -526,14 +527,19 @@ export class Ranker {
      * Out (0) or a potential candidate (1) without a hook call; kept per host version. For a
      * potential candidate, its weighers' multipliers are set as `evaluate` sets them.
      */
+    // Read from the summaries rather than the host objects when the index has them (see summaries.ts).
+    const excludedColumn = index.summary(EXCLUDED_SUMMARY);
+    const metadataColumn = index.summary(METADATA_SUMMARY);
     const prune = (slot: number, host: Host): number => {
-      if (host.exclusion !== undefined) return 0;
+      // 0: not excluded when last summarised (evaluation checks the host before it is returned).
+      if (excludedColumn?.[slot] !== 0 && host.exclusion !== undefined) return 0;
       if (narrowing !== undefined && narrowing.judge(host.providers[0]?.aggregates ?? NO_AGGREGATES) !== undefined) return 0;
       for (let b = 0; b < boundColumns.length; b++) {
         // NaN (unknown) is never below a bound.
         if (boundColumns[b]![slot]! < boundAt[b]!) return 0;
       }
-      for (let i = 0; i < w; i++) multipliers[slot * w + i] = multiplierOf(host, prepared, i);
+      if (metadataColumn?.[slot] === 0) for (let i = 0; i < w; i++) multipliers[slot * w + i] = prepared.weighers[i]!.multiplier;
+      else for (let i = 0; i < w; i++) multipliers[slot * w + i] = multiplierOf(host, prepared, i);
       return 1;
     };
     const consider = (slot: number): void => {

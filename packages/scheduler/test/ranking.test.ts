@@ -41,10 +41,16 @@ const weighA: WeigherHooks = { weigh: (host) => (host as unknown as FakeHost).a 
 const weighB: WeigherHooks = { weigh: (host) => (host as unknown as FakeHost).b };
 const spec = {} as RequestSpec;
 /** The weighers of the test, as the expected ranking reads them. */
-const WEIGHERS: Array<{ score: (h: FakeHost) => number; multiplier: number }> = [
-  { score: (h) => h.a, multiplier: 1 },
-  { score: (h) => h.b, multiplier: -2 },
+const WEIGHERS: Array<{ name: string; score: (h: FakeHost) => number; multiplier: number }> = [
+  { name: 'a', score: (h) => h.a, multiplier: 1 },
+  { name: 'b', score: (h) => h.b, multiplier: -2 },
 ];
+
+/** A weigher's multiplier for a host: its aggregates' `<weigher>_weight_multiplier` when a number, else the configured one. */
+function multiplierFor(h: FakeHost, weigher: (typeof WEIGHERS)[number]): number {
+  const override = Number(h.aggregateMetadata[`${weigher.name}_weight_multiplier`]);
+  return h.aggregateMetadata[`${weigher.name}_weight_multiplier`] !== undefined && Number.isFinite(override) ? override : weigher.multiplier;
+}
 
 /**
  * The best `limit` candidates by the ranking rules, from the fake hosts alone. The weight of a
@@ -62,7 +68,7 @@ function expectedRanking(slots: ReadonlyArray<Host | undefined>, limit: number):
   });
   const weighed = hosts.map((h): [string, number] => {
     let weight = 0;
-    WEIGHERS.forEach(({ score, multiplier }, i) => (weight += multiplier * (score(h) - bounds[i]!.min) * bounds[i]!.scale));
+    WEIGHERS.forEach((weigher, i) => (weight += multiplierFor(h, weigher) * (weigher.score(h) - bounds[i]!.min) * bounds[i]!.scale));
     return [h.name, weight];
   });
   weighed.sort((x, y) => y[1] - x[1] || (x[0] < y[0] ? -1 : x[0] > y[0] ? 1 : 0));
@@ -91,13 +97,22 @@ class FakeIndex implements HostIndex {
     this.versions[slot] = ++this.stamp;
   }
 
-  /** Columns read from the fake hosts as they are now (NaN: unknown, as for a host whose score is not `known`). */
+  /**
+   * Columns read from the fake hosts as they are now (NaN: unknown, as for a host whose score
+   * is not `known`), and the host manager's `ert:excluded` and `ert:metadata` as it keeps them.
+   */
   summary(name: string): Float64Array | undefined {
-    if (name !== 'a' && name !== 'b' && name !== 'cap') return undefined;
+    const of: ((host: FakeHost) => number) | undefined =
+      name === 'a' || name === 'b' ? (host) => (host.known ? host[name] : NaN)
+      : name === 'cap' ? (host) => host.cap
+      : name === 'ert:excluded' ? (host) => (host.exclusion === undefined ? 0 : 1)
+      : name === 'ert:metadata' ? (host) => (Object.keys(host.aggregateMetadata).length > 0 ? 1 : 0)
+      : undefined;
+    if (of === undefined) return undefined;
     const column = new Float64Array(this.slots.length).fill(NaN);
     this.slots.forEach((h, slot) => {
       const host = h as unknown as FakeHost | undefined;
-      if (host && (name === 'cap' || host.known)) column[slot] = host[name];
+      if (host) column[slot] = of(host);
     });
     return column;
   }
@@ -183,7 +198,8 @@ describe('indexed ranking', () => {
    * bound dropped: other candidates came back); a weigher's min taken from the most extreme
    * potential candidate without evaluating it (a host the filter rejects set the
    * normalisation: other weights); the kept prune states reused whatever the host's version
-   * (a host that passes again stayed pruned).
+   * (a host that passes again stayed pruned); the configured multiplier taken whatever the
+   * `ert:metadata` summary says (a host's aggregate override of weigher a's multiplier lost).
    */
   it('a bounded ranking returns exactly the best candidates the ranking rules give, or gives up', () => {
     let answered = 0;
@@ -193,7 +209,7 @@ describe('indexed ranking', () => {
         fc.integer({ min: 2, max: 80 }),
         fc.array(fc.array(change, { maxLength: 4 }), { minLength: 1, maxLength: 30 }),
         fc.integer({ min: 1, max: 8 }),
-        fc.array(fc.record({ fails: fc.boolean(), pruned: fc.boolean(), known: fc.boolean() }), { minLength: 1, maxLength: 17 }),
+        fc.array(fc.record({ fails: fc.boolean(), pruned: fc.boolean(), known: fc.boolean(), multiplier: fc.constantFrom<string | undefined>(undefined, undefined, '3', '-1', 'x') }), { minLength: 1, maxLength: 17 }),
         (size, steps, limit, pattern) => {
           const index = new FakeIndex(1000);
           const ranker = new Ranker(
@@ -212,7 +228,8 @@ describe('indexed ranking', () => {
               name: `h${String(named++ % 50).padStart(3, '0')}-${slot}`,
               slot,
               exclusion: undefined,
-              aggregateMetadata: {},
+              // Some hosts' aggregates override weigher a's multiplier (a number, or not one: then ignored).
+              aggregateMetadata: p.multiplier === undefined ? {} : { a_weight_multiplier: p.multiplier },
               passes: !p.fails,
               a,
               b,

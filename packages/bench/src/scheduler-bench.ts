@@ -45,14 +45,14 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
-import { loadConfig, seededRandom } from '@ert/core';
+import { seededRandom } from '@ert/core';
 import type { ErtConfig } from '@ert/core';
 import { createScheduler, NoValidHostError } from '@ert/scheduler';
 import type { RankingStrategy, Scheduler } from '@ert/scheduler';
 import { createStore } from '@ert/store';
 import type { Store } from '@ert/store';
 import { buildFleet } from '@ert/tracker';
-import { FIRST_PARTY, flavorOf, overCapacityCount, percentile, repoRoot, round, withPlugins, WORKLOAD } from './scheduler-common.js';
+import { benchConfig, FIRST_PARTY, flavorOf, overCapacityCount, percentile, repoRoot, round, WORKLOAD } from './scheduler-common.js';
 import { Workload } from './workload.js';
 
 
@@ -368,15 +368,7 @@ async function main(): Promise<void> {
   const args = parseArgs(process.argv.slice(2));
   const work = mkdtempSync(path.join(tmpdir(), 'ert-sched-bench-'));
   try {
-    const base = await loadConfig({ path: path.join(repoRoot, 'config', 'ert.config.yaml'), env: {} });
-    const config: ErtConfig = {
-      ...withPlugins(base, args.plugins),
-      store: { client: 'sqlite3', connection: path.join(work, 'bench.db') },
-      log: { level: 'silent' },
-      // No trackers run here: nothing confirms the reservations, and none may expire mid-run
-      // (the scheduler's reaper would free capacity the benchmark still holds).
-      reservations: { ...base.reservations, timeout: 2_147_483_647 },
-    };
+    const config = await benchConfig({ client: 'sqlite3', connection: path.join(work, 'bench.db') }, args.plugins);
     // Without consumers (and the plugin filters and weighers that need their data): the heap
     // of the host states alone, beyond what plugins keep per host.
     const plugins = new Set(config.scheduler.consumers.map((c) => c.name));

@@ -1,7 +1,7 @@
 /** What the scheduler benches share: the fixed flavor mix, the plugins, and their checks. */
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { ErtConfig } from '@ert/core';
+import { loadConfig, type ErtConfig } from '@ert/core';
 import { capacityOf, type Flavor } from '@ert/plugin-api';
 import type { Store } from '@ert/store';
 
@@ -26,13 +26,23 @@ export function flavorOf(entry: Flavor & { needs?: string }): Flavor {
 }
 
 /** The config with only the chosen first-party plugins. */
-export function withPlugins(config: ErtConfig, chosen: readonly string[]): ErtConfig {
+function withPlugins(config: ErtConfig, chosen: readonly string[]): ErtConfig {
   const keep = <T extends { name: string }>(refs: T[]): T[] => refs.filter((r) => !FIRST_PARTY.includes(r.name) || chosen.includes(r.name));
   return {
     ...config,
     tracker: { ...config.tracker, resources: keep(config.tracker.resources) },
     scheduler: { ...config.scheduler, consumers: keep(config.scheduler.consumers), filters: keep(config.scheduler.filters), weighers: keep(config.scheduler.weighers) },
   };
+}
+
+/**
+ * The scheduler benches' config: config/ert.config.yaml with the chosen first-party plugins, on
+ * `store`, silent. No trackers run in a bench: nothing confirms the reservations, and none may
+ * expire mid-run (the scheduler's reaper would free capacity the benchmark still holds).
+ */
+export async function benchConfig(store: ErtConfig['store'], plugins: readonly string[] = FIRST_PARTY): Promise<ErtConfig> {
+  const base = await loadConfig({ path: path.join(repoRoot, 'config', 'ert.config.yaml'), env: {} });
+  return { ...withPlugins(base, plugins), store, log: { level: 'silent' }, reservations: { ...base.reservations, timeout: 2_147_483_647 } };
 }
 
 export function percentile(sorted: Float64Array, p: number): number {

@@ -20,12 +20,12 @@ import { loadavg } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
-import { loadConfig, seededRandom } from '@ert/core';
+import { seededRandom } from '@ert/core';
 import type { ErtConfig } from '@ert/core';
 import { createScheduler, NoValidHostError } from '@ert/scheduler';
 import { createStore, dropPostgresSchema } from '@ert/store';
 import { buildFleet } from '@ert/tracker';
-import { FIRST_PARTY, flavorOf, overCapacityCount, percentile, repoRoot, round, withPlugins, WORKLOAD } from './scheduler-common.js';
+import { benchConfig, flavorOf, overCapacityCount, percentile, repoRoot, round, WORKLOAD } from './scheduler-common.js';
 
 const USAGE = 'usage: npm run bench -- schedulers [--processes 1,2,4] [--hosts N] [--decisions D] [--pg URL] [--seed S] [--json]';
 
@@ -63,15 +63,8 @@ function parseArgs(argv: string[]): Args {
 }
 
 /** The config every process uses: the five first-party plugins, the store on `schema`. */
-async function benchConfig(pg: string, schema: string): Promise<ErtConfig> {
-  const base = await loadConfig({ path: path.join(repoRoot, 'config', 'ert.config.yaml'), env: {} });
-  return {
-    ...withPlugins(base, FIRST_PARTY),
-    store: { client: 'pg', connection: pg, schema },
-    log: { level: 'silent' },
-    // No trackers run here: nothing confirms the reservations, and none may expire mid-run.
-    reservations: { ...base.reservations, timeout: 2_147_483_647 },
-  };
+function configOn(pg: string, schema: string): Promise<ErtConfig> {
+  return benchConfig({ client: 'pg', connection: pg, schema });
 }
 
 /** What a scheduler process reports when it is done. */
@@ -89,7 +82,7 @@ type FromChild = { ready: true } | { done: ChildResult } | { error: string };
 /** A scheduler process: loads, makes one decision per flavor, says ready, waits for go, decides, reports. */
 async function child(pg: string, schema: string, decisions: number, seed: number): Promise<void> {
   const send = (message: FromChild) => process.send!(message);
-  const config = await benchConfig(pg, schema);
+  const config = await configOn(pg, schema);
   const store = await createStore(config.store);
   const random = seededRandom(seed);
   const scheduler = await createScheduler({ config, store, random });
@@ -130,7 +123,7 @@ async function child(pg: string, schema: string, decisions: number, seed: number
 /** Runs P scheduler processes on a fresh schema holding `fleet`; their figures and the checks. */
 async function run(args: Args, fleet: Awaited<ReturnType<typeof buildFleet>>, processes: number): Promise<Record<string, unknown>> {
   const schema = `ert_schedulers_bench_${process.pid}_${processes}`;
-  const config = await benchConfig(args.pg!, schema);
+  const config = await configOn(args.pg!, schema);
   const store = await createStore(config.store);
   const children: ChildProcess[] = [];
   try {
@@ -192,7 +185,7 @@ async function run(args: Args, fleet: Awaited<ReturnType<typeof buildFleet>>, pr
 
 async function main(): Promise<void> {
   const args = parseArgs(process.argv.slice(2));
-  const config = await benchConfig(args.pg!, 'unused');
+  const config = await configOn(args.pg!, 'unused');
   const fleet = await buildFleet({ config, profilesDir: path.join(repoRoot, 'config', 'hosts'), hosts: args.hosts, seed: args.seed });
   const runs: Array<Record<string, unknown>> = [];
   for (const processes of args.processes) {

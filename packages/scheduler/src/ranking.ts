@@ -523,13 +523,13 @@ export class Ranker {
     }
     const pruneStamps = memo.pruneStamps;
     const pruneStates = memo.pruneStates!;
+    // Read from the summaries rather than the host objects when the index has them (see summaries.ts).
+    const excludedColumn = index.summary(EXCLUDED_SUMMARY);
+    const metadataColumn = index.summary(METADATA_SUMMARY);
     /**
      * Out (0) or a potential candidate (1) without a hook call; kept per host version. For a
      * potential candidate, its weighers' multipliers are set as `evaluate` sets them.
      */
-    // Read from the summaries rather than the host objects when the index has them (see summaries.ts).
-    const excludedColumn = index.summary(EXCLUDED_SUMMARY);
-    const metadataColumn = index.summary(METADATA_SUMMARY);
     const prune = (slot: number, host: Host): number => {
       // 0: not excluded when last summarised (evaluation checks the host before it is returned).
       if (excludedColumn?.[slot] !== 0 && host.exclusion !== undefined) return 0;

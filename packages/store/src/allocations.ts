@@ -11,7 +11,7 @@ import { chunks, inChunks, insertObjects, insertRows, type Trx } from './sql.js'
 import { checkConsumerGeneration, checkFits, checkInventories, checkName, invalid, notFound, validateWrites } from './validate.js';
 import { usagesOf } from './providers.js';
 import { holdLedger, upsertInstancesIn } from './instances.js';
-import { quickClaim, quickClaimable } from './quick-claim.js';
+import { quickClaimable, quickClaims } from './quick-claim.js';
 
 /** Most writeAllocations calls combined in one transaction. */
 const MAX_COMBINED_WRITES = 256;
@@ -60,25 +60,8 @@ export class AllocationWriter {
         { firstStatementWrites: true },
       );
     const settle = (call: PendingWrite, outcome: CallOutcome) => ('error' in outcome ? call.reject(outcome.error) : call.resolve(outcome.result));
-    if (batch.length === 1 && quickClaimable(this.ctx, batch[0]!.writes)) {
-      // A lone claim of a new consumer: three round trips on SQLite, two on PostgreSQL, instead of fifteen (quick-claim.ts).
-      try {
-        const result = await quickClaim(this.ctx, batch[0]!.writes[0]!);
-        if (result !== undefined) return batch[0]!.resolve(result);
-      } catch (err) {
-        return batch[0]!.reject(err);
-      }
-    }
-    try {
-      const outcomes = await run(batch);
-      batch.forEach((call, i) => settle(call, outcomes[i]!));
-    } catch (err) {
-      if (batch.length === 1) {
-        batch[0]!.reject(err);
-        return;
-      }
-      // The combined transaction failed as a whole (a race with another process): give
-      // each call its own transaction so one call's conflict is not the others'.
+    // The calls one transaction each, so one call's conflict is not the others'.
+    const oneByOne = async () => {
       for (const call of batch) {
         try {
           const [outcome] = await run([call]);
@@ -87,6 +70,28 @@ export class AllocationWriter {
           call.reject(callErr);
         }
       }
+    };
+    const writes = batch.map((c) => c.writes);
+    if (quickClaimable(this.ctx, writes)) {
+      // Claims of new consumers: three round trips on SQLite, two on PostgreSQL, however many
+      // are combined, instead of fifteen or so (quick-claim.ts).
+      let outcomes: CallOutcome[] | undefined;
+      try {
+        outcomes = await quickClaims(this.ctx, writes);
+      } catch (err) {
+        if (batch.length === 1) return batch[0]!.reject(err);
+        // The batch failed as a whole (a race with another process).
+        return oneByOne();
+      }
+      if (outcomes !== undefined) return batch.forEach((call, i) => settle(call, outcomes[i]!));
+    }
+    try {
+      const outcomes = await run(batch);
+      batch.forEach((call, i) => settle(call, outcomes[i]!));
+    } catch (err) {
+      if (batch.length === 1) return batch[0]!.reject(err);
+      // The combined transaction failed as a whole (a race with another process).
+      await oneByOne();
     }
   }
 
@@ -462,7 +467,7 @@ interface PendingWrite {
 }
 
 /** Outcome of one call in a combined transaction: its error, or the hosts it changed. */
-type CallOutcome = { error: unknown } | { result: AllocationWriteResult };
+export type CallOutcome = { error: unknown } | { result: AllocationWriteResult };
 
 /** A consumer inside writeAllocations: `id` undefined until created; allocations by allocationKey. */
 interface ConsumerState {

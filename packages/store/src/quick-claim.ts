@@ -1,76 +1,91 @@
 /**
- * The quick claim (issue 15): a new consumer claimed in three round trips on SQLite and two on
- * PostgreSQL, where the general transaction (`allocations.ts`) sends about fifteen statements
- * one after the other. Each statement is a round trip: to node-sqlite3's thread pool and back,
- * or to the PostgreSQL server; that, more than the databases' own work, was a claim's cost
- * (`npm run bench -- drivers`).
+ * The quick claim (issue 15): claims of new consumers in three round trips on SQLite and two on
+ * PostgreSQL, however many calls write-combining put in the batch, where the general
+ * transaction (`allocations.ts`) sends about fifteen statements one after the other. Each
+ * statement is a round trip: to node-sqlite3's thread pool and back, or to the PostgreSQL
+ * server; that, more than the databases' own work, was a claim's cost (`npm run bench -- drivers`).
  *
  * - SQLite: BEGIN IMMEDIATE (the write lock); one statement that reads everything the checks
  *   need (its text fixed, so the connection keeps it prepared); the writes and the COMMIT in
  *   one `exec` batch.
  * - PostgreSQL: BEGIN, the providers' rows locked (ordered by id, as the general transaction
- *   locks them, and the host's row when the record names holds), and the reads, in one simple
+ *   locks them, and the hosts' rows when records name holds), and the reads, in one simple
  *   query; the writes, the hosts' bump returning their generations, and the COMMIT in another.
  *   In READ COMMITTED each statement reads what was committed before it began, so the reads
- *   that follow the locks see every claim on those providers that committed before.
+ *   that follow the locks see every claim on those providers that committed before. Sequential
+ *   scans are off for the transaction: its statements find rows by key, and a table that grew
+ *   since its statistics were taken was planned as a scan (3.4× slower on a fleet just loaded).
  *
- * Same checks, same rows, same result as the general path (`packages/store/test/
- * quick-claim.test.ts` compares the two on random claims, on both backends): the consumer
- * generation, every amount against the inventory and the usage read under the lock, the
- * instance's host, its exclusive holds against the host's others (`HoldLedger`); then the
- * consumer, its allocations, the instance record and its holds written, and the generations of
- * the providers and of the hosts whose trees they are in (and of the instance's host) bumped.
- * Values go into the batches as literals (`sqlLiteral`).
+ * Same checks, same rows, same results as the general path (`packages/store/test/
+ * quick-claim.test.ts` compares the two on random claims, alone and combined, on both
+ * backends): each call, in arrival order, against the state the calls before it left: the
+ * consumer generation, every amount against the inventory and the usage, the instance's host,
+ * its exclusive holds against the host's others (`HoldLedger`). Then, for the calls that
+ * passed, the consumers, their allocations, the instance records and their holds written, and
+ * the generations of the providers and of the hosts whose trees they are in (and of the
+ * instances' hosts) bumped once. Values go into the batches as literals (`sqlLiteral`).
  *
- * Only what this file can do alone takes this path (`quickClaimable`, then the read): one write
- * of a consumer that does not exist yet, with allocations, resource classes this process already
- * knows, providers that share nothing, and an instance record (if any) that does not exist yet.
- * Anything else (a consumer that exists, a sharing provider, a record to replace) is rolled back
- * before anything was written and goes through the general transaction.
+ * Only what this file can do alone takes this path (`quickClaimable`, then the read): calls of
+ * one write each, of a consumer that does not exist yet (each named once in the batch), with
+ * allocations, resource classes this process already knows, providers that share nothing, and
+ * an instance record (if any) that does not exist yet. Anything else (a consumer that exists, a
+ * sharing provider, a record to replace) sends the whole batch, rolled back before anything was
+ * written, through the general transaction.
  */
 import { TRAIT_SHARING_PROVIDER, type Inventory } from '@ert/plugin-api';
-import type { AllocationWrite, AllocationWriteResult } from './api.js';
+import type { CallOutcome } from './allocations.js';
+import type { AllocationWrite } from './api.js';
 import { sqliteAll, sqliteExec, type PgResult } from './connection.js';
 import type { RawConnection, StoreContext } from './context.js';
 import { HOLDS_TABLE, HOLD_COLUMNS, HoldLedger, anyHolds, holdRowValues, holdsOf, type HoldRow } from './holds.js';
 import { INSTANCE_COLUMNS, instanceRowValues } from './instances.js';
 import { inventoryFromRow, type InventoryRow } from './rows.js';
-import { RawSql, insertSql, sqlLiteral } from './sql.js';
+import { RawSql, insertSql, sqlLiteral, valuesSql } from './sql.js';
+import { isStoreError } from './errors.js';
 import { checkConsumerGeneration, checkFits, notFound } from './validate.js';
 
-/** What a claim is checked against, read under the lock. */
+const CONSUMER_COLUMNS = ['uuid', 'project_id', 'user_id', 'generation', 'consumer_type'];
+const ALLOCATION_COLUMNS = ['provider_id', 'consumer_id', 'resource_class_id', 'used'];
+
+/** What a batch of claims is checked against, read under the lock. */
 interface ClaimState {
-  consumerGeneration: number | null;
+  /** The generations of the batch's consumers that exist, by uuid. */
+  consumers: Map<string, number>;
   providers: Array<{ id: number; uuid: string; name: string; rootId: number; sharing: boolean }>;
   /** The providers' inventories with their usage, by `<provider id>:<class id>`. */
   inventories: Map<string, { inv: Inventory; used: number }>;
-  /** The hosts rooted on the providers' trees, and the instance's host. */
+  /** The hosts rooted on the providers' trees, and the records' hosts. */
   hosts: Array<{ id: number; name: string; generation: number; rootId: number }>;
+  /** Whether one of the batch's instance records exists already. */
   instanceExists: boolean;
-  /** The instance's host's holds (only when the record names some). */
+  /** The holds on the hosts of the records that name some. */
   holds: HoldRow[];
   /**
    * PostgreSQL: a provider the reads saw that the lock did not take (committed between the
-   * two statements, each with its own snapshot): the claim goes to the general transaction.
+   * two statements, each with its own snapshot): the batch goes to the general transaction.
    */
   unlocked: boolean;
 }
 
-/** What the claim reads: the consumer, the providers, the instance (uuids), its host (name), and whether the record names holds. */
+/** What the batch reads: the consumers, the providers and the instances (uuids), the records' hosts and those of records naming holds (names). */
 interface ClaimKeys {
-  consumer: string;
+  consumers: string[];
   providers: string[];
-  host: string | null;
-  instance: string | null;
-  withHolds: boolean;
+  hosts: string[];
+  instances: string[];
+  holdHosts: string[];
 }
 
 /**
- * SQLite's read, one statement: ?1 the consumer, ?2 the sharing trait, ?3 the providers (a
- * JSON array of uuids), ?4 the instance's host, ?5 the instance, ?6 1 when the record names holds.
+ * SQLite's read, one statement: ?1 the consumers, ?2 the sharing trait, ?3 the providers, ?4
+ * the records' hosts, ?5 the instances, ?6 the hosts whose holds to read. `one`: each list is
+ * one value or null (a lone claim: its own text, kept prepared, as fast as the statement before
+ * batches); else each is a JSON array.
  */
-const SQLITE_READ = `SELECT
-  (SELECT generation FROM consumers WHERE uuid = ?1) AS consumer_generation,
+function sqliteRead(one: boolean): string {
+  const any = (n: number) => (one ? `= ?${n}` : `IN (SELECT value FROM json_each(?${n}))`);
+  return `SELECT
+  (SELECT json_group_array(json_array(uuid, generation)) FROM consumers WHERE uuid ${any(1)}) AS consumers,
   (SELECT json_group_array(json_array(p.id, p.uuid, p.name, p.root_id,
       EXISTS (SELECT 1 FROM provider_traits pt JOIN traits t ON t.id = pt.trait_id WHERE pt.provider_id = p.id AND t.name = ?2)))
     FROM providers p WHERE p.uuid IN (SELECT value FROM json_each(?3))) AS providers,
@@ -80,35 +95,41 @@ const SQLITE_READ = `SELECT
       (SELECT sum(a.used) FROM allocations a WHERE a.provider_id = i.provider_id AND a.resource_class_id = i.resource_class_id)))
     FROM inventories i WHERE i.provider_id IN (SELECT p.id FROM providers p WHERE p.uuid IN (SELECT value FROM json_each(?3)))) AS inventories,
   (SELECT json_group_array(json_array(h.id, h.name, h.generation, h.root_provider_id))
-    FROM hosts h WHERE h.root_provider_id IN (SELECT p.root_id FROM providers p WHERE p.uuid IN (SELECT value FROM json_each(?3))) OR h.name = ?4) AS hosts,
-  (SELECT 1 FROM instances WHERE uuid = ?5) AS instance_exists,
+    FROM hosts h WHERE h.root_provider_id IN (SELECT p.root_id FROM providers p WHERE p.uuid IN (SELECT value FROM json_each(?3)))
+      OR h.name ${any(4)}) AS hosts,
+  EXISTS (SELECT 1 FROM instances WHERE uuid ${any(5)}) AS instance_exists,
   (SELECT json_group_array(json_array(host_id, instance_uuid, hold, amount, capacity))
-    FROM ${HOLDS_TABLE} WHERE ?6 = 1 AND host_id = (SELECT id FROM hosts WHERE name = ?4)) AS holds`;
+    FROM ${HOLDS_TABLE} WHERE host_id IN (SELECT id FROM hosts WHERE name ${any(6)})) AS holds`;
+}
+const SQLITE_READ_ONE = sqliteRead(true);
+const SQLITE_READ_MANY = sqliteRead(false);
 
 interface SqliteReadRow {
-  consumer_generation: number | null;
+  consumers: string;
   providers: string;
   inventories: string;
   hosts: string;
-  instance_exists: number | null;
+  instance_exists: number;
   holds: string;
 }
 
 async function readSqlite(raw: Extract<RawConnection, { client: 'sqlite3' }>, keys: ClaimKeys): Promise<ClaimState> {
   await sqliteExec(raw.conn, 'BEGIN IMMEDIATE');
-  const [row] = await sqliteAll<SqliteReadRow>(raw.conn, SQLITE_READ, [
-    keys.consumer,
+  const one = keys.consumers.length === 1;
+  const list = (values: string[]) => (one ? (values[0] ?? null) : JSON.stringify(values));
+  const [row] = await sqliteAll<SqliteReadRow>(raw.conn, one ? SQLITE_READ_ONE : SQLITE_READ_MANY, [
+    list(keys.consumers),
     TRAIT_SHARING_PROVIDER,
     JSON.stringify(keys.providers),
-    keys.host,
-    keys.instance,
-    keys.withHolds ? 1 : 0,
+    list(keys.hosts),
+    list(keys.instances),
+    list(keys.holdHosts),
   ]);
   const read = row!;
   type Tuple = Array<number | string | null>;
   const tuples = (json: string) => JSON.parse(json) as Tuple[];
   return {
-    consumerGeneration: read.consumer_generation,
+    consumers: new Map(tuples(read.consumers).map(([uuid, generation]) => [String(uuid), Number(generation)])),
     providers: tuples(read.providers).map(([id, uuid, name, rootId, sharing]) => ({ id: Number(id), uuid: String(uuid), name: String(name), rootId: Number(rootId), sharing: sharing === 1 })),
     inventories: inventoriesOf(
       tuples(read.inventories).map(([provider_id, resource_class_id, total, reserved, min_unit, max_unit, step_size, allocation_ratio, used]) => ({
@@ -124,39 +145,44 @@ async function readSqlite(raw: Extract<RawConnection, { client: 'sqlite3' }>, ke
       })),
     ),
     hosts: tuples(read.hosts).map(([id, name, generation, rootId]) => ({ id: Number(id), name: String(name), generation: Number(generation), rootId: Number(rootId) })),
-    instanceExists: read.instance_exists !== null,
+    instanceExists: read.instance_exists === 1,
     holds: tuples(read.holds).map(([host_id, instance_uuid, hold, amount, capacity]) => ({ host_id: Number(host_id), instance_uuid: String(instance_uuid), hold: String(hold), amount: amount as number | null, capacity: capacity as number | null })),
     unlocked: false,
   };
 }
 
 async function readPg(raw: Extract<RawConnection, { client: 'pg' }>, keys: ClaimKeys): Promise<ClaimState> {
-  const lit = (v: unknown) => sqlLiteral(v, 'pg');
-  const uuids = keys.providers.map(lit).join(', ');
-  const host = lit(keys.host);
+  // An empty list is `IN (NULL)`: true for no row.
+  const list = (values: string[]) => (values.length > 0 ? values.map((v) => sqlLiteral(v, 'pg')).join(', ') : 'NULL');
+  const uuids = list(keys.providers);
   const statements = [
     'BEGIN',
+    // Every statement of a claim finds its rows by key. A table that grew since its statistics
+    // were taken (a fleet just loaded, consumers claimed by the thousand) would be scanned.
+    'SET LOCAL enable_seqscan = off',
     `SELECT id FROM providers WHERE uuid IN (${uuids}) ORDER BY id FOR UPDATE`,
-    // Pools are checked by sum, which no index enforces: the host's row serialises them (holdLedger does the same).
-    ...(keys.withHolds ? [`SELECT id FROM hosts WHERE name = ${host} FOR UPDATE`] : []),
-    `SELECT generation FROM consumers WHERE uuid = ${lit(keys.consumer)}`,
-    `SELECT p.id, p.uuid, p.name, p.root_id, EXISTS (SELECT 1 FROM provider_traits pt JOIN traits t ON t.id = pt.trait_id WHERE pt.provider_id = p.id AND t.name = ${lit(TRAIT_SHARING_PROVIDER)}) AS sharing FROM providers p WHERE p.uuid IN (${uuids})`,
+    // Pools are checked by sum, which no index enforces: the hosts' rows serialise them (holdLedger does the same).
+    ...(keys.holdHosts.length > 0 ? [`SELECT id FROM hosts WHERE name IN (${list(keys.holdHosts)}) ORDER BY id FOR UPDATE`] : []),
+    `SELECT uuid, generation FROM consumers WHERE uuid IN (${list(keys.consumers)})`,
+    `SELECT p.id, p.uuid, p.name, p.root_id, EXISTS (SELECT 1 FROM provider_traits pt JOIN traits t ON t.id = pt.trait_id WHERE pt.provider_id = p.id AND t.name = ${sqlLiteral(TRAIT_SHARING_PROVIDER, 'pg')}) AS sharing FROM providers p WHERE p.uuid IN (${uuids})`,
     `SELECT i.provider_id, i.resource_class_id, i.total, i.reserved, i.min_unit, i.max_unit, i.step_size, i.allocation_ratio,
        (SELECT sum(a.used) FROM allocations a WHERE a.provider_id = i.provider_id AND a.resource_class_id = i.resource_class_id) AS used
      FROM inventories i WHERE i.provider_id IN (SELECT id FROM providers WHERE uuid IN (${uuids}))`,
-    `SELECT h.id, h.name, h.generation, h.root_provider_id FROM hosts h WHERE h.root_provider_id IN (SELECT root_id FROM providers WHERE uuid IN (${uuids})) OR h.name = ${host}`,
-    `SELECT 1 FROM instances WHERE uuid = ${lit(keys.instance)}`,
-    ...(keys.withHolds ? [`SELECT host_id, instance_uuid, hold, amount, capacity FROM ${HOLDS_TABLE} WHERE host_id = (SELECT id FROM hosts WHERE name = ${host})`] : []),
+    // UNION, not OR: each side by its own index.
+    `SELECT id, name, generation, root_provider_id FROM hosts WHERE root_provider_id IN (SELECT root_id FROM providers WHERE uuid IN (${uuids}))
+     UNION SELECT id, name, generation, root_provider_id FROM hosts WHERE name IN (${list(keys.hosts)})`,
+    `SELECT 1 FROM instances WHERE uuid IN (${list(keys.instances)}) LIMIT 1`,
+    ...(keys.holdHosts.length > 0 ? [`SELECT host_id, instance_uuid, hold, amount, capacity FROM ${HOLDS_TABLE} WHERE host_id IN (SELECT id FROM hosts WHERE name IN (${list(keys.holdHosts)}))`] : []),
   ];
   const results = (await raw.conn.query(statements.join(';\n'))) as PgResult[];
   // The reads are the last results, in the order above.
-  const [consumer, providers, inventories, hosts, instance, holds] = results.slice(keys.withHolds ? 3 : 2);
+  const [consumers, providers, inventories, hosts, instance, holds] = results.slice(keys.holdHosts.length > 0 ? 4 : 3);
   type Row = Record<string, unknown>;
   const n = (row: Row, key: string) => Number(row[key]);
-  const locked = new Set(results[1]!.rows.map((r) => n(r, 'id')));
+  const locked = new Set(results[2]!.rows.map((r) => n(r, 'id')));
   return {
     unlocked: providers!.rows.some((r) => !locked.has(n(r, 'id'))),
-    consumerGeneration: consumer!.rows.length > 0 ? n(consumer!.rows[0]!, 'generation') : null,
+    consumers: new Map(consumers!.rows.map((r) => [String(r['uuid']), n(r, 'generation')])),
     providers: providers!.rows.map((r) => ({ id: n(r, 'id'), uuid: String(r['uuid']), name: String(r['name']), rootId: n(r, 'root_id'), sharing: r['sharing'] === true })),
     inventories: inventoriesOf(inventories!.rows as unknown as Array<InventoryRow & { used: unknown }>),
     hosts: hosts!.rows.map((r) => ({ id: n(r, 'id'), name: String(r['name']), generation: n(r, 'generation'), rootId: n(r, 'root_provider_id') })),
@@ -170,87 +196,147 @@ function inventoriesOf(rows: Array<InventoryRow & { used: unknown }>): ClaimStat
   return new Map(rows.map((r) => [`${r.provider_id}:${r.resource_class_id}`, { inv: inventoryFromRow(r), used: Number(r.used ?? 0) }]));
 }
 
-/** Whether `call` is for this path as far as the call alone tells (no I/O): see the file's comment. */
-export function quickClaimable(ctx: StoreContext, call: AllocationWrite[]): boolean {
-  if (ctx.options.quickClaims === false || call.length !== 1) return false;
-  const write = call[0]!;
-  const generation = write.consumer.generation;
-  return (
-    write.allocations.length > 0 &&
-    !write.removeInstance &&
-    (generation === null || generation === undefined) &&
-    write.allocations.every((a) => ctx.classIds.has(a.resourceClass))
-  );
+/**
+ * Whether the calls are for this path as far as they alone tell (no I/O): see the file's
+ * comment. Each call one write of a new consumer with allocations; no consumer or instance
+ * named twice in the batch (the general transaction orders such calls).
+ */
+export function quickClaimable(ctx: StoreContext, calls: AllocationWrite[][]): boolean {
+  if (ctx.options.quickClaims === false) return false;
+  const consumers = new Set<string>();
+  const instances = new Set<string>();
+  for (const call of calls) {
+    if (call.length !== 1) return false;
+    const write = call[0]!;
+    const generation = write.consumer.generation;
+    if (write.allocations.length === 0 || write.removeInstance || (generation !== null && generation !== undefined)) return false;
+    if (!write.allocations.every((a) => ctx.classIds.has(a.resourceClass))) return false;
+    if (consumers.has(write.consumer.uuid)) return false;
+    consumers.add(write.consumer.uuid);
+    if (write.instance) {
+      if (instances.has(write.instance.uuid)) return false;
+      instances.add(write.instance.uuid);
+    }
+  }
+  return true;
 }
 
 /**
- * Claims `write` (one that `quickClaimable` accepted); undefined when the state read puts it
- * out of this path's reach (nothing was written: send it through the general transaction).
- * Throws the general path's errors for the same claims.
+ * Claims the calls `quickClaimable` accepted, each checked against the state the calls before it
+ * left, as the general transaction checks a combined batch; returns each call's outcome (its
+ * error, or the hosts it changed). Undefined when the state read puts the batch out of this
+ * path's reach (nothing was written: send it through the general transaction). Throws only
+ * what the database throws (the batch as a whole failed).
  */
-export function quickClaim(ctx: StoreContext, write: AllocationWrite): Promise<AllocationWriteResult | undefined> {
+export function quickClaims(ctx: StoreContext, calls: AllocationWrite[][]): Promise<CallOutcome[] | undefined> {
+  const writes = calls.map((call) => call[0]!);
   return ctx.rawWrite('writeAllocations', async (raw) => {
-    const { consumer, allocations, instance } = write;
     const keys: ClaimKeys = {
-      consumer: consumer.uuid,
-      providers: [...new Set(allocations.map((a) => a.providerUuid))],
-      host: instance?.host ?? null,
-      instance: instance?.uuid ?? null,
-      withHolds: instance !== undefined && anyHolds([instance]),
+      consumers: writes.map((w) => w.consumer.uuid),
+      providers: [...new Set(writes.flatMap((w) => w.allocations.map((a) => a.providerUuid)))],
+      hosts: [...new Set(writes.flatMap((w) => (w.instance ? [w.instance.host] : [])))],
+      instances: writes.flatMap((w) => (w.instance ? [w.instance.uuid] : [])),
+      holdHosts: [...new Set(writes.flatMap((w) => (w.instance && anyHolds([w.instance]) ? [w.instance.host] : [])))],
     };
     const state = raw.client === 'sqlite3' ? await readSqlite(raw, keys) : await readPg(raw, keys);
     // A consumer that exists: generation null (new) is the general path's conflict; undefined (no check) replaces it there.
-    if (state.consumerGeneration !== null && consumer.generation === undefined) return undefined;
-    checkConsumerGeneration(write, state.consumerGeneration === null ? null : { generation: state.consumerGeneration });
-    if (state.instanceExists || state.unlocked) return undefined;
+    if (writes.some((w) => state.consumers.has(w.consumer.uuid) && w.consumer.generation === undefined)) return undefined;
+    if (state.instanceExists || state.unlocked || state.providers.some((p) => p.sharing)) return undefined;
     const providers = new Map(state.providers.map((p) => [p.uuid, p]));
-    if (state.providers.some((p) => p.sharing)) return undefined;
+    const hostByName = new Map(state.hosts.map((h) => [h.name, h]));
+    const hostByRoot = new Map(state.hosts.map((h) => [h.rootId, h]));
+    const ledger = keys.holdHosts.length > 0 ? HoldLedger.fromRows(state.holds) : undefined;
+    const usage = new Map([...state.inventories].map(([key, entry]) => [key, entry.used]));
 
-    // The general path's checks, in its order.
+    // The general path's checks, in its order, each call against the calls before it that succeeded.
+    const outcomes: Array<{ error: unknown } | { hosts: Array<ClaimState['hosts'][number]> }> = [];
+    const claimed: AllocationWrite[] = [];
+    for (const write of writes) {
+      const { consumer, allocations, instance } = write;
+      const staged = new Map<string, number>();
+      try {
+        const existing = state.consumers.get(consumer.uuid);
+        checkConsumerGeneration(write, existing === undefined ? null : { generation: existing });
+        for (const alloc of allocations) {
+          const provider = providers.get(alloc.providerUuid);
+          if (!provider) throw notFound('provider', alloc.providerUuid, { provider: alloc.providerUuid, consumer: consumer.uuid });
+          const key = `${provider.id}:${ctx.classIds.get(alloc.resourceClass)!}`;
+          const used = staged.get(key) ?? usage.get(key) ?? 0;
+          const entry = state.inventories.get(key);
+          checkFits(provider, alloc, entry && { inv: entry.inv, used });
+          staged.set(key, used + alloc.amount);
+        }
+        const instanceHost = instance && hostByName.get(instance.host);
+        if (instance && !instanceHost) throw notFound('host', instance.host, { host: instance.host, instance: instance.uuid });
+        // The last check: `set` changes nothing when it throws, so a refused call leaves the ledger as it was.
+        if (instance && ledger && anyHolds([instance])) ledger.set(instance.uuid, instanceHost!, holdsOf(instance));
+        // The hosts told, in the general path's order: those whose trees were claimed on, then the record's.
+        const hosts = new Set<ClaimState['hosts'][number]>();
+        for (const alloc of allocations) {
+          const host = hostByRoot.get(providers.get(alloc.providerUuid)!.rootId);
+          if (host) hosts.add(host);
+        }
+        if (instanceHost) hosts.add(instanceHost);
+        outcomes.push({ hosts: [...hosts] });
+      } catch (err) {
+        if (!isStoreError(err)) throw err;
+        outcomes.push({ error: err });
+        continue;
+      }
+      for (const [key, used] of staged) usage.set(key, used);
+      claimed.push(write);
+    }
+    if (claimed.length === 0) {
+      // Every call refused: the reads were all this transaction did.
+      await (raw.client === 'sqlite3' ? sqliteExec(raw.conn, 'ROLLBACK') : raw.conn.query('ROLLBACK'));
+      return { value: outcomes.map((o) => o as { error: unknown }) };
+    }
+
     const lit = (v: unknown) => sqlLiteral(v, raw.client);
-    const rows: unknown[][] = [];
-    for (const alloc of allocations) {
-      const provider = providers.get(alloc.providerUuid);
-      if (!provider) throw notFound('provider', alloc.providerUuid, { provider: alloc.providerUuid, consumer: consumer.uuid });
-      const classId = ctx.classIds.get(alloc.resourceClass)!;
-      checkFits(provider, alloc, state.inventories.get(`${provider.id}:${classId}`));
-      rows.push([provider.id, new RawSql(`(SELECT id FROM consumers WHERE uuid = ${lit(consumer.uuid)})`), classId, alloc.amount]);
-    }
-    const instanceHost = instance && state.hosts.find((h) => h.name === instance.host);
-    if (instance && !instanceHost) throw notFound('host', instance.host, { host: instance.host, instance: instance.uuid });
-    if (instance && keys.withHolds) HoldLedger.fromRows(state.holds).set(instance.uuid, instanceHost!, holdsOf(instance));
-
-    // The hosts told, in the general path's order: those whose trees were claimed on, then the instance's.
-    const touched = [...new Set(allocations.map((a) => providers.get(a.providerUuid)!))];
-    const bumped = new Map<number, ClaimState['hosts'][number]>();
-    for (const provider of touched) {
-      const host = state.hosts.find((h) => h.rootId === provider.rootId);
-      if (host) bumped.set(host.id, host);
-    }
-    if (instanceHost) bumped.set(instanceHost.id, instanceHost);
+    const touched = new Set(claimed.flatMap((w) => w.allocations.map((a) => providers.get(a.providerUuid)!.id)));
+    const consumerRows = claimed.map(({ consumer: c }) => [c.uuid, c.projectId, c.userId, 1, c.consumerType ?? null]);
+    const allocationRows = (consumerId: (uuid: string) => unknown) =>
+      claimed.flatMap(({ consumer, allocations }) => allocations.map((a) => [providers.get(a.providerUuid)!.id, consumerId(consumer.uuid), ctx.classIds.get(a.resourceClass)!, a.amount]));
     const statements = [
-      insertSql(raw.client, 'consumers', ['uuid', 'project_id', 'user_id', 'generation', 'consumer_type'], [[consumer.uuid, consumer.projectId, consumer.userId, 1, consumer.consumerType ?? null]]),
-      insertSql(raw.client, 'allocations', ['provider_id', 'consumer_id', 'resource_class_id', 'used'], rows),
-      `UPDATE providers SET generation = generation + 1 WHERE id IN (${touched.map((p) => p.id).join(', ')})`,
+      ...(raw.client === 'sqlite3'
+        ? [
+            insertSql(raw.client, 'consumers', CONSUMER_COLUMNS, consumerRows),
+            insertSql(raw.client, 'allocations', ALLOCATION_COLUMNS, allocationRows((uuid) => new RawSql(`(SELECT id FROM consumers WHERE uuid = ${lit(uuid)})`))),
+          ]
+        : // PostgreSQL: the consumers' ids joined from the insert's RETURNING (planning a lookup per allocation cost more than the rest of the batch).
+          [
+            `WITH c AS (${insertSql(raw.client, 'consumers', CONSUMER_COLUMNS, consumerRows)} RETURNING id, uuid)
+             INSERT INTO allocations (${ALLOCATION_COLUMNS.join(', ')}) SELECT v.provider_id, c.id, v.resource_class_id, v.used
+             FROM (${valuesSql(raw.client, allocationRows((uuid) => uuid))}) AS v (provider_id, uuid, resource_class_id, used) JOIN c ON c.uuid = v.uuid`,
+          ]),
+      `UPDATE providers SET generation = generation + 1 WHERE id IN (${[...touched].join(', ')})`,
     ];
-    if (instance) {
-      statements.push(insertSql(raw.client, 'instances', INSTANCE_COLUMNS, [instanceRowValues(instance, instanceHost!.id, Date.now())]));
-      const holds = holdRowValues(instance, instanceHost!.id);
+    const records = claimed.flatMap((w) => (w.instance ? [w.instance] : []));
+    if (records.length > 0) {
+      const now = Date.now();
+      statements.push(insertSql(raw.client, 'instances', INSTANCE_COLUMNS, records.map((r) => instanceRowValues(r, hostByName.get(r.host)!.id, now))));
+      const holds = records.flatMap((r) => holdRowValues(r, hostByName.get(r.host)!.id));
       if (holds.length > 0) statements.push(insertSql(raw.client, HOLDS_TABLE, HOLD_COLUMNS, holds));
     }
+    // Each host bumped once, however many calls changed it; `shared` when more than one did.
+    const writers = new Map<number, number>();
+    for (const outcome of outcomes) if ('hosts' in outcome) for (const host of outcome.hosts) writers.set(host.id, (writers.get(host.id) ?? 0) + 1);
     // SQLite: nobody else writes while the lock is held, so each host's generation is the one
     // read plus one. PostgreSQL: the hosts' rows are not locked, so the bump returns them.
-    let generations = new Map([...bumped.values()].map((h) => [h.id, h.generation + 1]));
-    const bump = bumped.size > 0 ? `UPDATE hosts SET generation = generation + 1 WHERE id IN (${[...bumped.keys()].join(', ')})` : undefined;
+    let generations = new Map(state.hosts.map((h) => [h.id, h.generation + 1]));
+    const bump = writers.size > 0 ? `UPDATE hosts SET generation = generation + 1 WHERE id IN (${[...writers.keys()].join(', ')})` : undefined;
     if (raw.client === 'sqlite3') {
       await sqliteExec(raw.conn, [...statements, ...(bump ? [bump] : []), 'COMMIT'].join(';\n'));
     } else {
       const results = (await raw.conn.query([...statements, ...(bump ? [`${bump} RETURNING id, generation`] : []), 'COMMIT'].join(';\n'))) as PgResult[];
       if (bump) generations = new Map(results.at(-2)!.rows.map((r) => [Number(r['id']), Number(r['generation'])]));
     }
-    const result: AllocationWriteResult = {
-      hosts: [...bumped.values()].map((h) => ({ name: h.name, generationBefore: generations.get(h.id)! - 1, generation: generations.get(h.id)!, shared: false })),
+    return {
+      value: outcomes.map((outcome): CallOutcome => {
+        if ('error' in outcome) return outcome;
+        const hosts = outcome.hosts.map((h) => ({ name: h.name, generationBefore: generations.get(h.id)! - 1, generation: generations.get(h.id)!, shared: writers.get(h.id)! > 1 }));
+        return { result: { hosts } };
+      }),
     };
-    return { value: result };
   });
 }

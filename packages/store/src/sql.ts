@@ -102,8 +102,13 @@ export class RawSql {
   constructor(readonly sql: string) {}
 }
 
-/** `INSERT INTO table (columns) VALUES (...), ...` with the rows as literals (`sqlLiteral`); a value may be raw SQL (`RawSql`). */
-export function insertSql(client: 'sqlite3' | 'pg', table: string, columns: readonly string[], rows: ReadonlyArray<readonly unknown[]>): string {
+/** `VALUES (...), ...` with the rows as literals (`sqlLiteral`); a value may be raw SQL (`RawSql`). */
+export function valuesSql(client: 'sqlite3' | 'pg', rows: ReadonlyArray<readonly unknown[]>): string {
   const value = (v: unknown) => (v instanceof RawSql ? v.sql : sqlLiteral(v, client));
-  return `INSERT INTO ${table} (${columns.join(', ')}) VALUES ${rows.map((row) => `(${row.map(value).join(', ')})`).join(', ')}`;
+  return `VALUES ${rows.map((row) => `(${row.map(value).join(', ')})`).join(', ')}`;
+}
+
+/** `INSERT INTO table (columns) VALUES (...), ...` (`valuesSql`). */
+export function insertSql(client: 'sqlite3' | 'pg', table: string, columns: readonly string[], rows: ReadonlyArray<readonly unknown[]>): string {
+  return `INSERT INTO ${table} (${columns.join(', ')}) ${valuesSql(client, rows)}`;
 }

@@ -38,11 +38,11 @@ const record = (uuid: string, host: string, extra: Partial<InstanceRecord> = {})
   ...extra,
 });
 
-type Listener = (sql: string) => void;
+type Listener = (sql: string, params: unknown) => void;
 const listeners = new WeakMap<Store, { listener: Listener | undefined }>();
 
 /**
- * Calls `listener` with the text of every round trip the store makes from now on (SQLite:
+ * Calls `listener` with the text (and the parameters, if any) of every round trip the store makes from now on (SQLite:
  * `exec`, `all`, `run` on its connection; PostgreSQL: `query` on any pooled connection), until
  * it is replaced (undefined: none).
  */
@@ -63,7 +63,7 @@ function onTrips(store: Store, listener: Listener | undefined): void {
           if (typeof call !== 'function') continue;
           conn[method] = function (this: unknown, ...args: unknown[]) {
             const text = typeof args[0] === 'string' ? args[0] : String((args[0] as { text?: string })?.text ?? '');
-            current.listener?.(text);
+            current.listener?.(text, args[1]);
             return (call as (...a: unknown[]) => unknown).apply(this, args);
           };
         }
@@ -137,10 +137,7 @@ type Op = ClaimOp | { kind: 'release'; consumer: number } | { kind: 'record'; co
 
 const CONSUMERS = 8;
 /** Provider indexes: 0..3 the hosts' (root, numa, root, numa), 4 the sharing one, 5 a provider that does not exist. */
-const opArb: fc.Arbitrary<Op> = fc.oneof(
-  {
-    weight: 8,
-    arbitrary: fc.record({
+const claimArb: fc.Arbitrary<ClaimOp> = fc.record({
       kind: fc.constant('claim' as const),
       consumer: fc.nat(CONSUMERS - 1),
       generation: fc.constantFrom(null, null, null, undefined),
@@ -177,9 +174,11 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
           pool: fc.constantFrom(0, 0, 2, 3),
         }),
       ),
-    }),
-  },
-  { weight: 2, arbitrary: fc.record({ kind: fc.constant('release' as const), consumer: fc.nat(CONSUMERS - 1) }) },
+    });
+const releaseArb = fc.record({ kind: fc.constant('release' as const), consumer: fc.nat(CONSUMERS - 1) });
+const opArb: fc.Arbitrary<Op> = fc.oneof(
+  { weight: 8, arbitrary: claimArb },
+  { weight: 2, arbitrary: releaseArb },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('record' as const), consumer: fc.nat(CONSUMERS - 1), host: fc.constantFrom(0, 1) }) },
 );
 
@@ -255,6 +254,46 @@ describe.each(backends)('quick claims on %s', (client) => {
     expect(paths.handedOver).toBeGreaterThan(3);
   });
 
+  // Calls in flight together are combined: the first goes alone, the others queue behind it
+  // and go as one batch, on either store the same way. A batch of new consumers' claims takes
+  // the quick path whole, each call checked against the calls before it (capacity, holds), and
+  // must come to what the general transaction's combined batch comes to: each call's result
+  // (hosts, generations, `shared`) or error, and the rows. Mutations seen caught, on both
+  // backends: each call checked against the usage read, not the usage the calls before it left
+  // (over capacity); each call's holds checked against the holds read, not a ledger kept across
+  // the batch (two calls given the same CPU); `shared` always false.
+  it('combines claims in flight as the general transaction combines them', { timeout: 300_000 }, async () => {
+    let run = 0;
+    // Quick batches of two calls or more read, and those committing two claims or more.
+    let quickBatches = 0;
+    let multiClaimCommits = 0;
+    onTrips(quick, (sql, params) => {
+      const consumers = client === 'sqlite3' ? (Array.isArray(params) && sql.includes('json_each(?1)') ? (JSON.parse(String(params[0])) as unknown[]).length : 0) : (/FROM consumers WHERE uuid IN \(([^)]*)\)/.exec(sql)?.[1]?.split(', ').length ?? 0);
+      if (consumers > 1) quickBatches++;
+      if (sql.endsWith('\nCOMMIT') && /INSERT INTO consumers \([^)]*\) VALUES \([^)]*\), \(/.test(sql)) multiClaimCommits++;
+    });
+    // Each consumer once per batch (a consumer named twice goes to the general transaction), releases now and then.
+    const batchArb = fc.uniqueArray(fc.oneof({ weight: 12, arbitrary: claimArb }, { weight: 1, arbitrary: releaseArb }), { selector: (op) => op.consumer, minLength: 2, maxLength: 6 });
+    await fc.assert(
+      fc.asyncProperty(fc.array(batchArb, { minLength: 1, maxLength: 5 }), async (batches) => {
+        const prefix = `b${++run}`;
+        const worlds = [await fleet(quick, prefix), await fleet(general, prefix)] as const;
+        for (const batch of batches) {
+          const [a, b] = await Promise.all([
+            Promise.all(batch.map((op) => outcome(apply(quick, op, prefix, worlds[0])))),
+            Promise.all(batch.map((op) => outcome(apply(general, op, prefix, worlds[1])))),
+          ]);
+          expect(a, JSON.stringify(batch)).toEqual(b);
+        }
+        expect(await dump(quick)).toEqual(await dump(general));
+      }),
+      { numRuns: client === 'pg' ? 50 : 80, seed: 20261127 },
+    );
+    onTrips(quick, undefined);
+    expect(quickBatches).toBeGreaterThan(40);
+    expect(multiClaimCommits).toBeGreaterThan(10);
+  });
+
   it('is three round trips on SQLite, two on PostgreSQL', async () => {
     const world = await fleet(quick, 'trips');
     const trips: string[] = [];
@@ -270,7 +309,7 @@ describe.each(backends)('quick claims on %s', (client) => {
           instance: record('trips-1', world.hosts[0]!, { cpus: [1] }),
         },
       ]);
-      expect(trips).toEqual(client === 'sqlite3' ? ['BEGIN IMMEDIATE', 'SELECT', 'INSERT INTO ... COMMIT'] : ['BEGIN', 'INSERT INTO ... COMMIT']);
+      expect(trips).toEqual(client === 'sqlite3' ? ['BEGIN IMMEDIATE', 'SELECT', 'INSERT INTO ... COMMIT'] : ['BEGIN', 'WITH c ... COMMIT']);
       const host = (await quick.getHost(world.hosts[0]!))!;
       expect(result).toEqual({ hosts: [{ name: world.hosts[0], generationBefore: host.generation - 1, generation: host.generation, shared: false }] });
     } finally {

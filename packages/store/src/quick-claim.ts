@@ -9,12 +9,14 @@
  *   need (its text fixed, so the connection keeps it prepared); the writes and the COMMIT in
  *   one `exec` batch.
  * - PostgreSQL: BEGIN, the providers' rows locked (ordered by id, as the general transaction
- *   locks them, and the hosts' rows when records name holds), and the reads, in one simple
- *   query; the writes, the hosts' bump returning their generations, and the COMMIT in another.
- *   In READ COMMITTED each statement reads what was committed before it began, so the reads
- *   that follow the locks see every claim on those providers that committed before. Sequential
- *   scans are off for the transaction: its statements find rows by key, and a table that grew
- *   since its statistics were taken was planned as a scan (3.4× slower on a fleet just loaded).
+ *   locks them; then, when a record names holds, every record's host, ordered by id, as the
+ *   general path's holdLedger locks them), and the reads, in one simple query; the writes, the
+ *   hosts' bump returning their generations, and the COMMIT in another. In READ COMMITTED each
+ *   statement reads what was committed before it began, so the reads that follow the locks see
+ *   every claim on those providers that committed before; a row the reads see that a lock
+ *   statement did not take (committed while it waited) hands the batch over. Sequential scans
+ *   are off for the transaction: its statements find rows by key, and a table that grew since
+ *   its statistics were taken was planned as a scan (docs/benchmarks.md).
  *
  * Same checks, same rows, same results as the general path (`packages/store/test/
  * quick-claim.test.ts` compares the two on random claims, alone and combined, on both
@@ -61,8 +63,9 @@ interface ClaimState {
   /** The holds on the hosts of the records that name some. */
   holds: HoldRow[];
   /**
-   * PostgreSQL: a provider the reads saw that the lock did not take (committed between the
-   * two statements, each with its own snapshot): the batch goes to the general transaction.
+   * PostgreSQL: a provider, or a host of a record, that the reads saw and the lock did not
+   * take (committed between the statements, each with its own snapshot): the batch goes to the
+   * general transaction.
    */
   unlocked: boolean;
 }
@@ -155,14 +158,18 @@ async function readPg(raw: Extract<RawConnection, { client: 'pg' }>, keys: Claim
   // An empty list is `IN (NULL)`: true for no row.
   const list = (values: string[]) => (values.length > 0 ? values.map((v) => sqlLiteral(v, 'pg')).join(', ') : 'NULL');
   const uuids = list(keys.providers);
+  // When a record names holds, every record's host is locked here, in id order, as the general
+  // path's holdLedger locks them: pools are checked by sum, which no index enforces, so the
+  // hosts' rows serialise them; and no host row is first locked later in the write trip, out of
+  // order (two batches, or a batch and a general transaction, would deadlock).
+  const lockedHosts = keys.holdHosts.length > 0 ? keys.hosts : [];
   const statements = [
     'BEGIN',
     // Every statement of a claim finds its rows by key. A table that grew since its statistics
     // were taken (a fleet just loaded, consumers claimed by the thousand) would be scanned.
     'SET LOCAL enable_seqscan = off',
     `SELECT id FROM providers WHERE uuid IN (${uuids}) ORDER BY id FOR UPDATE`,
-    // Pools are checked by sum, which no index enforces: the hosts' rows serialise them (holdLedger does the same).
-    ...(keys.holdHosts.length > 0 ? [`SELECT id FROM hosts WHERE name IN (${list(keys.holdHosts)}) ORDER BY id FOR UPDATE`] : []),
+    ...(lockedHosts.length > 0 ? [`SELECT id FROM hosts WHERE name IN (${list(lockedHosts)}) ORDER BY id FOR UPDATE`] : []),
     `SELECT uuid, generation FROM consumers WHERE uuid IN (${list(keys.consumers)})`,
     `SELECT p.id, p.uuid, p.name, p.root_id, EXISTS (SELECT 1 FROM provider_traits pt JOIN traits t ON t.id = pt.trait_id WHERE pt.provider_id = p.id AND t.name = ${sqlLiteral(TRAIT_SHARING_PROVIDER, 'pg')}) AS sharing FROM providers p WHERE p.uuid IN (${uuids})`,
     `SELECT i.provider_id, i.resource_class_id, i.total, i.reserved, i.min_unit, i.max_unit, i.step_size, i.allocation_ratio,
@@ -176,12 +183,17 @@ async function readPg(raw: Extract<RawConnection, { client: 'pg' }>, keys: Claim
   ];
   const results = (await raw.conn.query(statements.join(';\n'))) as PgResult[];
   // The reads are the last results, in the order above.
-  const [consumers, providers, inventories, hosts, instance, holds] = results.slice(keys.holdHosts.length > 0 ? 4 : 3);
+  const [consumers, providers, inventories, hosts, instance, holds] = results.slice(lockedHosts.length > 0 ? 4 : 3);
   type Row = Record<string, unknown>;
   const n = (row: Row, key: string) => Number(row[key]);
   const locked = new Set(results[2]!.rows.map((r) => n(r, 'id')));
+  const hostsLocked = new Set(lockedHosts.length > 0 ? results[3]!.rows.map((r) => n(r, 'id')) : []);
+  const lockedNames = new Set(lockedHosts);
   return {
-    unlocked: providers!.rows.some((r) => !locked.has(n(r, 'id'))),
+    unlocked:
+      providers!.rows.some((r) => !locked.has(n(r, 'id'))) ||
+      // A host committed while the lock statement waited: seen by the reads, its holds too, but not locked.
+      hosts!.rows.some((r) => lockedNames.has(String(r['name'])) && !hostsLocked.has(n(r, 'id'))),
     consumers: new Map(consumers!.rows.map((r) => [String(r['uuid']), n(r, 'generation')])),
     providers: providers!.rows.map((r) => ({ id: n(r, 'id'), uuid: String(r['uuid']), name: String(r['name']), rootId: n(r, 'root_id'), sharing: r['sharing'] === true })),
     inventories: inventoriesOf(inventories!.rows as unknown as Array<InventoryRow & { used: unknown }>),

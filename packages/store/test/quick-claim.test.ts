@@ -384,6 +384,107 @@ describe.each(backends)('quick claims on %s', (client) => {
     expect(await quick.getUsages(late)).toEqual({ VCPU: 1 });
   });
 
+  /**
+   * `rest` combined into one batch: `first` goes alone (its flush starts at once) and the others
+   * queue behind it. Each call's outcome, in order.
+   */
+  function combined(store: Store, first: AllocationWrite, rest: AllocationWrite[]): Promise<unknown[]> {
+    return Promise.all([first, ...rest].map((write) => outcome(store.writeAllocations([write]))));
+  }
+  const claimOf = (consumer: string, provider: string, resourceClass: string, amount: number, instance?: InstanceRecord): AllocationWrite => ({
+    consumer: { uuid: consumer, projectId: 'p', userId: 'u', generation: null },
+    allocations: [{ providerUuid: provider, resourceClass, amount }],
+    ...(instance ? { instance } : {}),
+  });
+
+  // A batch whose records name holds locks every record's host in its first trip, in id order,
+  // as the general path does: none is first locked in the write trip (by the instance insert's
+  // foreign key or the hosts' bump), where two batches, or a batch and a general transaction,
+  // locking hosts in different orders would deadlock. Seen: another connection holds the lower
+  // host's row; the batch (holds on the higher host, a record without holds on the lower) waits
+  // before sending its writes. Mutation seen red: only the hosts of records naming holds locked
+  // (the write trip was sent, then waited on the lower host).
+  it.runIf(client === 'pg')('locks every record host of a batch with holds in its first trip', async () => {
+    const world = await fleet(quick, 'order');
+    const { run, close } = await rawConnection(quickOptions);
+    await run(`BEGIN; SELECT id FROM hosts WHERE name = '${world.hosts[0]}' FOR UPDATE`);
+    const trips: string[] = [];
+    onTrips(quick, (sql) => trips.push(sql));
+    const writesSent = () => trips.filter((sql) => sql.startsWith('WITH c')).length;
+    const outcomes = combined(quick, claimOf('order-0', world.providers[3]!, 'MEMORY_MB', 512), [
+      claimOf('order-1', world.providers[2]!, 'VCPU', 1, record('order-1', world.hosts[1]!, { cpus: [0] })),
+      claimOf('order-2', world.providers[1]!, 'MEMORY_MB', 512, record('order-2', world.hosts[0]!)),
+    ]);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    // The first call committed; the batch waits for the lower host in its first trip.
+    expect(writesSent()).toBe(1);
+    expect(trips.some((sql) => sql.includes(`FROM hosts WHERE name IN ('${world.hosts[1]}', '${world.hosts[0]}') ORDER BY id FOR UPDATE`))).toBe(true);
+    await run('COMMIT');
+    await close();
+    const settled = await outcomes;
+    onTrips(quick, undefined);
+    expect(settled.every((o) => (o as { ok?: unknown }).ok !== undefined)).toBe(true);
+    expect(writesSent()).toBe(2);
+  });
+
+  // A host committed while the batch's host lock statement waited is seen by the reads (each
+  // statement its own snapshot), its holds too, but not locked: another transaction could take
+  // the same pool between our reads and our commit. Such a batch goes to the general
+  // transaction. Made to happen: another connection holds one host's row while the record's
+  // other host is created. Mutation seen red: the hosts left out of the unlocked check (no
+  // hand-over: the pool checked without its host's row locked).
+  it.runIf(client === 'pg')('hands a batch over when the reads see a host its lock did not take', async () => {
+    const world = await fleet(quick, 'late');
+    const { run, close } = await rawConnection(quickOptions);
+    await run(`BEGIN; SELECT id FROM hosts WHERE name = '${world.hosts[0]}' FOR UPDATE`);
+    const trips: string[] = [];
+    onTrips(quick, (sql) => trips.push(sql));
+    const outcomes = combined(quick, claimOf('late-0', world.providers[3]!, 'MEMORY_MB', 512), [
+      claimOf('late-1', world.providers[0]!, 'VCPU', 1, record('late-1', world.hosts[0]!, { cpus: [0] })),
+      claimOf('late-2', world.providers[3]!, 'MEMORY_MB', 256, record('late-2', 'late-new', { pools: { 'mem/2M': { amount: 3, capacity: 4 } } })),
+    ]);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const other = await createStore(quickOptions);
+    await other.createProvider({ uuid: 'late-new-root', name: 'late-new' });
+    await other.upsertHost({ name: 'late-new', rootProviderUuid: 'late-new-root' });
+    await other.close();
+    await run('COMMIT');
+    await close();
+    const settled = await outcomes;
+    onTrips(quick, undefined);
+    expect(trips).toContain('ROLLBACK');
+    expect(settled.every((o) => (o as { ok?: unknown }).ok !== undefined)).toBe(true);
+    expect((await quick.getInstance('late-2'))?.pools).toEqual({ 'mem/2M': { amount: 3, capacity: 4 } });
+  });
+
+  // A batch of several calls whose write trip fails as a whole (a trigger raising at one
+  // record's insert): each call is then written in its own general transaction, so only the
+  // call at fault fails and the others are claimed. Mutation seen red: every caller of a failed
+  // batch rejected.
+  it('a failed batch of several calls is written call by call', async () => {
+    const world = await fleet(quick, 'split');
+    const { knex } = quick as KnexStore;
+    if (client === 'sqlite3') {
+      await knex.raw(`CREATE TRIGGER ert_fault BEFORE INSERT ON instances WHEN NEW.uuid = 'split-2' BEGIN SELECT RAISE(ABORT, 'injected fault at split-2'); END`);
+    } else {
+      await knex.raw(`CREATE OR REPLACE FUNCTION ert_fault() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN IF NEW.uuid = 'split-2' THEN RAISE EXCEPTION 'injected fault at split-2'; END IF; RETURN NEW; END $$`);
+      await knex.raw('CREATE TRIGGER ert_fault BEFORE INSERT ON instances FOR EACH ROW EXECUTE FUNCTION ert_fault()');
+    }
+    try {
+      const settled = await combined(quick, claimOf('split-0', world.providers[1]!, 'MEMORY_MB', 256), [
+        claimOf('split-1', world.providers[0]!, 'VCPU', 1, record('split-1', world.hosts[0]!)),
+        claimOf('split-2', world.providers[0]!, 'VCPU', 1, record('split-2', world.hosts[0]!)),
+        claimOf('split-3', world.providers[2]!, 'VCPU', 1, record('split-3', world.hosts[1]!)),
+      ]);
+      expect(settled.map((o) => ((o as { ok?: unknown }).ok !== undefined ? 'ok' : (o as { message: string }).message))).toEqual(['ok', 'ok', expect.stringMatching(/injected fault at split-2/), 'ok']);
+      expect(await quick.getUsages(world.providers[0]!)).toEqual({ VCPU: 1 });
+      expect(await quick.getUsages(world.providers[2]!)).toEqual({ VCPU: 1 });
+      expect(await quick.getInstance('split-2')).toBeUndefined();
+    } finally {
+      await knex.raw(client === 'sqlite3' ? 'DROP TRIGGER ert_fault' : 'DROP TRIGGER ert_fault ON instances');
+    }
+  });
+
   // A statement of the batch fails (a trigger raising at the instance insert, then at the hosts'
   // bump, the batch's last statement before COMMIT): nothing the batch wrote stays, the error
   // is the driver's, and the connection is left out of any transaction.

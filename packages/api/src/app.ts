@@ -11,7 +11,8 @@ import { AGENT_PREFIX, agentApi } from './agent-api.js';
 import { SCHEDULER_PREFIX, schedulerApi, type SchedulerApiOptions } from './scheduler-api.js';
 import { uiRoutes, type UiOptions } from './ui.js';
 import { JsonBytes, type ApiReply, type ApiRequest, type Method, type QuerySchema, type RouteDef, type VersionedHandler } from './route.js';
-import { allocationCandidateRoutes } from './routes/allocation-candidates.js';
+import { allocationCandidateRoutes, buildCandidateIndex } from './routes/allocation-candidates.js';
+import { warmOnListen } from './warm-up.js';
 import { allocationRoutes } from './routes/allocations.js';
 import { resourceClassRoutes } from './routes/resource-classes.js';
 import { resourceProviderRoutes } from './routes/resource-providers.js';
@@ -57,6 +58,14 @@ export interface ApiOptions {
   scheduler?: SchedulerApiOptions;
   /** Serve the web view at `/ui` (ui.ts) from these built assets. */
   ui?: UiOptions;
+  /**
+   * Once listening, read every provider and build the allocation candidates' search index
+   * (`ert serve`), so that the process's first `GET /allocation_candidates` answers from it
+   * instead of building it (at 5,000 providers, 266 ms against 13–16 ms).
+   */
+  warmCandidateIndex?: boolean;
+  /** Told once the index of `warmCandidateIndex` is built (providers indexed, ms taken), or why it failed (the first request then builds it). */
+  onCandidateIndexBuilt?: (outcome: { providers: number; ms: number } | { error: unknown }) => void;
 }
 
 declare module 'fastify' {
@@ -359,6 +368,18 @@ export async function createApi(options: ApiOptions): Promise<FastifyInstance> {
       headers['cache-control'] = 'no-cache';
     }
     return send(reply, result.status, result.body, headers);
+  }
+
+  if (options.warmCandidateIndex) {
+    warmOnListen(
+      app,
+      async () => {
+        const started = performance.now();
+        const providers = await buildCandidateIndex(reads);
+        return { providers, ms: Math.round(performance.now() - started) };
+      },
+      { done: 'allocation candidates index built', failed: 'allocation candidates index not built at start (the first GET /allocation_candidates builds it)', tell: options.onCandidateIndexBuilt },
+    );
   }
 
   return app;

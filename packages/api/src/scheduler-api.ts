@@ -25,6 +25,7 @@ import { eventStream, HostChangeFeed } from './events.js';
 import type { DecisionEvent } from './metrics.js';
 import type { Policy } from './policy.js';
 import { HostSnapshots } from './host-snapshots.js';
+import { warmOnListen } from './warm-up.js';
 import { hostFacets } from './host-facets.js';
 
 /** Where `ert serve` mounts the scheduler API. */
@@ -1003,28 +1004,20 @@ export function schedulerApi(ctx: SchedulerApiContext): (app: FastifyInstance) =
   };
 
   return async (app) => {
-    let warming: Promise<unknown> | undefined;
     if (ctx.warmHostSnapshots) {
-      app.addHook('onListen', async () => {
-        const started = performance.now();
-        warming = hostSnapshots.all().then(
-          (all) => {
-            // The summaries' and facets' parts kept per snapshot, made now rather than at the first view.
-            const now = Date.now();
-            for (const s of all) hostSummary(s, now, false);
-            hostFacets(all, []);
-            const read = { hosts: all.length, ms: Math.round(performance.now() - started) };
-            app.log.info(read, 'host snapshots read');
-            ctx.onHostSnapshotsRead?.(read);
-          },
-          (err: unknown) => {
-            app.log.warn({ err }, 'host snapshots not read at start (GET /hosts reads them)');
-            ctx.onHostSnapshotsRead?.({ error: err });
-          },
-        );
-      });
-      // Not closing the store under that read.
-      app.addHook('onClose', async () => void (await warming));
+      warmOnListen(
+        app,
+        async () => {
+          const started = performance.now();
+          const all = await hostSnapshots.all();
+          // The summaries' and facets' parts kept per snapshot, made now rather than at the first view.
+          const now = Date.now();
+          for (const s of all) hostSummary(s, now, false);
+          hostFacets(all, []);
+          return { hosts: all.length, ms: Math.round(performance.now() - started) };
+        },
+        { done: 'host snapshots read', failed: 'host snapshots not read at start (GET /hosts reads them)', tell: ctx.onHostSnapshotsRead },
+      );
     }
     // Open event streams would keep the server from closing: end them first.
     app.addHook('preClose', async () => {

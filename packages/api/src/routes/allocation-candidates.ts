@@ -3,7 +3,7 @@ import { findCandidates, indexWorld, parseCandidatesQuery, type WorldIndex, Plac
 import { ApiError, badRequest } from '../errors.js';
 import { atLeast, v } from '../microversion.js';
 import { JsonBytes, type ApiRequest, type RouteDef } from '../route.js';
-import type { ProviderView } from '../reads.js';
+import type { ProviderView, Reads } from '../reads.js';
 import { candidatesJson } from './candidates-json.js';
 import { STANDARD_CLASS_SET, STANDARD_TRAIT_SET } from '../standards.js';
 
@@ -43,6 +43,17 @@ function worldOf(store: object, providers: readonly ProviderView[]): WorldIndex 
   world ??= indexWorld(providers.map(fitProvider));
   models.set(store, { providers, world });
   return world;
+}
+
+/**
+ * Reads every provider and builds the search index kept for this store, as the first
+ * `GET /allocation_candidates` would (`ert serve` calls it once listening, so that a worker's
+ * first request answers from a built index); returns how many providers it indexed.
+ */
+export async function buildCandidateIndex(reads: Reads): Promise<number> {
+  const providers = await reads.providers();
+  worldOf(reads.store, providers);
+  return providers.length;
 }
 
 /** The same providers (by uuid) in the same order. */

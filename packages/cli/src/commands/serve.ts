@@ -170,6 +170,7 @@ async function serveOne(ctx: CommandContext, opts: ServeCommandOptions, config: 
     };
     if (tokens) process.on('SIGHUP', onHup);
     let snapshotsRead: CheckResult = { ok: false, reason: 'reading every host once (GET /scheduler/v1/hosts then answers from memory)', code: 'ERT_API_STARTING' };
+    let candidatesIndexed: CheckResult = { ok: false, reason: 'indexing every provider once (GET /allocation_candidates then answers from the index)', code: 'ERT_API_STARTING' };
     const server = await serve({
       store,
       host: opts.host,
@@ -183,7 +184,12 @@ async function serveOne(ctx: CommandContext, opts: ServeCommandOptions, config: 
       // Ready once every host's snapshot is read (below): the first view of a large fleet then
       // answers from memory. A read that failed does not hold readiness (the store check says
       // why, and GET /hosts reads them itself).
-      setup: serveOps(metrics, store, { 'host-snapshots': () => snapshotsRead }),
+      setup: serveOps(metrics, store, { 'host-snapshots': () => snapshotsRead, 'candidates-index': () => candidatesIndexed }),
+      // The same for GET /allocation_candidates: its search index built once listening.
+      warmCandidateIndex: true,
+      onCandidateIndexBuilt: (outcome) => {
+        candidatesIndexed = 'error' in outcome ? { ok: true, detail: `not built at start (${messageOf(outcome.error)}): the first request builds it` } : { ok: true, detail: outcome };
+      },
       // The scheduler API (/scheduler/v1): one scheduler for this process, created at the first
       // select or explain; claims of concurrent requests are written concurrently (overlapClaims).
       scheduler: {

@@ -54,7 +54,7 @@ interface ClaimState {
   /** The generations of the batch's consumers that exist, by uuid. */
   consumers: Map<string, number>;
   providers: Array<{ id: number; uuid: string; name: string; rootId: number; sharing: boolean }>;
-  /** The providers' inventories with their usage, by `<provider id>:<class id>`. */
+  /** The providers' inventories with their usage, by `<provider id>:<class id>`; the usage moves as the batch's calls are checked. */
   inventories: Map<string, { inv: Inventory; used: number }>;
   /** The hosts rooted on the providers' trees, and the records' hosts. */
   hosts: Array<{ id: number; name: string; generation: number; rootId: number }>;
@@ -258,7 +258,6 @@ export function quickClaims(ctx: StoreContext, calls: AllocationWrite[][]): Prom
     const hostByName = new Map(state.hosts.map((h) => [h.name, h]));
     const hostByRoot = new Map(state.hosts.map((h) => [h.rootId, h]));
     const ledger = keys.holdHosts.length > 0 ? HoldLedger.fromRows(state.holds) : undefined;
-    const usage = new Map([...state.inventories].map(([key, entry]) => [key, entry.used]));
 
     // The general path's checks, in its order, each call against the calls before it that succeeded.
     const outcomes: Array<{ error: unknown } | { hosts: Array<ClaimState['hosts'][number]> }> = [];
@@ -273,8 +272,8 @@ export function quickClaims(ctx: StoreContext, calls: AllocationWrite[][]): Prom
           const provider = providers.get(alloc.providerUuid);
           if (!provider) throw notFound('provider', alloc.providerUuid, { provider: alloc.providerUuid, consumer: consumer.uuid });
           const key = `${provider.id}:${ctx.classIds.get(alloc.resourceClass)!}`;
-          const used = staged.get(key) ?? usage.get(key) ?? 0;
           const entry = state.inventories.get(key);
+          const used = staged.get(key) ?? entry?.used ?? 0;
           checkFits(provider, alloc, entry && { inv: entry.inv, used });
           staged.set(key, used + alloc.amount);
         }
@@ -295,7 +294,8 @@ export function quickClaims(ctx: StoreContext, calls: AllocationWrite[][]): Prom
         outcomes.push({ error: err });
         continue;
       }
-      for (const [key, used] of staged) usage.set(key, used);
+      // A staged key has an inventory (`checkFits` refused the others): the next calls see this usage.
+      for (const [key, used] of staged) state.inventories.get(key)!.used = used;
       claimed.push(write);
     }
     if (claimed.length === 0) {

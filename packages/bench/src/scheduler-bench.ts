@@ -16,7 +16,10 @@
  * shapes are reported apart, failures are counted apart (a request built to fail that is
  * placed, or usage over capacity at the end, is a wrong answer: exit 1); `slowest` lists the
  * ten slowest placed decisions with their kind; `schedulerP50Ms` / `schedulerP99Ms` (and the
- * first-seen `newShapeScheduler*`) are the decisions without their durable claims.
+ * first-seen `newShapeScheduler*`) are the decisions without their durable claims;
+ * `failedP50Ms` / `failedMaxMs` time the failed requests (NoValidHost, with its explanation);
+ * `gcMinorCount`, `gcMinorMs`, `gcMajorCount`, `gcMajorMs` and `gcMaxPauseMs` are the garbage
+ * collector's pauses during the timed decisions (scavenges, mark-compacts, the longest).
  * With --concurrency C > 1, C clients send requests at once and the scheduler overlaps claims.
  * With --profile FILE, a V8 CPU profile of the timed decisions only is written to FILE (.cpuprofile):
  * the steady phase of `flavors`, every decision of `mixed`.
@@ -44,7 +47,7 @@ import { Session } from 'node:inspector/promises';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { performance } from 'node:perf_hooks';
+import { constants, performance, PerformanceObserver, type PerformanceEntry } from 'node:perf_hooks';
 import { seededRandom } from '@ert/core';
 import type { ErtConfig } from '@ert/core';
 import { createScheduler, NoValidHostError } from '@ert/scheduler';
@@ -161,6 +164,33 @@ async function measureHeap(config: ErtConfig, store: Store, hosts: number): Prom
   return { scheduler, bytesPerHost: (after.heapUsed - before.heapUsed) / hosts, arrayBytesPerHost: (after.arrayBuffers - before.arrayBuffers) / hosts };
 }
 
+/**
+ * The garbage collector's pauses from now until `stop()`: count and milliseconds of minor
+ * (scavenge) and major (mark-compact) collections, and the longest pause.
+ */
+function watchGc(): { stop(): { minor: { count: number; ms: number }; major: { count: number; ms: number }; maxMs: number } } {
+  const totals = { minor: { count: 0, ms: 0 }, major: { count: 0, ms: 0 }, maxMs: 0 };
+  const add = (entry: PerformanceEntry): void => {
+    const kind = (entry as PerformanceEntry & { detail?: { kind?: number } }).detail?.kind;
+    const into = kind === constants.NODE_PERFORMANCE_GC_MAJOR ? totals.major : kind === constants.NODE_PERFORMANCE_GC_MINOR ? totals.minor : undefined;
+    if (into !== undefined) {
+      into.count++;
+      into.ms += entry.duration;
+    }
+    totals.maxMs = Math.max(totals.maxMs, entry.duration);
+  };
+  const observer = new PerformanceObserver((list) => list.getEntries().forEach(add));
+  observer.observe({ entryTypes: ['gc'] });
+  return {
+    stop() {
+      // Entries are delivered asynchronously: those still queued are taken here.
+      observer.takeRecords().forEach(add);
+      observer.disconnect();
+      return totals;
+    },
+  };
+}
+
 /** `store`, with each `writeAllocations` (a durable claim) timed and its milliseconds given to `took`. */
 function timingWrites(store: Store, took: (ms: number) => void): Store {
   return new Proxy(store, {
@@ -207,6 +237,9 @@ async function runMixed(config: ErtConfig, store: Store, args: Args): Promise<Re
   // The slowest placed decisions, with what they were (where the tail comes from).
   const SLOWEST = 10;
   const slowest: Array<{ ms: number; kind: string; flavor: string; firstSeen: boolean }> = [];
+  /** Requests that failed (NoValidHost), timed too: an operator waits for that answer as well. */
+  const failedMs: number[] = [];
+  const gcPauses = watchGc();
   const stopProfile = await startProfile(args.profile);
   const loadBefore = loadavg()[0]!;
   const begin = performance.now();
@@ -232,6 +265,7 @@ async function runMixed(config: ErtConfig, store: Store, args: Args): Promise<Re
       if (request.mustFail !== undefined) wrong++;
     } catch (error) {
       if (!(error instanceof NoValidHostError)) throw error;
+      failedMs.push(performance.now() - t0);
       failed++;
       failedByKind[request.kind] = (failedByKind[request.kind] ?? 0) + 1;
       if (request.mustFail !== undefined) failedAsBuilt++;
@@ -239,6 +273,7 @@ async function runMixed(config: ErtConfig, store: Store, args: Args): Promise<Re
   }
   const totalMs = performance.now() - begin;
   const loadAfter = loadavg()[0]!;
+  const gc = gcPauses.stop();
   await stopProfile();
   await scheduler.close();
   // Correctness at the end: nothing over capacity anywhere.
@@ -271,6 +306,16 @@ async function runMixed(config: ErtConfig, store: Store, args: Args): Promise<Re
       const f = Float64Array.from(decideFresh).sort();
       return { schedulerP50Ms: round(percentile(d, 50)), schedulerP99Ms: round(percentile(d, 99)), newShapeSchedulerP50Ms: round(percentile(f, 50)), newShapeSchedulerP99Ms: round(percentile(f, 99)) };
     })(),
+    ...(() => {
+      const f = Float64Array.from(failedMs).sort();
+      return { failedP50Ms: round(percentile(f, 50)), failedMaxMs: round(f[f.length - 1] ?? NaN) };
+    })(),
+    // The collector's pauses in the timed phase: scavenges (minor) and mark-compacts (major).
+    gcMinorCount: gc.minor.count,
+    gcMinorMs: round(gc.minor.ms, 0),
+    gcMajorCount: gc.major.count,
+    gcMajorMs: round(gc.major.ms, 0),
+    gcMaxPauseMs: round(gc.maxMs),
     loadAverage: [round(loadBefore, 2), round(loadAfter, 2)],
     plugins: args.plugins,
     slowest: slowest.sort((a, b) => b.ms - a.ms).slice(0, SLOWEST),

@@ -62,24 +62,23 @@ export interface Explanation extends ExplanationSummary {
 const SUMMARY_EXAMPLES = 5;
 
 /**
- * Build the explanation from an up-to-date memo (every host evaluated for this request) and
- * its ranking (with every candidate: `limit` at least the number of hosts).
+ * Every host the memo rejected, counted under the step that removed it (in the order the
+ * explanation lists the steps), each passed to `visit` with its count.
  */
-export function buildExplanation(slots: ReadonlyArray<Host | undefined>, memo: Memo, ranking: Ranking): Explanation {
+function countRejected(
+  slots: ReadonlyArray<Host | undefined>,
+  memo: Memo,
+  visit: (count: FilterCount, host: string, reason: string) => void,
+): { hosts: number; filters: FilterCount[] } {
   const { prepared } = memo;
   const counts = new Map<number, FilterCount>();
   const steps = prepared.narrowing?.steps ?? [];
-  const order: Array<[number, string]> = [
-    ...steps.map((n, i): [number, string] => [REQUEST_FILTER_BASE - i, n.filter]),
-    [EXCLUDED_BY_HOST_MANAGER, HOST_MANAGER],
-    ...prepared.filters.map((f, i): [number, string] => [i, f.name]),
-    [EXCLUDED_BY_WEIGHER, WEIGHERS],
-  ];
-  for (const [code, filter] of order) {
+  const order: number[] = [...steps.map((_, i) => REQUEST_FILTER_BASE - i), EXCLUDED_BY_HOST_MANAGER, ...prepared.filters.map((_, i) => i), EXCLUDED_BY_WEIGHER];
+  const names = [...steps.map((n) => n.filter), HOST_MANAGER, ...prepared.filters.map((f) => f.name), WEIGHERS];
+  order.forEach((code, i) => {
     const step = code <= REQUEST_FILTER_BASE ? steps[REQUEST_FILTER_BASE - code]! : undefined;
-    counts.set(code, { filter, ...(step ? { stage: 'request-filter' as const, query: narrowingQuery(step) } : {}), removed: 0, examples: [] });
-  }
-  const rejected: Explanation['rejected'] = [];
+    counts.set(code, { filter: names[i]!, ...(step ? { stage: 'request-filter' as const, query: narrowingQuery(step) } : {}), removed: 0, examples: [] });
+  });
   let hosts = 0;
   for (let slot = 0; slot < slots.length; slot++) {
     const host = slots[slot];
@@ -88,13 +87,27 @@ export function buildExplanation(slots: ReadonlyArray<Host | undefined>, memo: M
     const outcome = memo.outcomes[slot]!;
     if (outcome === PASSED) continue;
     const count = counts.get(outcome)!;
-    const reason = memo.reasons[slot] ?? '';
     count.removed++;
-    count.examples.push({ host: host.name, reason });
-    rejected.push({ host: host.name, filter: count.filter, reason });
+    visit(count, host.name, memo.reasons[slot] ?? '');
   }
-  rejected.sort((a, b) => (a.host < b.host ? -1 : a.host > b.host ? 1 : 0));
-  for (const count of counts.values()) count.examples.sort((a, b) => (a.host < b.host ? -1 : a.host > b.host ? 1 : 0));
+  return { hosts, filters: order.map((code) => counts.get(code)!) };
+}
+
+const byHost = (a: { host: string }, b: { host: string }): number => (a.host < b.host ? -1 : a.host > b.host ? 1 : 0);
+
+/**
+ * Build the explanation from an up-to-date memo (every host evaluated for this request) and
+ * its ranking (with every candidate: `limit` at least the number of hosts).
+ */
+export function buildExplanation(slots: ReadonlyArray<Host | undefined>, memo: Memo, ranking: Ranking): Explanation {
+  const { prepared } = memo;
+  const rejected: Explanation['rejected'] = [];
+  const { hosts, filters } = countRejected(slots, memo, (count, host, reason) => {
+    count.examples.push({ host, reason });
+    rejected.push({ host, filter: count.filter, reason });
+  });
+  rejected.sort(byHost);
+  for (const count of filters) count.examples.sort(byHost);
   const w = prepared.weighers.length;
   const weighed = ranking.candidates.map(({ host, weight }) => {
     const weights: Record<string, WeigherScore> = {};
@@ -110,10 +123,27 @@ export function buildExplanation(slots: ReadonlyArray<Host | undefined>, memo: M
     request: placementRequestOf(prepared.spec),
     hosts,
     passed: ranking.passed,
-    filters: order.map(([code]) => counts.get(code)!),
+    filters,
     rejected,
     weighed,
   };
+}
+
+/**
+ * What `summarize(buildExplanation(...))` gives (a NoValidHostError's details), without
+ * building the per-host lists: each step's count and its SUMMARY_EXAMPLES first hosts by
+ * name. At 100,000 hosts the lists and their sort were most of a failed request's cost.
+ */
+export function buildSummary(slots: ReadonlyArray<Host | undefined>, memo: Memo, ranking: Ranking): ExplanationSummary {
+  const { hosts, filters } = countRejected(slots, memo, (count, host, reason) => {
+    const examples = count.examples;
+    if (examples.length === SUMMARY_EXAMPLES && !(host < examples[SUMMARY_EXAMPLES - 1]!.host)) return;
+    let at = examples.length;
+    while (at > 0 && host < examples[at - 1]!.host) at--;
+    examples.splice(at, 0, { host, reason });
+    if (examples.length > SUMMARY_EXAMPLES) examples.pop();
+  });
+  return summarize({ flavor: memo.prepared.spec.flavor.name, hosts, passed: ranking.passed, filters });
 }
 
 /** The explanation without per-host lists, examples capped (small enough for an error's details). */

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { Store } from '@ert/store';
 import { NoValidHostError } from '../src/index.js';
 import { flaky, freeRam, freeVcpu, level } from './fixtures.js';
-import { BACKENDS, flavor, instances, inventories, useFleets, uuidFor } from './helpers.js';
+import { BACKENDS, flavor, hostImport, instances, inventories, useFleets, uuidFor } from './helpers.js';
 
 const ALL_FILTERS = ['status', 'traits', 'resources', 'aggregate-extra-specs', 'capabilities', 'same-host', 'different-host', 'affinity', 'anti-affinity'];
 
@@ -46,6 +46,35 @@ describe.each(BACKENDS)('scheduler on %s', (client) => {
     expect(selections.map((x) => x.host)).toEqual(['a', 'a', 'b', 'b']);
     expect(s.host('a')!.free('VCPU')).toBe(0);
     await expect(s.select({ flavor: small, instances: instances(1) })).rejects.toBeInstanceOf(NoValidHostError);
+  });
+
+  it("gives a failed request's summary as the full explanation would: each step's count and its first hosts by name", async () => {
+    // A NoValidHostError's summary is built without the per-host lists (buildSummary). This
+    // compares it with the full explanation of the same request, cut as a summary is: seen red
+    // with the examples kept in arrival order (slot order, not names), and with the cut at
+    // the first five hosts met.
+    // Hosts that join later take new slots: the scheduler's slot order is not name order.
+    const spec = (name: string, i: number) => ({ name, ...(i % 2 === 0 ? { status: 'disabled' as const } : {}), inventories: { VCPU: 2, MEMORY_MB: 4096 } });
+    const { store, options } = await fleet('summary', ['q7', 'z1', 'y5', 'x2', 'w3', 'v8', 'u6'].map(spec));
+    const s = await scheduler(options, store, { filters: ['status', 'resources'] });
+    await s.refresh();
+    await store.importHosts(['m4', 'k6', 'b2', 'a9', 'g4', 'c3', 'd8'].map(spec).map(hostImport));
+    await s.refresh();
+    const big = flavor('big', 4, 1024);
+    const error = (await s.select({ flavor: big, instances: instances(1) }).catch((e: unknown) => e)) as NoValidHostError;
+    expect(error).toBeInstanceOf(NoValidHostError);
+    const explanation = await s.explain({ flavor: big, instances: instances(1) });
+    const expected = {
+      flavor: 'big',
+      hosts: explanation.hosts,
+      passed: explanation.passed,
+      filters: explanation.filters.map((f) => ({ filter: f.filter, removed: f.removed, examples: f.examples.slice(0, 5) })),
+    };
+    const summary = (error.details as { summary: unknown }).summary;
+    expect(summary).toEqual(expected);
+    // Both steps removed more hosts than a summary shows, in an order that is not by name.
+    expect(expected.filters.filter((f) => f.removed > 5).map((f) => f.filter)).toEqual(['status', 'resources']);
+    expect(expected.filters.find((f) => f.filter === 'status')!.examples.map((e) => e.host)).toEqual(['b2', 'd8', 'g4', 'm4', 'q7']);
   });
 
   it('fails a batch whole: releases what it claimed and explains why', async () => {

@@ -25,7 +25,10 @@ import { Workload } from '../src/workload.js';
  * are after the first one, without evaluating them (alternates a filter rejects); the bounded
  * ranking never answering (the filter-call count: 52,094 against the full scan's 90,818); a
  * memo taking an evicted memo's arrays without resetting its stamps, or its prune stamps
- * (the workload's shapes outnumber the scheduler's 16 memos, so memos are reused here).
+ * (the workload's shapes outnumber the scheduler's 16 memos, so memos are reused here); a
+ * failed request's summary counting a host under the filter after the one whose summary bound
+ * rejected it, or without asking that filter for the reason it shows (the indexed strategy's
+ * complete rankings call no hook of a filter whose bound rejects the host).
  * Seen not to matter (so not a test of them): the llc `after.<n>` summaries replaced by the
  * largest run before placing, with the summary/score mismatch check off: on these profiles
  * the two differ by the same amount on every host, which min-max normalisation cancels.
@@ -74,7 +77,8 @@ describe('bounded rankings on the mixed workload', () => {
           workload.placed(uuid);
         } catch (error) {
           if (!(error instanceof NoValidHostError)) throw error;
-          outcomes[s]!.push(`${i} ${request.flavor.name}: none (${(error.details as { summary: { passed: number } }).summary.passed} passed)`);
+          // The whole summary: each step's count and its first hosts with their reasons.
+          outcomes[s]!.push(`${i} ${request.flavor.name}: none ${JSON.stringify((error.details as { summary: unknown }).summary)}`);
         }
       }
     }

@@ -324,8 +324,9 @@ export interface FilterHooks {
    * Optional, called once per request (after `appliesTo`): necessary conditions on published
    * summaries. A host whose summary is known and below a bound's `atLeast` must be one that
    * `filter` rejects, so the scheduler may leave it out without calling `filter` (pruning
-   * must never drop a host `filter` would accept). Return nothing when no bound applies. A
-   * throw is taken as no bounds.
+   * must never drop a host `filter` would accept), also when it evaluates every host, and
+   * call `filter` later only for the reason an explanation shows. Return nothing when no
+   * bound applies. A throw is taken as no bounds.
    */
   summaryBounds?(spec: RequestSpec): readonly SummaryBound[] | undefined;
   /**

@@ -61,14 +61,17 @@ export interface Explanation extends ExplanationSummary {
 /** Example reasons kept per filter in a summary. */
 const SUMMARY_EXAMPLES = 5;
 
+/** Why the host at a slot was rejected (`Ranker.reasonOf`: asked of its filter when only its summary bound was looked at). */
+export type ReasonOf = (slot: number) => string;
+
 /**
  * Every host the memo rejected, counted under the step that removed it (in the order the
- * explanation lists the steps), each passed to `visit` with its count.
+ * explanation lists the steps), each passed to `visit` with its count and slot.
  */
 function countRejected(
   slots: ReadonlyArray<Host | undefined>,
   memo: Memo,
-  visit: (count: FilterCount, host: string, reason: string) => void,
+  visit: (count: FilterCount, host: string, slot: number) => void,
 ): { hosts: number; filters: FilterCount[] } {
   const { prepared } = memo;
   const counts = new Map<number, FilterCount>();
@@ -88,7 +91,7 @@ function countRejected(
     if (outcome === PASSED) continue;
     const count = counts.get(outcome)!;
     count.removed++;
-    visit(count, host.name, memo.reasons[slot] ?? '');
+    visit(count, host.name, slot);
   }
   return { hosts, filters: order.map((code) => counts.get(code)!) };
 }
@@ -99,10 +102,11 @@ const byHost = (a: { host: string }, b: { host: string }): number => (a.host < b
  * Build the explanation from an up-to-date memo (every host evaluated for this request) and
  * its ranking (with every candidate: `limit` at least the number of hosts).
  */
-export function buildExplanation(slots: ReadonlyArray<Host | undefined>, memo: Memo, ranking: Ranking): Explanation {
+export function buildExplanation(slots: ReadonlyArray<Host | undefined>, memo: Memo, ranking: Ranking, reasonOf: ReasonOf): Explanation {
   const { prepared } = memo;
   const rejected: Explanation['rejected'] = [];
-  const { hosts, filters } = countRejected(slots, memo, (count, host, reason) => {
+  const { hosts, filters } = countRejected(slots, memo, (count, host, slot) => {
+    const reason = reasonOf(slot);
     count.examples.push({ host, reason });
     rejected.push({ host, filter: count.filter, reason });
   });
@@ -132,15 +136,17 @@ export function buildExplanation(slots: ReadonlyArray<Host | undefined>, memo: M
 /**
  * What `summarize(buildExplanation(...))` gives (a NoValidHostError's details), without
  * building the per-host lists: each step's count and its SUMMARY_EXAMPLES first hosts by
- * name. At 100,000 hosts the lists and their sort were most of a failed request's cost.
+ * name, the reasons asked for those only. At 100,000 hosts the lists and their sort were
+ * most of a failed request's cost.
  */
-export function buildSummary(slots: ReadonlyArray<Host | undefined>, memo: Memo, ranking: Ranking): ExplanationSummary {
-  const { hosts, filters } = countRejected(slots, memo, (count, host, reason) => {
+export function buildSummary(slots: ReadonlyArray<Host | undefined>, memo: Memo, ranking: Ranking, reasonOf: ReasonOf): ExplanationSummary {
+  const { hosts, filters } = countRejected(slots, memo, (count, host, slot) => {
     const examples = count.examples;
     if (examples.length === SUMMARY_EXAMPLES && !(host < examples[SUMMARY_EXAMPLES - 1]!.host)) return;
     let at = examples.length;
     while (at > 0 && host < examples[at - 1]!.host) at--;
-    examples.splice(at, 0, { host, reason });
+    // Only the hosts shown are asked for their reason.
+    examples.splice(at, 0, { host, reason: reasonOf(slot) });
     if (examples.length > SUMMARY_EXAMPLES) examples.pop();
   });
   return summarize({ flavor: memo.prepared.spec.flavor.name, hosts, passed: ranking.passed, filters });

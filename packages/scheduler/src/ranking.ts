@@ -45,6 +45,15 @@ export interface WeigherEntry {
 
 const NO_AGGREGATES: ReadonlySet<string> = new Set();
 
+/** Per filter index, its summary bounds as columns to read (`Ranker.evaluate`). */
+type FilterBounds = Array<Array<{ column: Float64Array; atLeast: number }> | undefined>;
+
+/** True when the host at `slot` is below one of the bounds (NaN, unknown, is never below). */
+function belowBound(bounds: ReadonlyArray<{ column: Float64Array; atLeast: number }>, slot: number): boolean {
+  for (const { column, atLeast } of bounds) if (column[slot]! < atLeast) return true;
+  return false;
+}
+
 /** Outcome codes of one host's evaluation (a filter's index when >= 0). */
 const PASSED = -1;
 /** Kept out by the host manager (a consumer's exclusion). */
@@ -73,8 +82,11 @@ export interface Prepared {
   multiplierKeys: string[];
   /** The request filters' narrowing by aggregate membership, judged before anything else. */
   narrowing?: HostNarrowing;
-  /** The filters' necessary conditions on host summaries (`FilterHooks.summaryBounds`), all filters together. */
-  bounds: SummaryBound[];
+  /**
+   * The filters' necessary conditions on host summaries (`FilterHooks.summaryBounds`), all
+   * filters together, each with the index of the filter that stated it.
+   */
+  bounds: Array<SummaryBound & { filter: number }>;
   /**
    * Per weigher, the summary equal to its raw score (`WeigherHooks.summaryScore`), or
    * undefined; a bounded ranking needs one for every weigher.
@@ -103,6 +115,11 @@ export class Memo {
   readonly stamps: Float64Array;
   readonly outcomes: Int16Array;
   readonly reasons: Array<string | undefined>;
+  /**
+   * 1 where a filter's summary bound rejected the host without its hook being called (the
+   * outcome names the filter); its reason is asked for when wanted (`Ranker.reasonOf`).
+   */
+  readonly boundRejected: Uint8Array;
   readonly raw: Float64Array;
   readonly multipliers: Float64Array;
   /** Total weight of each host that passed (valid when `ready`). */
@@ -146,6 +163,7 @@ export class Memo {
     this.stamps = (take?.stamps ?? new Float64Array(capacity)).fill(-1);
     this.outcomes = (take?.outcomes ?? new Int16Array(capacity)).fill(EMPTY_SLOT);
     this.reasons = take?.reasons.fill(undefined) ?? new Array<string | undefined>(capacity);
+    this.boundRejected = (take?.boundRejected ?? new Uint8Array(capacity)).fill(0);
     this.raw = take?.raw.fill(0) ?? new Float64Array(capacity * w);
     this.multipliers = take?.multipliers.fill(0) ?? new Float64Array(capacity * w);
     this.weights = take?.weights.fill(0) ?? new Float64Array(capacity);
@@ -233,8 +251,9 @@ export class Ranker {
     const filters = this.filters.flatMap((f) => prepared('filter', f));
     // What the filters and weighers say of the host summaries for this request; a throw, or
     // anything malformed, says nothing (fewer hosts pruned, or no bounded ranking).
-    const bounds: SummaryBound[] = [];
-    for (const entry of filters) {
+    const bounds: Prepared['bounds'] = [];
+    for (let f = 0; f < filters.length; f++) {
+      const entry = filters[f]!;
       const summaryBounds = entry.hooks.summaryBounds;
       if (entry.broken !== undefined || summaryBounds === undefined) continue;
       try {
@@ -243,7 +262,7 @@ export class Ranker {
         for (const b of stated as unknown[]) {
           const bound = b as Partial<SummaryBound> | null;
           if (typeof bound === 'object' && bound !== null && typeof bound.summary === 'string' && typeof bound.atLeast === 'number' && !Number.isNaN(bound.atLeast)) {
-            bounds.push({ summary: bound.summary, atLeast: bound.atLeast });
+            bounds.push({ summary: bound.summary, atLeast: bound.atLeast, filter: f });
           }
         }
       } catch {
@@ -275,13 +294,17 @@ export class Ranker {
   /**
    * Evaluate one host into `memo` at its slot: the first filter that rejects it (with the reason),
    * or the raw scores and multipliers of every weigher. Hook errors reject the host with a reason
-   * naming the plugin and hook.
+   * naming the plugin and hook. With `bounds` (the indexed strategy's complete rankings), a
+   * filter whose summary bound the host is below rejects it without a hook call, and its reason
+   * is asked for only when an explanation shows it (`reasonOf`): a request no host can take,
+   * at 100,000 hosts, no longer has every host's reason written.
    */
-  evaluate(host: Host, memo: Memo, version: number): void {
+  evaluate(host: Host, memo: Memo, version: number, bounds?: FilterBounds): void {
     const { prepared } = memo;
     const slot = host.slot;
     memo.stamps[slot] = version;
     memo.reasons[slot] = undefined;
+    memo.boundRejected[slot] = 0;
     // The request filters' narrowing: a host outside it is out before anything looks at it.
     const narrowed = prepared.narrowing?.judge(host.providers[0]?.aggregates ?? NO_AGGREGATES);
     if (narrowed !== undefined) {
@@ -302,15 +325,16 @@ export class Ranker {
         memo.reasons[slot] = entry.broken;
         return;
       }
-      let reason: string | undefined | void;
-      try {
-        reason = this.callHook(entry.name, 'filter', () => entry.hooks.filter(host, spec));
-      } catch (error) {
-        reason = `filter "${entry.name}" hook filter failed: ${messageOf(error)}`;
-      }
-      if (reason !== undefined && reason !== null) {
+      const stated = bounds?.[f];
+      if (stated !== undefined && belowBound(stated, slot)) {
         memo.outcomes[slot] = f;
-        memo.reasons[slot] = typeof reason === 'string' ? reason : `filter "${entry.name}" returned ${String(reason)}`;
+        memo.boundRejected[slot] = 1;
+        return;
+      }
+      const reason = this.filterReason(entry, host, spec);
+      if (reason !== undefined) {
+        memo.outcomes[slot] = f;
+        memo.reasons[slot] = reason;
         return;
       }
     }
@@ -341,6 +365,47 @@ export class Ranker {
     memo.outcomes[slot] = PASSED;
   }
 
+  /** What filter `entry` says of the host: undefined (passes) or the reason it rejects it. */
+  private filterReason(entry: PreparedFilter, host: Host, spec: RequestSpec): string | undefined {
+    let reason: string | undefined | void;
+    try {
+      reason = this.callHook(entry.name, 'filter', () => entry.hooks.filter(host, spec));
+    } catch (error) {
+      reason = `filter "${entry.name}" hook filter failed: ${messageOf(error)}`;
+    }
+    if (reason === undefined || reason === null) return undefined;
+    return typeof reason === 'string' ? reason : `filter "${entry.name}" returned ${String(reason)}`;
+  }
+
+  /**
+   * Why the host at `slot` was rejected for `memo`'s request, as evaluated (empty when it was
+   * not). For a host a filter's summary bound rejected, that filter's hook is asked now, once
+   * (the reason is kept in the memo); call it before the host changes. A hook that passes the
+   * host contradicts its plugin's bound: the reason says so, naming the filter.
+   */
+  reasonOf(slots: ReadonlyArray<Host | undefined>, memo: Memo, slot: number): string {
+    const host = slots[slot];
+    if (memo.boundRejected[slot] === 1 && host !== undefined) {
+      const entry = memo.prepared.filters[memo.outcomes[slot]!]!;
+      memo.reasons[slot] =
+        this.filterReason(entry, host, memo.prepared.spec) ?? `filter "${entry.name}": the host is below one of its summary bounds, though its filter hook passes it`;
+      memo.boundRejected[slot] = 0;
+    }
+    return memo.reasons[slot] ?? '';
+  }
+
+  /** Per filter, the summary columns and least values of its bounds (none without summaries). */
+  private filterBounds(index: HostIndex, prepared: Prepared): FilterBounds | undefined {
+    if (index.summary === undefined || prepared.bounds.length === 0) return undefined;
+    const bounds: FilterBounds = [];
+    for (const bound of prepared.bounds) {
+      // A summary nobody published rejects nothing.
+      const column = index.summary(bound.summary);
+      if (column !== undefined) (bounds[bound.filter] ??= []).push({ column, atLeast: bound.atLeast });
+    }
+    return bounds;
+  }
+
   /**
    * Bring every host's entry in `memo` up to date (re-evaluating only hosts whose version
    * changed, all of them when `fresh`) and return the best `limit` candidates. The changed hosts
@@ -361,9 +426,11 @@ export class Ranker {
     const { stamps, outcomes, raw, min, max, minCount, maxCount } = memo;
     const count = slots.length;
     const changesNow = changes.base + changes.slots.length;
+    // The full-scan strategy calls every hook: it is what the indexed one is checked against.
+    const bounds = fresh ? undefined : this.filterBounds(index, memo.prepared);
     if (fresh || !memo.ready) {
       for (let slot = 0; slot < count; slot++) {
-        if (fresh || stamps[slot] !== versions[slot]) this.refreshSlot(slots, versions, memo, slot);
+        if (fresh || stamps[slot] !== versions[slot]) this.refreshSlot(slots, versions, memo, slot, bounds);
       }
       this.rescan(memo, count, -1);
       this.reweigh(memo, count, -1);
@@ -379,7 +446,7 @@ export class Ranker {
         if (stamps[slot] === versions[slot]) return;
         const wasPassed = outcomes[slot] === PASSED;
         if (wasPassed) for (let i = 0; i < w; i++) old[i] = raw[slot * w + i]!;
-        this.refreshSlot(slots, versions, memo, slot);
+        this.refreshSlot(slots, versions, memo, slot, bounds);
         const isPassed = outcomes[slot] === PASSED;
         if (wasPassed) {
           memo.passed--;
@@ -703,9 +770,9 @@ export class Ranker {
   }
 
   /** Re-evaluate one slot (a host, or nothing) into the memo. */
-  private refreshSlot(slots: ReadonlyArray<Host | undefined>, versions: Float64Array, memo: Memo, slot: number): void {
+  private refreshSlot(slots: ReadonlyArray<Host | undefined>, versions: Float64Array, memo: Memo, slot: number, bounds?: FilterBounds): void {
     const host = slots[slot];
-    if (host) this.evaluate(host, memo, versions[slot]!);
+    if (host) this.evaluate(host, memo, versions[slot]!, bounds);
     else {
       memo.stamps[slot] = versions[slot]!;
       memo.outcomes[slot] = EMPTY_SLOT;

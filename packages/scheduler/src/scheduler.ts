@@ -7,7 +7,7 @@ import { expireReservations } from '@ert/store';
 import type { Allocation, Store } from '@ert/store';
 import { affinityHosts, builtinFilters } from './builtins.js';
 import { NoValidHostError, SchedulerError, SchedulerErrorCode } from './errors.js';
-import { buildExplanation, buildSummary } from './explain.js';
+import { buildExplanation, buildSummary, type ReasonOf } from './explain.js';
 import type { Explanation } from './explain.js';
 import { HostManager } from './host-manager.js';
 import type { ConsumerEntry, HookCaller } from './host-manager.js';
@@ -260,7 +260,7 @@ class DefaultScheduler implements Scheduler {
       await this.refreshIfDue();
       const memo = this.memoFor(parsed);
       const ranking = this.rank(memo, this.manager.slots.length);
-      return buildExplanation(this.manager.slots, memo, ranking);
+      return buildExplanation(this.manager.slots, memo, ranking, this.reasons(memo));
     });
   }
 
@@ -394,7 +394,7 @@ class DefaultScheduler implements Scheduler {
         const candidates = ranking.candidates.filter((c) => !tried.has(c.host.name));
         if (candidates.length === 0) {
           // A bounded ranking evaluated only some hosts: explain from a complete one.
-          throw new NoValidHostError(instance.uuid, spec.flavor.name, buildSummary(this.manager.slots, memo, ranking.bounded ? this.rank(memo, 0) : ranking), attempts);
+          throw new NoValidHostError(instance.uuid, spec.flavor.name, buildSummary(this.manager.slots, memo, ranking.bounded ? this.rank(memo, 0) : ranking, this.reasons(memo)), attempts);
         }
         const pick = Math.min(Math.floor(this.env.random() * Math.min(hostSubsetSize, candidates.length)), candidates.length - 1);
         const chosen = candidates[pick]!.host;
@@ -457,7 +457,7 @@ class DefaultScheduler implements Scheduler {
     }
     return locked(async () => {
       const memo = this.memoFor(parsed);
-      throw new NoValidHostError(instance.uuid, spec.flavor.name, buildSummary(this.manager.slots, memo, this.rank(memo, 0)), attempts);
+      throw new NoValidHostError(instance.uuid, spec.flavor.name, buildSummary(this.manager.slots, memo, this.rank(memo, 0), this.reasons(memo)), attempts);
     });
   }
 
@@ -542,6 +542,11 @@ class DefaultScheduler implements Scheduler {
 
   private rank(memo: Memo, limit: number): Ranking {
     return this.ranker.rank(this.manager, memo, limit, this.env.strategy === 'full-scan');
+  }
+
+  /** Why each host was rejected for `memo`'s request, asked when an explanation shows it (read before the hosts change). */
+  private reasons(memo: Memo): ReasonOf {
+    return (slot) => this.ranker.reasonOf(this.manager.slots, memo, slot);
   }
 
   /**

@@ -77,6 +77,31 @@ describe.each(BACKENDS)('scheduler on %s', (client) => {
     expect(expected.filters.find((f) => f.filter === 'status')!.examples.map((e) => e.host)).toEqual(['b2', 'd8', 'g4', 'm4', 'q7']);
   });
 
+  it('explains a request no host can take without asking every host the filter its summary bound rules out', async () => {
+    // The indexed strategy's complete ranking rejects a host below a filter's summary bound
+    // without calling that filter, and asks it for the reason only for the hosts the summary
+    // shows. Seen red with the bounds not passed to the complete ranking (resources asked of
+    // all 12 hosts), and with the reasons not asked afterwards (empty reasons).
+    const { store, options } = await fleet(
+      'bounded-why',
+      Array.from({ length: 12 }, (_, i) => ({ name: `n${String(i).padStart(2, '0')}`, inventories: { VCPU: 4, MEMORY_MB: 4096 } })),
+    );
+    const s = await scheduler(options, store, { filters: ['status', 'resources'] });
+    const calls = (plugin: string) => s.timings().find((t) => t.plugin === plugin && t.hook === 'filter')?.calls ?? 0;
+    const before = { resources: calls('resources'), status: calls('status') };
+    const error = (await s.select({ flavor: flavor('huge', 64, 1024), instances: instances(1) }).catch((e: unknown) => e)) as NoValidHostError;
+    expect(error).toBeInstanceOf(NoValidHostError);
+    const resources = (error.details as { summary: { filters: Array<{ filter: string; removed: number; examples: Array<{ host: string; reason: string }> }> } }).summary.filters.find(
+      (f) => f.filter === 'resources',
+    )!;
+    expect(resources.removed).toBe(12);
+    expect(resources.examples.map((e) => e.host)).toEqual(['n00', 'n01', 'n02', 'n03', 'n04']);
+    for (const example of resources.examples) expect(example.reason).toMatch(/VCPU/);
+    // Asked of the five hosts shown only; the status filter, before it, of every host.
+    expect(calls('resources') - before.resources).toBe(5);
+    expect(calls('status') - before.status).toBe(12);
+  });
+
   it('fails a batch whole: releases what it claimed and explains why', async () => {
     const { store, options } = await fleet('whole', [
       { name: 'x1', inventories: { VCPU: 2, MEMORY_MB: 4096 } },

@@ -36,6 +36,20 @@ export class SummaryTable {
   private size = 1024;
 
   /**
+   * Per slot, the trait sets of the host's providers (ids into `traitSets`, TRAIT_STRIDE per
+   * slot, -1 after the last), so that a derived column is made from typed arrays instead of
+   * every host object (at 100,000 hosts, reading them took 20-90 ms per column, in the
+   * decision that first named it). Trait sets are interned (host-state.ts), so there are few.
+   */
+  private traitIds = new Int32Array(this.size * TRAIT_STRIDE).fill(-1);
+  /** 1 where a derived value is computed from the host object: it reaches sharing providers, or has more than TRAIT_STRIDE providers. */
+  private fromHost = new Uint8Array(this.size);
+  /** Per class, per slot: which of the host's providers (bit k: the k-th, k < TRAIT_STRIDE) have an inventory of it. */
+  private readonly holders = new Map<string, Uint8Array>();
+  private readonly traitSetIds = new Map<ReadonlySet<string>, number>();
+  private readonly traitSets: Array<ReadonlySet<string>> = [];
+
+  /**
    * Built-in columns made when first asked for (a trait's or a class's free amount beside
    * some traits), then kept current like the others: `ert:trait:<T>` and
    * `ert:reach:<CLASS>:without:<T1,T2,...>` (see `traitSummary`, `freeWithoutSummary`).
@@ -49,13 +63,42 @@ export class SummaryTable {
   column(name: string, slots?: ReadonlyArray<Host | undefined>): Float64Array | undefined {
     const column = this.columns.get(name);
     if (column !== undefined || slots === undefined) return column;
-    const of = derivedSummary(name);
-    if (of === undefined) return undefined;
+    const derived = derivedSummary(name);
+    if (derived === undefined) return undefined;
     this.ensure(slots.length);
     const made = this.create(name, NaN);
+    const { of } = derived;
+    // From the providers' trait sets: per set, whether it has the trait (or any forbidden one).
+    const hit = Uint8Array.from(this.traitSets, (traits) => (derived.traits.some((t) => traits.has(t)) ? 1 : 0));
+    const reach = derived.kind === 'without' ? this.freeColumns.get(derived.resourceClass)?.reach : undefined;
+    const holders = derived.kind === 'without' ? this.holders.get(derived.resourceClass) : undefined;
+    const ids = this.traitIds;
     for (let slot = 0; slot < slots.length; slot++) {
       const host = slots[slot];
-      if (host !== undefined) made[slot] = of(host);
+      if (host === undefined) continue;
+      if (this.fromHost[slot] === 1) {
+        made[slot] = of(host);
+        continue;
+      }
+      let hits = 0;
+      let hitMask = 0;
+      const base = slot * TRAIT_STRIDE;
+      for (let k = 0; k < TRAIT_STRIDE && ids[base + k]! >= 0; k++) {
+        const h = hit[ids[base + k]!]!;
+        hits += h;
+        hitMask |= h << k;
+      }
+      if (derived.kind === 'trait') {
+        made[slot] = hits;
+        continue;
+      }
+      const held = holders?.[slot] ?? 0;
+      // No provider that has the class has a forbidden trait (and no sharing provider): each
+      // counts, which is the reach column's value, summed in the same order. All of them
+      // have one: none counts (0). Some: from the host.
+      if (reach !== undefined && (held & hitMask) === 0) made[slot] = reach[slot]!;
+      else if ((held & ~hitMask) === 0) made[slot] = 0;
+      else made[slot] = of(host);
     }
     this.derived.set(name, { column: made, of });
     return made;
@@ -73,6 +116,17 @@ export class SummaryTable {
       if (derived !== undefined) derived.column = grown;
     }
     for (const rc of this.freeColumns.keys()) this.freeColumns.set(rc, { free: this.columns.get(freeSummary(rc))!, reach: this.columns.get(reachSummary(rc))! });
+    const ids = new Int32Array(size * TRAIT_STRIDE).fill(-1);
+    ids.set(this.traitIds);
+    this.traitIds = ids;
+    const fromHost = new Uint8Array(size);
+    fromHost.set(this.fromHost);
+    this.fromHost = fromHost;
+    for (const [rc, held] of this.holders) {
+      const grown = new Uint8Array(size);
+      grown.set(held);
+      this.holders.set(rc, grown);
+    }
     this.size = size;
   }
 
@@ -108,6 +162,7 @@ export class SummaryTable {
   /** Recompute the built-in summaries of the host in `slot` (undefined: the slot is empty, all unknown). */
   refreshBuiltins(slot: number, host: Host | undefined): void {
     this.ensure(slot);
+    this.recordTraits(slot, host);
     if (host === undefined) {
       for (const column of this.columns.values()) column[slot] = NaN;
       return;
@@ -122,8 +177,10 @@ export class SummaryTable {
       pair.free[slot] = 0;
       pair.reach[slot] = 0;
     }
+    for (const held of this.holders.values()) held[slot] = 0;
     const add = (providers: Host['providers'], tree: boolean): void => {
-      for (const provider of providers) {
+      for (let k = 0; k < providers.length; k++) {
+        const provider = providers[k]!;
         const inventories = provider.inventories;
         for (const rc in inventories) {
           let pair = this.freeColumns.get(rc);
@@ -131,9 +188,13 @@ export class SummaryTable {
             // A class no host had before: every other host has none of it (0).
             pair = { free: this.create(freeSummary(rc), 0), reach: this.create(reachSummary(rc), 0) };
             this.freeColumns.set(rc, pair);
+            this.holders.set(rc, new Uint8Array(this.size));
           }
           const free = provider.free(rc);
-          if (tree) pair.free[slot] = pair.free[slot]! + free;
+          if (tree) {
+            pair.free[slot] = pair.free[slot]! + free;
+            if (k < TRAIT_STRIDE) this.holders.get(rc)![slot] |= 1 << k;
+          }
           pair.reach[slot] = pair.reach[slot]! + free;
         }
       }
@@ -142,7 +203,33 @@ export class SummaryTable {
     add(host.sharingProviders, false);
     for (const derived of this.derived.values()) derived.column[slot] = derived.of(host);
   }
+
+  /** Keep the slot's provider trait sets (see `traitIds`). */
+  private recordTraits(slot: number, host: Host | undefined): void {
+    const base = slot * TRAIT_STRIDE;
+    this.traitIds[base] = -1;
+    this.fromHost[slot] = 0;
+    if (host === undefined) return;
+    if (host.sharingProviders.length > 0 || host.providers.length > TRAIT_STRIDE) {
+      this.fromHost[slot] = 1;
+      return;
+    }
+    let k = base;
+    for (const provider of host.providers) {
+      let id = this.traitSetIds.get(provider.traits);
+      if (id === undefined) {
+        id = this.traitSets.length;
+        this.traitSets.push(provider.traits);
+        this.traitSetIds.set(provider.traits, id);
+      }
+      this.traitIds[k++] = id;
+    }
+    if (k < base + TRAIT_STRIDE) this.traitIds[k] = -1;
+  }
 }
+
+/** Provider trait sets kept per slot (`SummaryTable.traitIds`); hosts with more are computed from the host. */
+const TRAIT_STRIDE = 8;
 
 /**
  * Built-in summary: free amount of a class over the host's providers and the sharing providers
@@ -166,8 +253,15 @@ export function freeWithoutSummary(resourceClass: string, traits: readonly strin
   return `ert:reach:${resourceClass}:without:${[...traits].sort().join(',')}`;
 }
 
-/** How to compute a derived built-in summary from a host, or undefined for any other name. */
-function derivedSummary(name: string): ((host: Host) => number) | undefined {
+/**
+ * A derived built-in summary: how to compute it from a host (`of`), and what it reads of the
+ * providers' traits: a count of the providers with `traits[0]` (`trait`), or the free amount
+ * of `resourceClass` over the providers with none of `traits` (`without`). Undefined for any
+ * other name.
+ */
+function derivedSummary(
+  name: string,
+): { of: (host: Host) => number; traits: readonly string[] } & ({ kind: 'trait' } | { kind: 'without'; resourceClass: string }) | undefined {
   if (name.startsWith('ert:trait:')) {
     const trait = name.slice('ert:trait:'.length);
     const count = (providers: Host['providers']): number => {
@@ -175,7 +269,7 @@ function derivedSummary(name: string): ((host: Host) => number) | undefined {
       for (let i = 0; i < providers.length; i++) if (providers[i]!.traits.has(trait)) n++;
       return n;
     };
-    return (host) => count(host.providers) + count(host.sharingProviders);
+    return { kind: 'trait', traits: [trait], of: (host) => count(host.providers) + count(host.sharingProviders) };
   }
   const match = /^ert:reach:([^:]+):without:(.+)$/.exec(name);
   if (match === null) return undefined;
@@ -193,5 +287,5 @@ function derivedSummary(name: string): ((host: Host) => number) | undefined {
     }
     return free;
   };
-  return (host) => sum(host.providers) + sum(host.sharingProviders);
+  return { kind: 'without', resourceClass: rc, traits, of: (host) => sum(host.providers) + sum(host.sharingProviders) };
 }

@@ -149,23 +149,28 @@ export class Memo {
 
   /**
    * `reuse`: a memo nobody will read again (evicted), whose fleet-sized arrays this one takes
-   * over, reset as new ones, when its capacity and weigher count are the same. A memo's arrays
-   * are about 80 bytes per host; a workload of many shapes created hundreds of memos a second,
-   * and collecting them was most of the decisions' tail.
+   * over, reset as new ones, when its capacity is the same and its per-weigher arrays are
+   * large enough. A memo's arrays are about 80 bytes per host; a workload of many shapes
+   * created hundreds of memos a second, and collecting them was most of the decisions' tail.
+   * `weigherSlots` (at least this request's weigher count; the scheduler gives every
+   * configured weigher) sizes the per-weigher arrays, so that a memo can be taken over by a
+   * request with more weighers: at 100,000 hosts, new arrays cost 50-80 ms of first touches.
    */
   constructor(
     readonly prepared: Prepared,
     readonly capacity: number,
     reuse?: Memo,
+    weigherSlots = prepared.weighers.length,
   ) {
     const w = prepared.weighers.length;
-    const take = reuse !== undefined && reuse.capacity === capacity && reuse.prepared.weighers.length === w ? reuse : undefined;
+    const take = reuse !== undefined && reuse.capacity === capacity && reuse.raw.length >= capacity * w ? reuse : undefined;
     this.stamps = (take?.stamps ?? new Float64Array(capacity)).fill(-1);
     this.outcomes = (take?.outcomes ?? new Int16Array(capacity)).fill(EMPTY_SLOT);
     this.reasons = take?.reasons.fill(undefined) ?? new Array<string | undefined>(capacity);
     this.boundRejected = (take?.boundRejected ?? new Uint8Array(capacity)).fill(0);
-    this.raw = take?.raw.fill(0) ?? new Float64Array(capacity * w);
-    this.multipliers = take?.multipliers.fill(0) ?? new Float64Array(capacity * w);
+    // Entries past capacity * w (a larger request's) are never read by this memo.
+    this.raw = take?.raw.fill(0, 0, capacity * w) ?? new Float64Array(capacity * Math.max(w, weigherSlots));
+    this.multipliers = take?.multipliers.fill(0, 0, capacity * w) ?? new Float64Array(capacity * Math.max(w, weigherSlots));
     this.weights = take?.weights.fill(0) ?? new Float64Array(capacity);
     if (take?.pruneStamps !== undefined) {
       this.pruneStamps = take.pruneStamps.fill(-1);
@@ -230,6 +235,11 @@ export class Ranker {
 
   /** The hosts' name order, for the bounded ranking's ties. */
   private readonly nameOrder = new NameOrder();
+
+  /** How many weighers are configured: the most any request uses (`Memo`'s `weigherSlots`). */
+  get weigherCount(): number {
+    return this.weighers.length;
+  }
 
   /**
    * The filters and weighers whose `appliesTo` accepts this request (all when absent). An

@@ -565,7 +565,7 @@ class DefaultScheduler implements Scheduler {
       this.memos.set(key, memo);
       return memo;
     }
-    memo = new Memo(this.ranker.prepare(spec, new HostNarrowing(narrowing)), Math.max(capacity, 16), this.evicted);
+    memo = new Memo(this.ranker.prepare(spec, new HostNarrowing(narrowing)), Math.max(capacity, 16), this.evicted, this.ranker.weigherCount);
     this.evicted = undefined;
     // A plugin whose appliesTo threw rejects every host of this memo: prepare again next time
     // rather than keep a passing failure for as long as the memo lives.

@@ -3,7 +3,9 @@
  *
  * Imports a fleet of N hosts (a root provider with real capacities: 64 VCPU at ratio 4, 256 GiB
  * MEMORY_MB, 2,000 DISK_GB, max_unit as Nova sets it; plus two NUMA children with
- * CUSTOM_LLC_WAYS) into a fresh database, then measures claims per second. A claim is one
+ * CUSTOM_LLC_WAYS) for each of the four phases below into a fresh database (4 x N hosts), then
+ * measures claims per second, each phase on its own fleet: every phase starts from empty hosts,
+ * so its refusals, and its figure, do not depend on how much the phases before it filled. A claim is one
  * `writeAllocations` of a new consumer holding VCPU, MEMORY_MB and DISK_GB on the root of a
  * host, sized from a mix of flavors (1-16 VCPU, 2-64 GiB, 20-160 GB); half the claims go to a
  * tenth of the hosts, so hot hosts fill up and claims are refused for capacity, as in a real
@@ -17,7 +19,7 @@
  *   transactions: write-combining);
  * - uncombinedClaimsPerSecond: the same with write-combining off (one transaction per claim);
  * - concurrent4ClaimsPerSecond: 4 processes claiming at once (K in flight each) on one database;
- * - importHostsMs, loadHostsMs: importing the fleet, and one full `loadHosts()`.
+ * - importHostsMs, loadHostsMs: importing one phase's fleet (N hosts), and one full `loadHosts()` (4 x N).
  * Each figure is measured for S seconds. `--json` prints the headline figures,
  * `{ "sqlite": { "claimsPerSecond", "concurrent4ClaimsPerSecond", "refused", "usageMismatches",
  * "overCapacity" }, "postgres": { ... } }` (postgres only when ERT_TEST_PG_URL is set);
@@ -102,15 +104,21 @@ const CLAIM_SIZES: ReadonlyArray<readonly [number, number, number]> = [
   [16, 65536, 160],
 ];
 
-function fleet(hosts: number): HostImport[] {
-  return Array.from({ length: hosts }, (_, i): HostImport => ({
-    host: { name: `bench-${i}` },
-    providers: [
-      { uuid: `bench-${i}`, name: `bench-${i}`, inventories: ROOT_INVENTORY, traits: ['HW_CPU_X86_AVX2'], aggregates: [] },
-      { uuid: `bench-${i}-n0`, name: `bench-${i}-n0`, parentUuid: `bench-${i}`, inventories: { CUSTOM_LLC_WAYS: normalizeInventory({ total: 11 }) }, traits: [], aggregates: [] },
-      { uuid: `bench-${i}-n1`, name: `bench-${i}-n1`, parentUuid: `bench-${i}`, inventories: { CUSTOM_LLC_WAYS: normalizeInventory({ total: 11 }) }, traits: [], aggregates: [] },
-    ],
-  }));
+/** The phases, each claiming on a fleet of its own (`<phase>-<i>` hosts). */
+const PHASES = ['seq', 'one', 'unc', 'four'] as const;
+
+function fleet(hosts: number, phase: string): HostImport[] {
+  return Array.from({ length: hosts }, (_, i): HostImport => {
+    const name = `${phase}-${i}`;
+    return {
+      host: { name },
+      providers: [
+        { uuid: name, name, inventories: ROOT_INVENTORY, traits: ['HW_CPU_X86_AVX2'], aggregates: [] },
+        { uuid: `${name}-n0`, name: `${name}-n0`, parentUuid: name, inventories: { CUSTOM_LLC_WAYS: normalizeInventory({ total: 11 }) }, traits: [], aggregates: [] },
+        { uuid: `${name}-n1`, name: `${name}-n1`, parentUuid: name, inventories: { CUSTOM_LLC_WAYS: normalizeInventory({ total: 11 }) }, traits: [], aggregates: [] },
+      ],
+    };
+  });
 }
 
 /** What one claiming run made and refused; `used` sums the amounts of the claims that succeeded, by "provider|class". */
@@ -122,10 +130,11 @@ interface ClaimRun {
 }
 
 /**
- * Claims for `seconds` with `inflight` concurrent callers. A claim refused for capacity
- * (CapacityExceededError) is counted apart; any other error ends the run.
+ * Claims on the hosts of `phase`'s fleet for `seconds` with `inflight` concurrent callers. A
+ * claim refused for capacity (CapacityExceededError) is counted apart; any other error ends
+ * the run. `prefix` makes the consumers' uuids (one per process).
  */
-async function claimFor(store: Store, hosts: number, seconds: number, inflight: number, prefix: string): Promise<ClaimRun> {
+async function claimFor(store: Store, phase: string, hosts: number, seconds: number, inflight: number, prefix: string): Promise<ClaimRun> {
   let next = 0;
   let done = 0;
   let refused = 0;
@@ -138,7 +147,7 @@ async function claimFor(store: Store, hosts: number, seconds: number, inflight: 
       while (performance.now() < deadline) {
         const n = next++;
         // Half the claims go to a tenth of the hosts: those fill up and refuse.
-        const host = `bench-${n % 2 === 0 ? (n * 7919) % hot : (n * 7919) % hosts}`;
+        const host = `${phase}-${n % 2 === 0 ? (n * 7919) % hot : (n * 7919) % hosts}`;
         const [vcpu, memory, disk] = CLAIM_SIZES[(n * 31) % CLAIM_SIZES.length]!;
         const allocations = [
           { providerUuid: host, resourceClass: 'VCPU', amount: vcpu },
@@ -184,20 +193,20 @@ async function checkUsage(store: Store, expected: Record<string, number>): Promi
   return { mismatched, overCapacity };
 }
 
-/** Child mode: `--child <options> <hosts> <seconds> <inflight> <prefix> <startAt>`; prints claims per second. */
+/** Child mode: `--child <options> <phase> <hosts> <seconds> <inflight> <prefix> <startAt>`; prints claims per second. */
 async function child(argv: string[]): Promise<void> {
-  const [optionsJson, hosts, seconds, inflight, prefix, startAt] = argv;
+  const [optionsJson, phase, hosts, seconds, inflight, prefix, startAt] = argv;
   const store = await createStore(JSON.parse(optionsJson!) as StoreOptions);
-  await store.getHost('bench-0'); // open the connection before the start line
+  await store.getHost(`${phase!}-0`); // open the connection before the start line
   await new Promise((resolve) => setTimeout(resolve, Math.max(0, Number(startAt) - Date.now())));
-  const run = await claimFor(store, Number(hosts), Number(seconds), Number(inflight), prefix!);
+  const run = await claimFor(store, phase!, Number(hosts), Number(seconds), Number(inflight), prefix!);
   await store.close();
   process.stdout.write(JSON.stringify(run));
 }
 
 function runChild(options: StoreOptions, args: Args, prefix: string, startAt: number): Promise<ClaimRun> {
   const script = fileURLToPath(import.meta.url);
-  const proc = spawn(process.execPath, [script, '--child', JSON.stringify(options), String(args.hosts), String(args.seconds), String(args.inflight), prefix, String(startAt)], {
+  const proc = spawn(process.execPath, [script, '--child', JSON.stringify(options), 'four', String(args.hosts), String(args.seconds), String(args.inflight), prefix, String(startAt)], {
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   let out = '';
@@ -213,16 +222,17 @@ async function measure(options: StoreOptions, args: Args): Promise<Figures> {
   try {
     await store.migrate();
     let t = performance.now();
-    await store.importHosts(fleet(args.hosts));
+    await store.importHosts(fleet(args.hosts, PHASES[0]));
     const importHostsMs = performance.now() - t;
+    for (const phase of PHASES.slice(1)) await store.importHosts(fleet(args.hosts, phase));
     t = performance.now();
     await store.loadHosts();
     const loadHostsMs = performance.now() - t;
     const expected: Record<string, number> = {};
-    const sequential = await claimFor(store, args.hosts, args.seconds, 1, 'seq');
-    const combined = await claimFor(store, args.hosts, args.seconds, args.inflight, 'one');
+    const sequential = await claimFor(store, 'seq', args.hosts, args.seconds, 1, 'seq');
+    const combined = await claimFor(store, 'one', args.hosts, args.seconds, args.inflight, 'one');
     const uncombined = await createStore({ ...options, combineWrites: false });
-    const separate = await claimFor(uncombined, args.hosts, args.seconds, args.inflight, 'unc').finally(() => uncombined.close());
+    const separate = await claimFor(uncombined, 'unc', args.hosts, args.seconds, args.inflight, 'unc').finally(() => uncombined.close());
     const startAt = Date.now() + 2000;
     const children = await Promise.all(Array.from({ length: PROCESSES }, (_, i) => runChild(options, args, `p${i}`, startAt)));
     for (const run of [sequential, combined, separate, ...children]) addUsed(expected, run.used);

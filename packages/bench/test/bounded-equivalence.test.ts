@@ -7,7 +7,7 @@ import { loadConfig, seededRandom } from '@ert/core';
 import type { ErtConfig } from '@ert/core';
 import { createScheduler, NoValidHostError } from '@ert/scheduler';
 import type { RankingStrategy, Scheduler } from '@ert/scheduler';
-import { createStore } from '@ert/store';
+import { createStore, dropPostgresSchema } from '@ert/store';
 import type { Store } from '@ert/store';
 import { buildFleet } from '@ert/tracker';
 import { Workload } from '../src/workload.js';
@@ -38,11 +38,17 @@ const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..'
 const HOSTS = 120;
 const DECISIONS = 250;
 
-describe('bounded rankings on the mixed workload', () => {
+/** SQLite always; PostgreSQL too when ERT_TEST_PG_URL is set (CI sets it). */
+const PG_URL = process.env.ERT_TEST_PG_URL;
+const BACKENDS: Array<'sqlite3' | 'pg'> = PG_URL ? ['sqlite3', 'pg'] : ['sqlite3'];
+
+describe.each(BACKENDS)('bounded rankings on the mixed workload, on %s', (client) => {
   const work = mkdtempSync(path.join(tmpdir(), 'ert-bounded-eq-'));
   const open: Array<Store | Scheduler> = [];
+  const schemas: string[] = [];
   afterAll(async () => {
     for (const x of open.reverse()) await x.close();
+    for (const schema of schemas) await dropPostgresSchema(PG_URL!, schema);
     rmSync(work, { recursive: true, force: true });
   });
 
@@ -53,12 +59,16 @@ describe('bounded rankings on the mixed workload', () => {
       (['indexed', 'full-scan'] as RankingStrategy[]).map(async (strategy) => {
         const config: ErtConfig = {
           ...base,
-          store: { client: 'sqlite3', connection: path.join(work, `${strategy}.db`) },
+          store:
+            client === 'pg'
+              ? { client: 'pg', connection: PG_URL!, schema: `bounded_eq_${strategy.replace('-', '_')}_${process.pid}` }
+              : { client: 'sqlite3', connection: path.join(work, `${strategy}.db`) },
           log: { level: 'silent' },
           reservations: { ...base.reservations, timeout: 2_147_483_647 },
         };
         const store = await createStore(config.store);
         open.push(store);
+        if (config.store.schema !== undefined) schemas.push(config.store.schema);
         await store.migrate();
         await store.importHosts(fleet);
         const scheduler = await createScheduler({ config, store, strategy, random: seededRandom(11) });

@@ -301,7 +301,10 @@ export interface ConsumerHooks<Stats = unknown, HostData = unknown> {
    * them in typed arrays to rank a request never seen before without calling every filter
    * and weigher on every host (see `FilterHooks.summaryBounds`, `WeigherHooks.summaryScore`
    * and docs/plugins.md, "Host summaries"). A throw leaves this host's summaries unknown
-   * (the host is then evaluated one hook call at a time, as without summaries).
+   * (the host is then evaluated one hook call at a time, as without summaries). Summaries
+   * are published again only after `consume` and `placed`: derive them from `data`, or from
+   * what of `host` changes only with those (not a sharing provider's usage, nor the status),
+   * or a bound read from them can rule out a host your filter would accept.
    */
   summarize?(data: HostData, host: HostState): HostSummaries;
 }

@@ -786,6 +786,7 @@ export class Ranker {
     else {
       memo.stamps[slot] = versions[slot]!;
       memo.outcomes[slot] = EMPTY_SLOT;
+      memo.boundRejected[slot] = 0;
     }
   }
 

@@ -46,7 +46,10 @@ export class SummaryTable {
   private fromHost = new Uint8Array(this.size);
   /** Per class, per slot: which of the host's providers (bit k: the k-th, k < TRAIT_STRIDE) have an inventory of it. */
   private readonly holders = new Map<string, Uint8Array>();
-  private readonly traitSetIds = new Map<ReadonlySet<string>, number>();
+  /** Trait set ids by the set's object, then by its content (the interner makes new objects when it is cleared). */
+  private readonly traitSetIds = new WeakMap<ReadonlySet<string>, number>();
+  private readonly traitSetByContent = new Map<string, number>();
+  /** One set of each id, so as many as the distinct trait sets the hosts had. */
   private readonly traitSets: Array<ReadonlySet<string>> = [];
 
   /**
@@ -204,6 +207,22 @@ export class SummaryTable {
     for (const derived of this.derived.values()) derived.column[slot] = derived.of(host);
   }
 
+  /** The id of a trait set (see `traitIds`). */
+  private traitSetId(traits: ReadonlySet<string>): number {
+    let id = this.traitSetIds.get(traits);
+    if (id === undefined) {
+      const content = [...traits].sort().join('\n');
+      id = this.traitSetByContent.get(content);
+      if (id === undefined) {
+        id = this.traitSets.length;
+        this.traitSets.push(traits);
+        this.traitSetByContent.set(content, id);
+      }
+      this.traitSetIds.set(traits, id);
+    }
+    return id;
+  }
+
   /** Keep the slot's provider trait sets (see `traitIds`). */
   private recordTraits(slot: number, host: Host | undefined): void {
     const base = slot * TRAIT_STRIDE;
@@ -215,15 +234,7 @@ export class SummaryTable {
       return;
     }
     let k = base;
-    for (const provider of host.providers) {
-      let id = this.traitSetIds.get(provider.traits);
-      if (id === undefined) {
-        id = this.traitSets.length;
-        this.traitSets.push(provider.traits);
-        this.traitSetIds.set(provider.traits, id);
-      }
-      this.traitIds[k++] = id;
-    }
+    for (const provider of host.providers) this.traitIds[k++] = this.traitSetId(provider.traits);
     if (k < base + TRAIT_STRIDE) this.traitIds[k] = -1;
   }
 }

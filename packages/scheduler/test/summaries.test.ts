@@ -67,6 +67,21 @@ function freeWithout(host: Host, rc: string, traits: readonly string[]): number 
 }
 
 describe('derived host summaries', () => {
+  it('keep one id per distinct trait set, however many objects hold it', () => {
+    // The host manager's interner makes new set objects each time it is cleared: ids kept by
+    // object alone grew with every clear. Seen red with the ids kept by object only.
+    const table = new SummaryTable();
+    const provider = (traits: string[]): FakeProvider => ({ inventories: { VCPU: {} }, traits: new Set(traits), free: () => 1 });
+    for (let round = 0; round < 50; round++) {
+      table.refreshBuiltins(0, fakeHost(0, { providers: [provider(['T0', 'T1']), provider([])], sharing: [] }));
+      table.refreshBuiltins(1, fakeHost(1, { providers: [provider(['T1', 'T0'])], sharing: [] }));
+    }
+    expect((table as unknown as { traitSets: unknown[] }).traitSets).toHaveLength(2);
+    expect(table.column(traitSummary('T0'), [fakeHost(0, { providers: [provider(['T0', 'T1']), provider([])], sharing: [] }), fakeHost(1, { providers: [provider(['T1', 'T0'])], sharing: [] })])).toEqual(
+      expect.objectContaining({ 0: 1, 1: 1 }),
+    );
+  });
+
   it('equal their definitions when made from the kept trait sets, and after hosts change', () => {
     fc.assert(
       fc.property(

@@ -2,6 +2,7 @@ import { readFileSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import knexFactory, { type Knex } from 'knex';
 import type { StoreOptions } from './api.js';
+import { WRITER_AUTOCHECKPOINT_PAGES } from './checkpointer.js';
 import { StoreConflictError, StoreError, isStoreError } from './errors.js';
 
 /**
@@ -13,9 +14,20 @@ export const SQLITE_BUSY_TIMEOUT_MS = 5_000;
 /** Largest busy timeout accepted (and 32-bit timers can hold): 2^31-1 ms. */
 export const MAX_BUSY_TIMEOUT_MS = 2_147_483_647;
 
-/** Pragmas applied to every SQLite connection (WAL so readers never block the writer). */
-function sqlitePragmas(busyTimeoutMs: number): string[] {
-  return ['PRAGMA journal_mode = WAL', 'PRAGMA foreign_keys = ON', `PRAGMA busy_timeout = ${busyTimeoutMs}`, 'PRAGMA synchronous = NORMAL'];
+/**
+ * Pragmas applied to every SQLite connection (WAL so readers never block the writer). A
+ * database in a file is checkpointed in the background (checkpointer.ts): its writers
+ * checkpoint only past WRITER_AUTOCHECKPOINT_PAGES.
+ */
+function sqlitePragmas(busyTimeoutMs: number, file: string): string[] {
+  const pragmas = ['PRAGMA journal_mode = WAL', 'PRAGMA foreign_keys = ON', `PRAGMA busy_timeout = ${busyTimeoutMs}`, 'PRAGMA synchronous = NORMAL'];
+  if (!inMemory(file)) pragmas.push(`PRAGMA wal_autocheckpoint = ${WRITER_AUTOCHECKPOINT_PAGES}`);
+  return pragmas;
+}
+
+/** True for a SQLite database held in memory (no file, no WAL to checkpoint). */
+export function inMemory(file: string): boolean {
+  return file === ':memory:' || file === '' || /[?&]mode=memory\b/.test(file);
 }
 
 /** The busy timeout in force for these options (validated: an integer 0..2^31-1). */
@@ -159,7 +171,7 @@ export function openKnex(options: StoreOptions): Knex {
     });
   }
   if (options.client === 'sqlite3') {
-    const pragmas = sqlitePragmas(busyTimeoutOf(options));
+    const pragmas = sqlitePragmas(busyTimeoutOf(options), options.connection);
     return knexFactory({
       client: 'sqlite3',
       connection: { filename: options.connection },

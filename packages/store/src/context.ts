@@ -6,7 +6,8 @@
 import type { Knex } from 'knex';
 import { TRAIT_SHARING_PROVIDER } from '@ert/plugin-api';
 import type { ProviderRecord, StoreClient, StoreOptions } from './api.js';
-import { busyTimeoutOf, mapDriverError, openKnex, sqliteExec, type PgConnection, type SqliteConnection } from './connection.js';
+import { WalCheckpointer } from './checkpointer.js';
+import { busyTimeoutOf, inMemory, mapDriverError, openKnex, sqliteExec, type PgConnection, type SqliteConnection } from './connection.js';
 import { StoreConflictError, StoreError } from './errors.js';
 import { providerRecordFromRow, type HostRow, type ProviderRow } from './rows.js';
 import { chunks, insertRows, type Db, type Trx } from './sql.js';
@@ -24,11 +25,14 @@ export class StoreContext {
   readonly classNames = new Map<number, string>();
   /** Set by `close()`: every operation is refused after it (ERT_STORE_INVALID). */
   closed = false;
+  /** A SQLite file's WAL checkpoints, off the writers' path (checkpointer.ts); closed by the store's `close()`. */
+  readonly checkpointer: WalCheckpointer | undefined;
 
   constructor(options: StoreOptions) {
     this.options = options;
     this.client = options.client;
     this.knex = openKnex(options);
+    this.checkpointer = options.client === 'sqlite3' && !inMemory(options.connection) ? new WalCheckpointer(options.connection) : undefined;
     // An operation begun while close() is destroying the pool would wait in tarn (knex's pool)
     // for acquireTimeoutMillis, 60 s, keeping the process alive (Vincit/tarn.js#81): once
     // closed, every operation fails at once instead.
@@ -131,8 +135,9 @@ export class StoreContext {
     }
   }
 
-  /** Tell `options.onTransaction` (metrics) about a finished transaction. */
+  /** Tell `options.onTransaction` (metrics) about a finished transaction, and the checkpointer about a write. */
   private observe(kind: 'read' | 'write', operation: string, started: number, ok: boolean): void {
+    if (kind === 'write' && ok) this.checkpointer?.wrote();
     const observer = this.options.onTransaction;
     if (observer === undefined) return;
     try {

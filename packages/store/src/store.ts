@@ -132,6 +132,7 @@ export class KnexStore implements Store {
     if (this.ctx.closed) return;
     this.ctx.closed = true;
     await this.ctx.knex.destroy();
+    await this.ctx.checkpointer?.close();
   }
 
   /* ------------------------------------------------ the contract, by concern (api.ts) */

@@ -76,12 +76,16 @@ function countRejected(
   const { prepared } = memo;
   const counts = new Map<number, FilterCount>();
   const steps = prepared.narrowing?.steps ?? [];
-  const order: number[] = [...steps.map((_, i) => REQUEST_FILTER_BASE - i), EXCLUDED_BY_HOST_MANAGER, ...prepared.filters.map((_, i) => i), EXCLUDED_BY_WEIGHER];
-  const names = [...steps.map((n) => n.filter), HOST_MANAGER, ...prepared.filters.map((f) => f.name), WEIGHERS];
-  order.forEach((code, i) => {
+  const order: Array<[number, string]> = [
+    ...steps.map((n, i): [number, string] => [REQUEST_FILTER_BASE - i, n.filter]),
+    [EXCLUDED_BY_HOST_MANAGER, HOST_MANAGER],
+    ...prepared.filters.map((f, i): [number, string] => [i, f.name]),
+    [EXCLUDED_BY_WEIGHER, WEIGHERS],
+  ];
+  for (const [code, filter] of order) {
     const step = code <= REQUEST_FILTER_BASE ? steps[REQUEST_FILTER_BASE - code]! : undefined;
-    counts.set(code, { filter: names[i]!, ...(step ? { stage: 'request-filter' as const, query: narrowingQuery(step) } : {}), removed: 0, examples: [] });
-  });
+    counts.set(code, { filter, ...(step ? { stage: 'request-filter' as const, query: narrowingQuery(step) } : {}), removed: 0, examples: [] });
+  }
   let hosts = 0;
   for (let slot = 0; slot < slots.length; slot++) {
     const host = slots[slot];
@@ -93,7 +97,7 @@ function countRejected(
     count.removed++;
     visit(count, host.name, slot);
   }
-  return { hosts, filters: order.map((code) => counts.get(code)!) };
+  return { hosts, filters: order.map(([code]) => counts.get(code)!) };
 }
 
 const byHost = (a: { host: string }, b: { host: string }): number => (a.host < b.host ? -1 : a.host > b.host ? 1 : 0);

@@ -31,8 +31,12 @@ export class SummaryTable {
   private readonly columns = new Map<string, Float64Array>();
   /** The columns each consumer wrote, so a host's old values can be cleared. */
   private readonly owned = new Map<string, Set<string>>();
-  /** The built-in free columns by class: `ert:free:<CLASS>` (the tree) and `ert:reach:<CLASS>` (with sharing providers). */
-  private readonly freeColumns = new Map<string, { free: Float64Array; reach: Float64Array }>();
+  /**
+   * Per class: the built-in free columns, `ert:free:<CLASS>` (the tree) and `ert:reach:<CLASS>`
+   * (with sharing providers), and per slot which of the host's providers (bit k: the k-th,
+   * k < TRAIT_STRIDE) have an inventory of it (`holders`, for the derived columns).
+   */
+  private readonly freeColumns = new Map<string, { free: Float64Array; reach: Float64Array; holders: Uint8Array }>();
   private size = 1024;
 
   /**
@@ -44,8 +48,6 @@ export class SummaryTable {
   private traitIds = new Int32Array(this.size * TRAIT_STRIDE).fill(-1);
   /** 1 where a derived value is computed from the host object: it reaches sharing providers, or has more than TRAIT_STRIDE providers. */
   private fromHost = new Uint8Array(this.size);
-  /** Per class, per slot: which of the host's providers (bit k: the k-th, k < TRAIT_STRIDE) have an inventory of it. */
-  private readonly holders = new Map<string, Uint8Array>();
   /** Trait set ids by the set's object, then by its content (the interner makes new objects when it is cleared). */
   private readonly traitSetIds = new WeakMap<ReadonlySet<string>, number>();
   private readonly traitSetByContent = new Map<string, number>();
@@ -73,8 +75,9 @@ export class SummaryTable {
     const { of } = derived;
     // From the providers' trait sets: per set, whether it has the trait (or any forbidden one).
     const hit = Uint8Array.from(this.traitSets, (traits) => (derived.traits.some((t) => traits.has(t)) ? 1 : 0));
-    const reach = derived.kind === 'without' ? this.freeColumns.get(derived.resourceClass)?.reach : undefined;
-    const holders = derived.kind === 'without' ? this.holders.get(derived.resourceClass) : undefined;
+    const free = derived.kind === 'without' ? this.freeColumns.get(derived.resourceClass) : undefined;
+    const reach = free?.reach;
+    const holders = free?.holders;
     const ids = this.traitIds;
     for (let slot = 0; slot < slots.length; slot++) {
       const host = slots[slot];
@@ -118,18 +121,17 @@ export class SummaryTable {
       const derived = this.derived.get(name);
       if (derived !== undefined) derived.column = grown;
     }
-    for (const rc of this.freeColumns.keys()) this.freeColumns.set(rc, { free: this.columns.get(freeSummary(rc))!, reach: this.columns.get(reachSummary(rc))! });
+    for (const [rc, pair] of this.freeColumns) {
+      const holders = new Uint8Array(size);
+      holders.set(pair.holders);
+      this.freeColumns.set(rc, { free: this.columns.get(freeSummary(rc))!, reach: this.columns.get(reachSummary(rc))!, holders });
+    }
     const ids = new Int32Array(size * TRAIT_STRIDE).fill(-1);
     ids.set(this.traitIds);
     this.traitIds = ids;
     const fromHost = new Uint8Array(size);
     fromHost.set(this.fromHost);
     this.fromHost = fromHost;
-    for (const [rc, held] of this.holders) {
-      const grown = new Uint8Array(size);
-      grown.set(held);
-      this.holders.set(rc, grown);
-    }
     this.size = size;
   }
 
@@ -179,8 +181,8 @@ export class SummaryTable {
     for (const pair of this.freeColumns.values()) {
       pair.free[slot] = 0;
       pair.reach[slot] = 0;
+      pair.holders[slot] = 0;
     }
-    for (const held of this.holders.values()) held[slot] = 0;
     const add = (providers: Host['providers'], tree: boolean): void => {
       for (let k = 0; k < providers.length; k++) {
         const provider = providers[k]!;
@@ -189,14 +191,13 @@ export class SummaryTable {
           let pair = this.freeColumns.get(rc);
           if (pair === undefined) {
             // A class no host had before: every other host has none of it (0).
-            pair = { free: this.create(freeSummary(rc), 0), reach: this.create(reachSummary(rc), 0) };
+            pair = { free: this.create(freeSummary(rc), 0), reach: this.create(reachSummary(rc), 0), holders: new Uint8Array(this.size) };
             this.freeColumns.set(rc, pair);
-            this.holders.set(rc, new Uint8Array(this.size));
           }
           const free = provider.free(rc);
           if (tree) {
             pair.free[slot] = pair.free[slot]! + free;
-            if (k < TRAIT_STRIDE) this.holders.get(rc)![slot] |= 1 << k;
+            if (k < TRAIT_STRIDE) pair.holders[slot] |= 1 << k;
           }
           pair.reach[slot] = pair.reach[slot]! + free;
         }

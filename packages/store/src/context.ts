@@ -16,6 +16,11 @@ import { notFound } from './validate.js';
 /** The connection `rawWrite` lends, by backend: every call on it is one round trip. */
 export type RawConnection = { client: 'sqlite3'; conn: SqliteConnection } | { client: 'pg'; conn: PgConnection };
 
+/** ROLLBACK on a raw connection (`StoreContext.rawWrite`'s). */
+export function rollbackRaw(raw: RawConnection): Promise<unknown> {
+  return raw.client === 'sqlite3' ? sqliteExec(raw.conn, 'ROLLBACK') : raw.conn.query('ROLLBACK');
+}
+
 export class StoreContext {
   readonly client: StoreClient;
   readonly knex: Knex;
@@ -109,7 +114,6 @@ export class StoreContext {
       throw err;
     }
     const raw: RawConnection = this.client === 'sqlite3' ? { client: 'sqlite3', conn: conn as SqliteConnection } : { client: 'pg', conn: conn as PgConnection };
-    const rollback = () => (raw.client === 'sqlite3' ? sqliteExec(raw.conn, 'ROLLBACK') : raw.conn.query('ROLLBACK'));
     try {
       let done: { value: T } | undefined;
       try {
@@ -117,11 +121,11 @@ export class StoreContext {
       } catch (err) {
         // A batch stops at the statement that failed: roll back what ran before it. SQLite may
         // have rolled back already (SQLITE_FULL): that ROLLBACK's error is not the one to report.
-        await rollback().catch(() => undefined);
+        await rollbackRaw(raw).catch(() => undefined);
         throw err;
       }
       if (done === undefined) {
-        await rollback();
+        await rollbackRaw(raw);
         declined = true;
         return undefined;
       }

@@ -38,7 +38,7 @@ import { TRAIT_SHARING_PROVIDER, type Inventory } from '@ert/plugin-api';
 import type { CallOutcome } from './allocations.js';
 import type { AllocationWrite } from './api.js';
 import { sqliteAll, sqliteExec, type PgResult } from './connection.js';
-import type { RawConnection, StoreContext } from './context.js';
+import { rollbackRaw, type RawConnection, type StoreContext } from './context.js';
 import { HOLDS_TABLE, HOLD_COLUMNS, HoldLedger, anyHolds, holdRowValues, holdsOf, type HoldRow } from './holds.js';
 import { INSTANCE_COLUMNS, instanceRowValues } from './instances.js';
 import { inventoryFromRow, type InventoryRow } from './rows.js';
@@ -300,7 +300,7 @@ export function quickClaims(ctx: StoreContext, calls: AllocationWrite[][]): Prom
     }
     if (claimed.length === 0) {
       // Every call refused: the reads were all this transaction did.
-      await (raw.client === 'sqlite3' ? sqliteExec(raw.conn, 'ROLLBACK') : raw.conn.query('ROLLBACK'));
+      await rollbackRaw(raw);
       return { value: outcomes.map((o) => o as { error: unknown }) };
     }
 

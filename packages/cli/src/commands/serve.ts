@@ -144,6 +144,21 @@ function uiAssets(): string {
 
 const policyLabel = (policy: Policy, file: string | undefined): string => `policy ${policy.defaults}${file ? ` + ${file}` : ''}`;
 
+/**
+ * A readiness check held by a warm-up run once listening (`ert serve`'s host snapshots and
+ * candidates index): not ready (`starting`) until the warm-up settles, ready then either way
+ * (one that failed is done by the first request, which the detail says).
+ */
+function warmUpCheck(starting: string, failed: string, instead: string): { check: () => CheckResult; settle: (outcome: object | { error: unknown }) => void } {
+  let result: CheckResult = { ok: false, reason: starting, code: 'ERT_API_STARTING' };
+  return {
+    check: () => result,
+    settle: (outcome) => {
+      result = 'error' in outcome ? { ok: true, detail: `${failed} (${messageOf(outcome.error)}): ${instead}` } : { ok: true, detail: outcome };
+    },
+  };
+}
+
 /** One server in this process: `ert serve` itself, or one of the workers of `--workers N`. */
 async function serveOne(ctx: CommandContext, opts: ServeCommandOptions, config: ErtConfig, setup: ServeSetup): Promise<void> {
   const tokens = setup.tokenFile === undefined ? undefined : await tokenFileAuth(setup.tokenFile);
@@ -169,8 +184,8 @@ async function serveOne(ctx: CommandContext, opts: ServeCommandOptions, config: 
       );
     };
     if (tokens) process.on('SIGHUP', onHup);
-    let snapshotsRead: CheckResult = { ok: false, reason: 'reading every host once (GET /scheduler/v1/hosts then answers from memory)', code: 'ERT_API_STARTING' };
-    let candidatesIndexed: CheckResult = { ok: false, reason: 'indexing every provider once (GET /allocation_candidates then answers from the index)', code: 'ERT_API_STARTING' };
+    const snapshotsRead = warmUpCheck('reading every host once (GET /scheduler/v1/hosts then answers from memory)', 'not read at start', 'GET /hosts reads them');
+    const candidatesIndexed = warmUpCheck('indexing every provider once (GET /allocation_candidates then answers from the index)', 'not built at start', 'the first request builds it');
     const server = await serve({
       store,
       host: opts.host,
@@ -184,12 +199,10 @@ async function serveOne(ctx: CommandContext, opts: ServeCommandOptions, config: 
       // Ready once every host's snapshot is read (below): the first view of a large fleet then
       // answers from memory. A read that failed does not hold readiness (the store check says
       // why, and GET /hosts reads them itself).
-      setup: serveOps(metrics, store, { 'host-snapshots': () => snapshotsRead, 'candidates-index': () => candidatesIndexed }),
+      setup: serveOps(metrics, store, { 'host-snapshots': snapshotsRead.check, 'candidates-index': candidatesIndexed.check }),
       // The same for GET /allocation_candidates: its search index built once listening.
       warmCandidateIndex: true,
-      onCandidateIndexBuilt: (outcome) => {
-        candidatesIndexed = 'error' in outcome ? { ok: true, detail: `not built at start (${messageOf(outcome.error)}): the first request builds it` } : { ok: true, detail: outcome };
-      },
+      onCandidateIndexBuilt: candidatesIndexed.settle,
       // The scheduler API (/scheduler/v1): one scheduler for this process, created at the first
       // select or explain; claims of concurrent requests are written concurrently (overlapClaims).
       scheduler: {
@@ -205,9 +218,7 @@ async function serveOne(ctx: CommandContext, opts: ServeCommandOptions, config: 
         // GET /hosts (the web view's fleet) answers from kept snapshots: read them once listening,
         // so that the first view of a large fleet does not wait for every host to be read.
         warmHostSnapshots: true,
-        onHostSnapshotsRead: (outcome) => {
-          snapshotsRead = 'error' in outcome ? { ok: true, detail: `not read at start (${messageOf(outcome.error)}): GET /hosts reads them` } : { ok: true, detail: outcome };
-        },
+        onHostSnapshotsRead: snapshotsRead.settle,
       },
       // The web view at /ui (docs/ui.md): opens without asking for a token only where noauth2
       // already lets anyone who connects be admin, on a loopback address.

@@ -336,11 +336,14 @@ describe.each(backends)('quick claims on %s', (client) => {
     const claim = store
       .writeAllocations([{ consumer: { uuid: 'mine', projectId: 'p', userId: 'u', generation: null }, allocations: [{ providerUuid: world.providers[0]!, resourceClass: 'VCPU', amount: 4 }] }])
       .finally(() => (settled = performance.now()));
+    // Handled from now on: the claim may reject in a tick before COMMIT's reply is read here,
+    // and an unhandled rejection in between fails the run (it did in CI once).
+    const refused = rejection(claim);
     await new Promise((resolve) => setTimeout(resolve, 300));
     expect(settled).toBe(0);
     const committed = performance.now();
     await run('COMMIT');
-    const err = await rejection(claim);
+    const err = await refused;
     await close();
     expect(settled).toBeGreaterThan(committed);
     expect(err.code).toBe('ERT_STORE_CAPACITY_EXCEEDED');

@@ -168,9 +168,11 @@ describe('a tracker reporting through the agent API', () => {
     // Stopped while the server is away: start gives up with ERT_TRACKER_STATE instead of waiting forever.
     const away = await createTracker({ config, store: remoteStore({ url: await listeningThenClosed(), token: 'admin' }) });
     const waiting = away.start({ waitForStore: true });
+    // Handled now: it may reject while stop() is awaited (an unhandled rejection fails the run).
+    const refused = rejection(waiting);
     await new Promise((resolve) => setTimeout(resolve, 300));
     await away.stop();
-    expect((await rejection(waiting)).code).toBe('ERT_TRACKER_STATE');
+    expect((await refused).code).toBe('ERT_TRACKER_STATE');
 
     // Without waitForStore, start fails at once with the unavailable error (a library caller decides).
     const impatient = await createTracker({ config, store: remoteStore({ url: await listeningThenClosed(), token: 'admin' }) as HostStore });
@@ -209,11 +211,13 @@ describe('a tracker stopped while it starts', () => {
     }) as HostStore;
     const tracker = await createTracker({ config, store: slow });
     const starting = tracker.start({ waitForStore: true });
+    // Handled now: it may reject while stop() is awaited (an unhandled rejection fails the run).
+    const refused = rejection(starting);
     await new Promise((resolve) => setTimeout(resolve, 50));
     const stopping = tracker.stop();
     release();
     await stopping;
-    expect((await rejection(starting)).code).toBe('ERT_TRACKER_STATE');
+    expect((await refused).code).toBe('ERT_TRACKER_STATE');
     const after = calls;
     await new Promise((resolve) => setTimeout(resolve, 300));
     expect(calls).toBe(after);

@@ -433,6 +433,69 @@ const hostChanges: Migration = {
   },
 };
 
+/**
+ * 0014: a lone claim on SQLite in one statement (`sqlite-claim.ts`, issue 15). Inserting a
+ * row into `claim_inbox` runs the claim in its trigger, in that statement's transaction (in
+ * autocommit a write statement takes the write lock before it reads, so every check below
+ * sees what the last commit left and nobody writes until it ends). The row's `payload` is the
+ * claim as JSON: `c` the consumer [uuid, project, user, type], `a` the allocations [[provider
+ * uuid, class id, amount], ...], `i` the instance records [[host name, ...the instance columns
+ * after host_id]] (zero or one), `h` the holds [[host name, instance uuid, hold, amount,
+ * capacity], ...]. The trigger writes the consumer, the allocations, the providers' and hosts'
+ * generation bumps, the record and its holds, and deletes the row. It stops the statement
+ * (RAISE, or a unique, not-null or foreign key constraint), so that nothing is written and
+ * the store checks the claim in full instead, when: a provider is missing or shares, an amount
+ * breaks its inventory's min_unit, max_unit or step_size, a class has no inventory, usage
+ * would pass capacity, a pool would pass its capacity, the consumer or the instance exists, a
+ * unit is held, the record's host is missing. Each test is that of `checkFits` and
+ * `HoldLedger.set`, or stricter. PostgreSQL: nothing (its claims take two round trips).
+ */
+const claimInbox: Migration = {
+  async up(knex) {
+    if (knex.client.config.client !== 'sqlite3') return;
+    await knex.raw('CREATE TABLE claim_inbox (id integer PRIMARY KEY, payload text NOT NULL, seen text)');
+    const providers = `SELECT value->>0 FROM json_each(NEW.payload, '$.a')`;
+    const hostId = (name: string) => `(SELECT id FROM hosts WHERE name = ${name})`;
+    await knex.raw(`CREATE TRIGGER claim_inbox_claim AFTER INSERT ON claim_inbox BEGIN
+  SELECT RAISE(ABORT, 'ert claim: a provider is missing or shares') WHERE
+    (SELECT count(*) FROM providers WHERE uuid IN (${providers})) != (SELECT count(DISTINCT value->>0) FROM json_each(NEW.payload, '$.a'))
+    OR EXISTS (SELECT 1 FROM provider_traits WHERE trait_id = (SELECT id FROM traits WHERE name = 'MISC_SHARES_VIA_AGGREGATE')
+      AND provider_id IN (SELECT id FROM providers WHERE uuid IN (${providers})));
+  INSERT INTO consumers (uuid, project_id, user_id, generation, consumer_type)
+    VALUES (NEW.payload->>'$.c[0]', NEW.payload->>'$.c[1]', NEW.payload->>'$.c[2]', 1, NEW.payload->>'$.c[3]');
+  INSERT INTO allocations (provider_id, consumer_id, resource_class_id, used)
+    SELECT p.id, (SELECT id FROM consumers WHERE uuid = NEW.payload->>'$.c[0]'), j.value->>1, j.value->>2
+    FROM json_each(NEW.payload, '$.a') j JOIN providers p ON p.uuid = j.value->>0;
+  SELECT RAISE(ABORT, 'ert claim: an amount does not fit')
+    FROM json_each(NEW.payload, '$.a') j JOIN providers p ON p.uuid = j.value->>0
+    LEFT JOIN inventories i ON i.provider_id = p.id AND i.resource_class_id = j.value->>1
+    WHERE i.provider_id IS NULL OR i.step_size < 1 OR j.value->>2 < i.min_unit OR j.value->>2 > i.max_unit OR j.value->>2 % i.step_size != 0
+      -- an integer sum is above floor(x) exactly when it is above x
+      OR (SELECT sum(a.used) FROM allocations a WHERE a.provider_id = i.provider_id AND a.resource_class_id = i.resource_class_id)
+         > (i.total - i.reserved) * i.allocation_ratio;
+  UPDATE providers SET generation = generation + 1 WHERE uuid IN (${providers});
+  INSERT INTO instances (uuid, host_id, project_id, user_id, flavor, previous_flavor, migration_uuid, assignments, cpus, units, pools, reason, state, created_at, updated_at)
+    SELECT value->>1, ${hostId('value->>0')}, value->>2, value->>3, value->>4, value->>5, value->>6, value->>7, value->>8, value->>9, value->>10,
+      value->>11, value->>12, value->>13, value->>14
+    FROM json_each(NEW.payload, '$.i');
+  INSERT INTO instance_holds (host_id, instance_uuid, hold, amount, capacity)
+    SELECT ${hostId('value->>0')}, value->>1, value->>2, value->>3, value->>4 FROM json_each(NEW.payload, '$.h');
+  SELECT RAISE(ABORT, 'ert claim: a pool is full') FROM json_each(NEW.payload, '$.h') j
+    WHERE j.value->>3 IS NOT NULL
+      AND (SELECT sum(x.amount) FROM instance_holds x WHERE x.host_id = ${hostId('j.value->>0')} AND x.hold = j.value->>2) > j.value->>4;
+  UPDATE hosts SET generation = generation + 1
+    WHERE root_provider_id IN (SELECT root_id FROM providers WHERE uuid IN (${providers}))
+       OR name IN (SELECT value->>0 FROM json_each(NEW.payload, '$.i'));
+  DELETE FROM claim_inbox WHERE id = NEW.id;
+END`);
+  },
+  async down(knex) {
+    if (knex.client.config.client !== 'sqlite3') return;
+    await knex.raw('DROP TRIGGER IF EXISTS claim_inbox_claim');
+    await knex.raw('DROP TABLE IF EXISTS claim_inbox');
+  },
+};
+
 const migrations: Record<string, Migration> = {
   '0001_initial': initial,
   '0002_instance_cpus': instanceCpus,
@@ -447,6 +510,7 @@ const migrations: Record<string, Migration> = {
   '0011_provider_change_xid': providerChangeXid,
   '0012_aggregate_owner': aggregateOwner,
   '0013_host_changes': hostChanges,
+  '0014_claim_inbox': claimInbox,
 };
 
 /** This program's migrations, in application order. */

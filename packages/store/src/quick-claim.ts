@@ -5,9 +5,10 @@
  * statement is a round trip: to node-sqlite3's thread pool and back, or to the PostgreSQL
  * server; that, more than the databases' own work, was a claim's cost (`npm run bench -- drivers`).
  *
- * - SQLite: BEGIN IMMEDIATE (the write lock); one statement that reads everything the checks
- *   need (its text fixed, so the connection keeps it prepared); the writes and the COMMIT in
- *   one `exec` batch.
+ * - SQLite: a lone claim first tries one statement whose trigger checks and writes it
+ *   (`sqlite-claim.ts`); when it declines, and for batches: BEGIN IMMEDIATE (the write lock);
+ *   one statement that reads everything the checks need (its text fixed, so the connection
+ *   keeps it prepared); the writes and the COMMIT in one `exec` batch.
  * - PostgreSQL: BEGIN, the providers' rows locked (ordered by id, as the general transaction
  *   locks them; then, when a record names holds, every record's host, ordered by id, as the
  *   general path's holdLedger locks them), and the reads, in one simple query; the writes, the
@@ -45,6 +46,7 @@ import { inventoryFromRow, type InventoryRow } from './rows.js';
 import { RawSql, insertSql, sqlLiteral, valuesSql } from './sql.js';
 import { isStoreError } from './errors.js';
 import { checkConsumerGeneration, checkFits, notFound } from './validate.js';
+import { claimInOneTrip } from './sqlite-claim.js';
 
 const CONSUMER_COLUMNS = ['uuid', 'project_id', 'user_id', 'generation', 'consumer_type'];
 const ALLOCATION_COLUMNS = ['provider_id', 'consumer_id', 'resource_class_id', 'used'];
@@ -243,6 +245,11 @@ export function quickClaimable(ctx: StoreContext, calls: AllocationWrite[][]): b
 export function quickClaims(ctx: StoreContext, calls: AllocationWrite[][]): Promise<CallOutcome[] | undefined> {
   const writes = calls.map((call) => call[0]!);
   return ctx.rawWrite('writeAllocations', async (raw) => {
+    if (raw.client === 'sqlite3' && writes.length === 1) {
+      // A lone claim: one statement (sqlite-claim.ts); the checks below when it declines.
+      const outcome = await claimInOneTrip(ctx, raw.conn, writes[0]!);
+      if (outcome !== undefined) return { value: [outcome] };
+    }
     const keys: ClaimKeys = {
       consumers: writes.map((w) => w.consumer.uuid),
       providers: [...new Set(writes.flatMap((w) => w.allocations.map((a) => a.providerUuid)))],

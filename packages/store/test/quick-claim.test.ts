@@ -1,8 +1,9 @@
 /**
- * The quick claim (`quick-claim.ts`, issue 15): a new consumer claimed in three round trips on
- * SQLite (BEGIN IMMEDIATE, one read, the writes with the COMMIT) and two on PostgreSQL (BEGIN,
- * the locks and the reads; the writes and the COMMIT), with the general transaction's checks,
- * rows and result. On both backends.
+ * The quick claim (`quick-claim.ts`, issue 15): a new consumer claimed in one round trip on
+ * SQLite when alone (`sqlite-claim.ts`: one statement whose trigger checks and writes it, or
+ * declines), else in three (BEGIN IMMEDIATE, one read, the writes with the COMMIT), and in two
+ * on PostgreSQL (BEGIN, the locks and the reads; the writes and the COMMIT), with the general
+ * transaction's checks, rows and result. On both backends.
  *
  * Mutations seen caught (each turned this file red once, then was restored):
  * - the capacity check skipped on the quick path (`checkFits` removed): "same outcome" and
@@ -13,6 +14,10 @@
  *   connection had already changed, and failed as a conflict, not as capacity);
  * - PostgreSQL: the providers' FOR UPDATE removed: "reads under the lock" red (the claim did
  *   not wait for the other transaction and pushed the provider past its capacity);
+ * - SQLite, the one-trip trigger (migration 0014): its capacity test, pool test,
+ *   missing-or-sharing provider test or record's host bump left out: "same outcome" red; usage
+ *   compared with one more than capacity, the max_unit or step_size test left out: "fills each
+ *   inventory" red; the capacity test left out: "reads under the lock" red too;
  * - the ROLLBACK after a failed statement removed (`rawWrite`): red on both backends, all
  *   four tests on SQLite (the failed transaction stayed open on the store's one connection),
  *   three on PostgreSQL (a pooled connection went back inside a failed transaction).
@@ -223,23 +228,24 @@ describe.each(backends)('quick claims on %s', (client) => {
 
   it('gives the same outcome and writes the same rows as the general transaction', { timeout: 300_000 }, async () => {
     let run = 0;
-    // What the quick store's connection was sent: claims committed by the quick path, and its
-    // transactions rolled back (a refused claim, or one handed to the general transaction).
-    const paths = { committed: 0, handedOver: 0, refused: 0 };
-    let rolledBack = false;
-    onTrips(quick, (sql) => {
-      if (sql.endsWith('\nCOMMIT')) paths.committed++;
-      if (sql === 'ROLLBACK') rolledBack = true;
-    });
+    // What the quick store's connection was sent: claims committed by the quick path (SQLite:
+    // most in one trip), lone claims the one-trip statement declined (SQLite), and the quick
+    // path's transactions rolled back (a refused claim, or one handed to the general transaction).
+    const paths = { committed: 0, declined: 0, handedOver: 0, refused: 0 };
+    let trips: string[] = [];
+    onTrips(quick, (sql) => trips.push(sql));
     await fc.assert(
       fc.asyncProperty(fc.array(opArb, { minLength: 1, maxLength: client === 'pg' ? 15 : 25 }), async (ops) => {
         const prefix = `r${++run}`;
         const worlds = [await fleet(quick, prefix), await fleet(general, prefix)] as const;
         for (const op of ops) {
-          rolledBack = false;
+          trips = [];
           const [a, b] = [await outcome(apply(quick, op, prefix, worlds[0])), await outcome(apply(general, op, prefix, worlds[1]))];
           expect(a, JSON.stringify(op)).toEqual(b);
-          if (rolledBack) paths[(a as { ok?: unknown }).ok !== undefined ? 'handedOver' : 'refused']++;
+          const oneTrip = trips[0]?.startsWith('INSERT INTO claim_inbox') === true;
+          if (oneTrip && trips.length > 1) paths.declined++;
+          if ((oneTrip && trips.length === 1) || trips.some((sql) => sql.endsWith('\nCOMMIT'))) paths.committed++;
+          if (trips.includes('ROLLBACK')) paths[(a as { ok?: unknown }).ok !== undefined ? 'handedOver' : 'refused']++;
         }
         expect(await dump(quick)).toEqual(await dump(general));
       }),
@@ -248,9 +254,11 @@ describe.each(backends)('quick claims on %s', (client) => {
     );
     onTrips(quick, undefined);
     // The generator reached every way through: claims the quick path committed, refused, and
-    // handed over (an existing consumer or record, a sharing provider).
+    // handed over (an existing consumer or record, a sharing provider); on SQLite, lone claims
+    // the one-trip statement declined (each refusal and hand-over of a lone claim is one).
     expect(paths.committed).toBeGreaterThan(30);
     expect(paths.refused).toBeGreaterThan(15);
+    if (client === 'sqlite3') expect(paths.declined).toBeGreaterThan(paths.refused);
     expect(paths.handedOver).toBeGreaterThan(3);
   });
 
@@ -294,10 +302,10 @@ describe.each(backends)('quick claims on %s', (client) => {
     expect(multiClaimCommits).toBeGreaterThan(10);
   });
 
-  it('is three round trips on SQLite, two on PostgreSQL', async () => {
+  it('is one round trip on SQLite (a lone claim), two on PostgreSQL', async () => {
     const world = await fleet(quick, 'trips');
     const trips: string[] = [];
-    onTrips(quick, (sql) => trips.push(sql.split('\n', 1)[0]!.replace(/;$/, '').split(' ', 2).join(' ') + (sql.endsWith('\nCOMMIT') ? ' ... COMMIT' : '')));
+    onTrips(quick, (sql) => trips.push(sql.split('\n', 1)[0]!.replace(/;$/, '').split(' ', 3).join(' ') + (sql.endsWith('\nCOMMIT') ? ' ... COMMIT' : '')));
     try {
       const result = await quick.writeAllocations([
         {
@@ -306,14 +314,43 @@ describe.each(backends)('quick claims on %s', (client) => {
             { providerUuid: world.providers[0]!, resourceClass: 'VCPU', amount: 2 },
             { providerUuid: world.providers[1]!, resourceClass: 'MEMORY_MB', amount: 512 },
           ],
-          instance: record('trips-1', world.hosts[0]!, { cpus: [1] }),
+          instance: record('trips-1', world.hosts[0]!, { cpus: [1], pools: { 'mem/2M': { amount: 2, capacity: 4 } } }),
         },
       ]);
-      expect(trips).toEqual(client === 'sqlite3' ? ['BEGIN IMMEDIATE', 'SELECT', 'INSERT INTO ... COMMIT'] : ['BEGIN', 'WITH c ... COMMIT']);
+      expect(trips).toEqual(client === 'sqlite3' ? ['INSERT INTO claim_inbox'] : ['BEGIN', 'WITH c AS ... COMMIT']);
       const host = (await quick.getHost(world.hosts[0]!))!;
       expect(result).toEqual({ hosts: [{ name: world.hosts[0], generationBefore: host.generation - 1, generation: host.generation, shared: false }] });
+      expect(await quick.getInstance('trips-1')).toMatchObject({ host: world.hosts[0], cpus: [1], pools: { 'mem/2M': { amount: 2, capacity: 4 } } });
     } finally {
       onTrips(quick, undefined);
+    }
+  });
+
+  // The one-trip statement (SQLite) must refuse what the full checks refuse, and take what they
+  // take: at each bound of the fleet's inventories, the claim that fills it exactly and the one
+  // just past it, each with the general transaction's outcome. Mutations seen red (SQLite):
+  // usage compared with one more than (total - reserved) * allocation_ratio; max_unit compared
+  // with >= instead of >; the step_size test left out.
+  it('fills each inventory to its bound and refuses one more, as the general transaction', async () => {
+    const worlds = [await fleet(quick, 'edge'), await fleet(general, 'edge')] as const;
+    const claims: Array<[provider: number, resourceClass: 'VCPU' | 'MEMORY_MB' | 'DISK_GB', amount: number, fits: boolean]> = [
+      [0, 'VCPU', 7, false], // above max_unit 6
+      [0, 'VCPU', 6, true],
+      [0, 'VCPU', 2, true], // 8 of 8
+      [0, 'VCPU', 1, false],
+      [0, 'DISK_GB', 60, true],
+      [0, 'DISK_GB', 50, true], // 110 of floor(100 * 1.1)
+      [0, 'DISK_GB', 1, false],
+      [1, 'MEMORY_MB', 300, false], // not a multiple of step_size 256
+      [1, 'MEMORY_MB', 3584, true], // 4096 - 512 reserved
+      [1, 'MEMORY_MB', 256, false],
+    ];
+    for (const [i, [provider, resourceClass, amount, fits]] of claims.entries()) {
+      const claim = (store: Store, world: { providers: string[] }) =>
+        outcome(store.writeAllocations([{ consumer: { uuid: `edge-${i}`, projectId: 'p', userId: 'u', generation: null }, allocations: [{ providerUuid: world.providers[provider]!, resourceClass, amount }] }]));
+      const [a, b] = [await claim(quick, worlds[0]), await claim(general, worlds[1])];
+      expect(a, `${resourceClass} ${amount}`).toEqual(b);
+      expect((a as { ok?: unknown }).ok !== undefined, `${resourceClass} ${amount}`).toBe(fits);
     }
   });
 

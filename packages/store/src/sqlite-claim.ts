@@ -1,0 +1,72 @@
+/**
+ * A lone claim on SQLite in one round trip (issue 15): one prepared statement inserts the claim
+ * into `claim_inbox`, whose trigger (migration 0014) checks and writes it in that statement's
+ * transaction. The quick claim's three trips (BEGIN IMMEDIATE, the read, the writes and COMMIT)
+ * cost about 0.5 ms at the median on the benchmarks' machine, this one about 0.3 ms
+ * (docs/benchmarks.md).
+ *
+ * The trigger only takes claims that pass every check; anything else stops the statement
+ * (nothing is written) and the caller runs the quick claim's full checks, which give the
+ * refusal its exact error (or write what the trigger's stricter tests sent back). So this path
+ * decides nothing on its own: `packages/store/test/quick-claim.test.ts` compares its outcomes
+ * and rows with the general transaction's on random claims.
+ */
+import type { CallOutcome } from './allocations.js';
+import type { AllocationWrite } from './api.js';
+import type { SqliteConnection } from './connection.js';
+import type { StoreContext } from './context.js';
+import { holdRowValues } from './holds.js';
+import { instanceRowValues } from './instances.js';
+
+/**
+ * Fires the claim: ?1 the payload (migration 0014 describes it). `seen` is filled before the
+ * trigger runs: the providers' roots and the hosts' rows as the claim found them.
+ */
+const CLAIM = `INSERT INTO claim_inbox (payload, seen) SELECT ?1, json_array(
+  (SELECT json_group_array(json_array(uuid, root_id)) FROM providers WHERE uuid IN (SELECT value->>0 FROM json_each(?1, '$.a'))),
+  (SELECT json_group_array(json_array(h.id, h.name, h.generation, h.root_provider_id)) FROM hosts h
+    WHERE h.root_provider_id IN (SELECT root_id FROM providers WHERE uuid IN (SELECT value->>0 FROM json_each(?1, '$.a')))
+       OR h.name IN (SELECT value->>0 FROM json_each(?1, '$.i'))))
+RETURNING seen`;
+
+type Seen = [providers: Array<[uuid: string, rootId: number]>, hosts: Array<[id: number, name: string, generation: number, rootId: number]>];
+
+/**
+ * Claims `write` (one call the quick claim accepted) in one statement. Returns its outcome, or
+ * undefined when the trigger stopped it (nothing was written: check it in full). Throws what
+ * else the database throws (busy, I/O).
+ */
+export async function claimInOneTrip(ctx: StoreContext, conn: SqliteConnection, write: AllocationWrite): Promise<CallOutcome | undefined> {
+  const { consumer, allocations, instance } = write;
+  const now = Date.now();
+  const payload = JSON.stringify({
+    c: [consumer.uuid, consumer.projectId, consumer.userId, consumer.consumerType ?? null],
+    a: allocations.map((a) => [a.providerUuid, ctx.classIds.get(a.resourceClass)!, a.amount]),
+    // The record's columns after host_id, which the trigger finds by the host's name.
+    i: instance ? [[instance.host, ...instanceRowValues(instance, 0, now).filter((_, column) => column !== 1)]] : [],
+    h: instance ? holdRowValues(instance, 0).map(([, ...hold]) => [instance.host, ...hold]) : [],
+  });
+  let seen: string;
+  try {
+    const rows = await new Promise<Array<{ seen: string }>>((resolve, reject) =>
+      conn.all(CLAIM, [payload], (err, result) => (err ? reject(err) : resolve(result as Array<{ seen: string }>))),
+    );
+    seen = rows[0]!.seen;
+  } catch (err) {
+    if ((err as { code?: string }).code === 'SQLITE_CONSTRAINT') return undefined;
+    throw err;
+  }
+  const [providers, hosts] = JSON.parse(seen) as Seen;
+  const rootOf = new Map(providers);
+  const byRoot = new Map(hosts.map((h) => [h[3], h]));
+  // The hosts told, in the general path's order: those whose trees were claimed on, then the
+  // record's. The statement held the write lock: each host's generation is the one seen plus one.
+  const told = new Set<Seen[1][number]>();
+  for (const a of allocations) {
+    const host = byRoot.get(rootOf.get(a.providerUuid)!);
+    if (host) told.add(host);
+  }
+  const recordHost = instance && hosts.find((h) => h[1] === instance.host);
+  if (recordHost) told.add(recordHost);
+  return { result: { hosts: [...told].map(([, name, generation]) => ({ name, generationBefore: generation, generation: generation + 1, shared: false })) } };
+}

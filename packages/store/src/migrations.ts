@@ -449,6 +449,9 @@ const hostChanges: Migration = {
  * would pass capacity, a pool would pass its capacity, the consumer or the instance exists, a
  * unit is held, the record's host is missing. Each test is that of `checkFits` and
  * `HoldLedger.set`, or stricter. PostgreSQL: nothing (its claims take two round trips).
+ * Needs SQLite 3.38 or later (`->>`; node-sqlite3 bundles a newer one). A later migration that
+ * rebuilds or renames one of the tables the trigger names (knex's `alterTable` on SQLite copies
+ * the table) must drop the trigger first and create it again after.
  */
 const claimInbox: Migration = {
   async up(knex) {

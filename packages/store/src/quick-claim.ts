@@ -1,9 +1,10 @@
 /**
- * The quick claim (issue 15): claims of new consumers in three round trips on SQLite and two on
- * PostgreSQL, however many calls write-combining put in the batch, where the general
- * transaction (`allocations.ts`) sends about fifteen statements one after the other. Each
- * statement is a round trip: to node-sqlite3's thread pool and back, or to the PostgreSQL
- * server; that, more than the databases' own work, was a claim's cost (`npm run bench -- drivers`).
+ * The quick claim (issue 15): claims of new consumers in three round trips on SQLite (one for a
+ * lone claim, `sqlite-claim.ts`) and two on PostgreSQL, however many calls write-combining put in
+ * the batch, where the general transaction (`allocations.ts`) sends about fifteen statements
+ * one after the other. Each statement is a round trip: to node-sqlite3's thread pool and back,
+ * or to the PostgreSQL server; that, more than the databases' own work, was a claim's cost
+ * (`npm run bench -- drivers`).
  *
  * - SQLite: a lone claim first tries one statement whose trigger checks and writes it
  *   (`sqlite-claim.ts`); when it declines, and for batches: BEGIN IMMEDIATE (the write lock);
@@ -337,13 +338,19 @@ export function quickClaims(ctx: StoreContext, calls: AllocationWrite[][]): Prom
       const holds = records.flatMap((r) => holdRowValues(r, hostByName.get(r.host)!.id));
       if (holds.length > 0) statements.push(insertSql(raw.client, HOLDS_TABLE, HOLD_COLUMNS, holds));
     }
-    // Each host bumped once, however many calls changed it; `shared` when more than one did.
+    // `shared` when more than one call changed a host.
     const writers = new Map<number, number>();
     for (const outcome of outcomes) if ('hosts' in outcome) for (const host of outcome.hosts) writers.set(host.id, (writers.get(host.id) ?? 0) + 1);
+    // Each host bumped once, however many calls changed it, as the general path bumps them:
+    // every host on the roots of the trees claimed on (a root may carry more than one), and the
+    // records' hosts.
+    const roots = new Set([...touched].map((id) => state.providers.find((p) => p.id === id)!.rootId));
+    const recordHosts = new Set(records.map((r) => hostByName.get(r.host)!.id));
+    const bumped = state.hosts.filter((h) => roots.has(h.rootId) || recordHosts.has(h.id)).map((h) => h.id);
     // SQLite: nobody else writes while the lock is held, so each host's generation is the one
     // read plus one. PostgreSQL: the hosts' rows are not locked, so the bump returns them.
     let generations = new Map(state.hosts.map((h) => [h.id, h.generation + 1]));
-    const bump = writers.size > 0 ? `UPDATE hosts SET generation = generation + 1 WHERE id IN (${[...writers.keys()].join(', ')})` : undefined;
+    const bump = bumped.length > 0 ? `UPDATE hosts SET generation = generation + 1 WHERE id IN (${[...new Set(bumped)].join(', ')})` : undefined;
     if (raw.client === 'sqlite3') {
       await sqliteExec(raw.conn, [...statements, ...(bump ? [bump] : []), 'COMMIT'].join(';\n'));
     } else {

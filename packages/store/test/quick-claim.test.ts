@@ -354,6 +354,50 @@ describe.each(backends)('quick claims on %s', (client) => {
     }
   });
 
+  // Two things the random claims above do not reach. A string with a lone surrogate (the
+  // Placement API parses "\ud800" in a JSON body into one): the one-trip statement's JSON
+  // payload would store other bytes than a bound parameter, so that a unit named so could be
+  // held twice. A root carrying two hosts: the general transaction bumps both. Mutations seen
+  // red: the one-trip statement's surrogate guard removed (SQLite: the project differs, and the
+  // unit is held twice); the three-trip batch bumping one host per root (both backends).
+  it('writes what the general transaction writes for lone surrogates and a root with two hosts', async () => {
+    const run = async (store: Store) => {
+      await store.createProvider({ uuid: 'odd-root', name: 'odd-root' });
+      await store.setInventories('odd-root', undefined, { VCPU: inv(8) });
+      await store.upsertHost({ name: 'odd-zz', rootProviderUuid: 'odd-root' });
+      await store.upsertHost({ name: 'odd-aa', rootProviderUuid: 'odd-root' });
+      const claim = (uuid: string, units: string[] = []) =>
+        outcome(
+          store.writeAllocations([
+            {
+              consumer: { uuid, projectId: 'p\ud800', userId: 'u', generation: null },
+              allocations: [{ providerUuid: 'odd-root', resourceClass: 'VCPU', amount: 1 }],
+              ...(units.length > 0 ? { instance: record(uuid, 'odd-zz', { projectId: 'p\ud800', units }) } : {}),
+            },
+          ]),
+        );
+      const lone = [await claim('odd-0', ['u\ud800']), await claim('odd-1', ['u\ud800'])];
+      // The first alone, the other two combined behind it.
+      const combined = await Promise.all([claim('odd-2'), claim('odd-3'), claim('odd-4')]);
+      const { knex } = store as KnexStore;
+      return {
+        outcomes: [...lone, ...combined],
+        consumers: await knex('consumers').where('uuid', 'like', 'odd-%').select('uuid', 'project_id').orderBy('uuid'),
+        holds: await knex('instance_holds').where('instance_uuid', 'like', 'odd-%').select('instance_uuid', 'hold').orderBy('instance_uuid'),
+        hosts: await knex('hosts').where('name', 'like', 'odd-%').select('name', 'generation').orderBy('name'),
+      };
+    };
+    const [a, b] = [await run(quick), await run(general)];
+    expect(a).toEqual(b);
+    // Refused: the unit's unique index (the ledger compares the name as read back, replaced).
+    expect((a.outcomes[1] as { code?: string }).code).toBe('ERT_STORE_CONFLICT');
+    // Both hosts bumped by each of the three transactions that claimed on their root.
+    expect(a.hosts).toEqual([
+      { name: 'odd-aa', generation: 3 },
+      { name: 'odd-zz', generation: 3 },
+    ]);
+  });
+
   // Another connection (another process) claims 6 of a root's 8 VCPU in a transaction held
   // open, as the general path does (SQLite: the write lock; PostgreSQL: the provider's row
   // locked), and commits while ours waits: ours must read after that commit, so it is refused.

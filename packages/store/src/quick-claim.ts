@@ -344,7 +344,8 @@ export function quickClaims(ctx: StoreContext, calls: AllocationWrite[][]): Prom
     // Each host bumped once, however many calls changed it, as the general path bumps them:
     // every host on the roots of the trees claimed on (a root may carry more than one), and the
     // records' hosts.
-    const roots = new Set([...touched].map((id) => state.providers.find((p) => p.id === id)!.rootId));
+    const rootById = new Map(state.providers.map((p) => [p.id, p.rootId]));
+    const roots = new Set([...touched].map((id) => rootById.get(id)!));
     const recordHosts = new Set(records.map((r) => hostByName.get(r.host)!.id));
     const bumped = state.hosts.filter((h) => roots.has(h.rootId) || recordHosts.has(h.id)).map((h) => h.id);
     // SQLite: nobody else writes while the lock is held, so each host's generation is the one

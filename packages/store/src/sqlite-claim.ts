@@ -1,9 +1,9 @@
 /**
  * A lone claim on SQLite in one round trip (issue 15): one prepared statement inserts the claim
  * into `claim_inbox`, whose trigger (migration 0014) checks and writes it in that statement's
- * transaction. The quick claim's three trips (BEGIN IMMEDIATE, the read, the writes and COMMIT)
- * cost about 0.5 ms at the median on the benchmarks' machine, this one about 0.3 ms
- * (docs/benchmarks.md).
+ * transaction. A lone claim in the quick claim's three trips (BEGIN IMMEDIATE, the read, the
+ * writes and COMMIT) took 0.5-0.7 ms at the median on the benchmarks' machine, in this one
+ * 0.4-0.45 ms (docs/benchmarks.md).
  *
  * The trigger only takes claims that pass every check; anything else stops the statement
  * (nothing is written) and the caller runs the quick claim's full checks, which give the
@@ -13,7 +13,7 @@
  */
 import type { CallOutcome } from './allocations.js';
 import type { AllocationWrite } from './api.js';
-import type { SqliteConnection } from './connection.js';
+import { sqliteAll, type SqliteConnection } from './connection.js';
 import type { StoreContext } from './context.js';
 import { holdRowValues } from './holds.js';
 import { instanceRowValues } from './instances.js';
@@ -56,10 +56,8 @@ export async function claimInOneTrip(ctx: StoreContext, conn: SqliteConnection, 
   if (LONE_SURROGATE.test(payload)) return undefined;
   let seen: string;
   try {
-    const rows = await new Promise<Array<{ seen: string }>>((resolve, reject) =>
-      conn.all(CLAIM, [payload], (err, result) => (err ? reject(err) : resolve(result as Array<{ seen: string }>))),
-    );
-    seen = rows[0]!.seen;
+    const [row] = await sqliteAll<{ seen: string }>(conn, CLAIM, [payload]);
+    seen = row!.seen;
   } catch (err) {
     if ((err as { code?: string }).code === 'SQLITE_CONSTRAINT') return undefined;
     throw err;

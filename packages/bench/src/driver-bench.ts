@@ -9,8 +9,8 @@
  * with its instance record, durable at commit:
  *
  * - `store`: `store.writeAllocations`, the product's path (knex on node-sqlite3, every check of
- *   the store): a claim of a new consumer takes the quick claim (quick-claim.ts), three
- *   trips to the driver.
+ *   the store): a claim of a new consumer takes the quick claim, one trip to the driver
+ *   (sqlite-claim.ts: one statement whose trigger checks and writes it; three when it declines).
  * - `store-general`: the same with `quickClaims: false`, through the general transaction (about
  *   fifteen statements, each a trip).
  * - `sqlite3`: the same 13 statements (the SQL the store sends, captured from knex) on

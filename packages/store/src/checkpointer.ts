@@ -1,12 +1,9 @@
 import { createRequire } from 'node:module';
+import type { SqliteConnection } from './connection.js';
 
-interface SqliteDatabase {
-  run(sql: string, callback: (err: Error | null) => void): unknown;
-  close(callback: (err: Error | null) => void): void;
-}
 interface Sqlite3Module {
   OPEN_READWRITE: number;
-  Database: new (file: string, mode: number, callback: (err: Error | null) => void) => SqliteDatabase;
+  Database: new (file: string, mode: number, callback: (err: Error | null) => void) => SqliteConnection;
 }
 
 const sqlite3 = createRequire(import.meta.url)('sqlite3') as Sqlite3Module;
@@ -33,7 +30,7 @@ export const WRITER_AUTOCHECKPOINT_PAGES = 4_000;
  * the file gone) are ignored: the writers' own checkpoint still bounds the WAL.
  */
 export class WalCheckpointer {
-  private db: SqliteDatabase | undefined;
+  private db: SqliteConnection | undefined;
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
   private wroteSinceTick = false;
@@ -65,8 +62,8 @@ export class WalCheckpointer {
     }
     this.wroteSinceTick = false;
     this.running = new Promise<void>((resolve) => {
-      const checkpoint = (db: SqliteDatabase) =>
-        db.run('PRAGMA wal_checkpoint(PASSIVE)', (err) => {
+      const checkpoint = (db: SqliteConnection) =>
+        db.run('PRAGMA wal_checkpoint(PASSIVE)', [], (err) => {
           if (err === null) this.checkpoints++;
           resolve();
         });

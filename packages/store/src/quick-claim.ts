@@ -212,6 +212,20 @@ function inventoriesOf(rows: Array<InventoryRow & { used: unknown }>): ClaimStat
 }
 
 /**
+ * The hosts a successful claim tells of, in the general path's order: those whose trees it
+ * claimed on (`hostOf` a provider's uuid), then its record's.
+ */
+function hostsTold<H>(write: AllocationWrite, hostOf: (providerUuid: string) => H | undefined, recordHost: H | undefined): H[] {
+  const hosts = new Set<H>();
+  for (const alloc of write.allocations) {
+    const host = hostOf(alloc.providerUuid);
+    if (host !== undefined) hosts.add(host);
+  }
+  if (recordHost !== undefined) hosts.add(recordHost);
+  return [...hosts];
+}
+
+/**
  * Whether the calls are for this path as far as they alone tell (no I/O): see the file's
  * comment. Each call one write of a new consumer with allocations; no consumer or instance
  * named twice in the batch (the general transaction orders such calls).
@@ -248,8 +262,15 @@ export function quickClaims(ctx: StoreContext, calls: AllocationWrite[][]): Prom
   return ctx.rawWrite('writeAllocations', async (raw) => {
     if (raw.client === 'sqlite3' && writes.length === 1) {
       // A lone claim: one statement (sqlite-claim.ts); the checks below when it declines.
-      const outcome = await claimInOneTrip(ctx, raw.conn, writes[0]!);
-      if (outcome !== undefined) return { value: [outcome] };
+      const write = writes[0]!;
+      const seen = await claimInOneTrip(ctx, raw.conn, write);
+      if (seen !== undefined) {
+        const byRoot = new Map(seen.hosts.map((h) => [h.rootId, h]));
+        const recordHost = write.instance && seen.hosts.find((h) => h.name === write.instance!.host);
+        // The statement held the write lock: each host's generation is the one seen plus one.
+        const hosts = hostsTold(write, (uuid) => byRoot.get(seen.rootOf.get(uuid)!), recordHost).map((h) => ({ name: h.name, generationBefore: h.generation, generation: h.generation + 1, shared: false }));
+        return { value: [{ result: { hosts } }] };
+      }
     }
     const keys: ClaimKeys = {
       consumers: writes.map((w) => w.consumer.uuid),
@@ -289,14 +310,7 @@ export function quickClaims(ctx: StoreContext, calls: AllocationWrite[][]): Prom
         if (instance && !instanceHost) throw notFound('host', instance.host, { host: instance.host, instance: instance.uuid });
         // The last check: `set` changes nothing when it throws, so a refused call leaves the ledger as it was.
         if (instance && ledger && anyHolds([instance])) ledger.set(instance.uuid, instanceHost!, holdsOf(instance));
-        // The hosts told, in the general path's order: those whose trees were claimed on, then the record's.
-        const hosts = new Set<ClaimState['hosts'][number]>();
-        for (const alloc of allocations) {
-          const host = hostByRoot.get(providers.get(alloc.providerUuid)!.rootId);
-          if (host) hosts.add(host);
-        }
-        if (instanceHost) hosts.add(instanceHost);
-        outcomes.push({ hosts: [...hosts] });
+        outcomes.push({ hosts: hostsTold(write, (uuid) => hostByRoot.get(providers.get(uuid)!.rootId), instanceHost) });
       } catch (err) {
         if (!isStoreError(err)) throw err;
         outcomes.push({ error: err });
@@ -351,7 +365,7 @@ export function quickClaims(ctx: StoreContext, calls: AllocationWrite[][]): Prom
     // SQLite: nobody else writes while the lock is held, so each host's generation is the one
     // read plus one. PostgreSQL: the hosts' rows are not locked, so the bump returns them.
     let generations = new Map(state.hosts.map((h) => [h.id, h.generation + 1]));
-    const bump = bumped.length > 0 ? `UPDATE hosts SET generation = generation + 1 WHERE id IN (${[...new Set(bumped)].join(', ')})` : undefined;
+    const bump = bumped.length > 0 ? `UPDATE hosts SET generation = generation + 1 WHERE id IN (${bumped.join(', ')})` : undefined;
     if (raw.client === 'sqlite3') {
       await sqliteExec(raw.conn, [...statements, ...(bump ? [bump] : []), 'COMMIT'].join(';\n'));
     } else {

@@ -11,7 +11,6 @@
  * decides nothing on its own: `packages/store/test/quick-claim.test.ts` compares its outcomes
  * and rows with the general transaction's on random claims.
  */
-import type { CallOutcome } from './allocations.js';
 import type { AllocationWrite } from './api.js';
 import { sqliteAll, type SqliteConnection } from './connection.js';
 import type { StoreContext } from './context.js';
@@ -34,12 +33,18 @@ const LONE_SURROGATE = /\\u[dD][89a-fA-F]/;
 
 type Seen = [providers: Array<[uuid: string, rootId: number]>, hosts: Array<[id: number, name: string, generation: number, rootId: number]>];
 
+/** What a claim written in one statement found, before writing: its providers' roots, and the hosts rooted there or named by its record. */
+export interface OneTripClaim {
+  rootOf: Map<string, number>;
+  hosts: Array<{ id: number; name: string; generation: number; rootId: number }>;
+}
+
 /**
- * Claims `write` (one call the quick claim accepted) in one statement. Returns its outcome, or
- * undefined when the trigger stopped it (nothing was written: check it in full). Throws what
- * else the database throws (busy, I/O).
+ * Claims `write` (one call the quick claim accepted) in one statement. Returns what it found
+ * (the caller tells the hosts), or undefined when the trigger stopped it (nothing was written:
+ * check it in full). Throws what else the database throws (busy, I/O).
  */
-export async function claimInOneTrip(ctx: StoreContext, conn: SqliteConnection, write: AllocationWrite): Promise<CallOutcome | undefined> {
+export async function claimInOneTrip(ctx: StoreContext, conn: SqliteConnection, write: AllocationWrite): Promise<OneTripClaim | undefined> {
   const { consumer, allocations, instance } = write;
   if (allocations.length === 0) return undefined;
   const now = Date.now();
@@ -63,16 +68,5 @@ export async function claimInOneTrip(ctx: StoreContext, conn: SqliteConnection, 
     throw err;
   }
   const [providers, hosts] = JSON.parse(seen) as Seen;
-  const rootOf = new Map(providers);
-  const byRoot = new Map(hosts.map((h) => [h[3], h]));
-  // The hosts told, in the general path's order: those whose trees were claimed on, then the
-  // record's. The statement held the write lock: each host's generation is the one seen plus one.
-  const told = new Set<Seen[1][number]>();
-  for (const a of allocations) {
-    const host = byRoot.get(rootOf.get(a.providerUuid)!);
-    if (host) told.add(host);
-  }
-  const recordHost = instance && hosts.find((h) => h[1] === instance.host);
-  if (recordHost) told.add(recordHost);
-  return { result: { hosts: [...told].map(([, name, generation]) => ({ name, generationBefore: generation, generation: generation + 1, shared: false })) } };
+  return { rootOf: new Map(providers), hosts: hosts.map(([id, name, generation, rootId]) => ({ id, name, generation, rootId })) };
 }

@@ -651,11 +651,10 @@ export class Ranker {
         const host = index.host(name);
         if (host !== undefined && slots[host.slot] === host) consider(host.slot);
       }
+    } else if (named !== undefined) {
+      for (let slot = 0; slot < n; slot++) if (named.has(slots[slot]?.name ?? '')) consider(slot);
     } else {
-      for (let slot = 0; slot < n; slot++) {
-        if (named !== undefined && !named.has(slots[slot]?.name ?? '')) continue;
-        consider(slot);
-      }
+      forEverySlot(n, consider);
     }
     if (budget < 0) return giveUp('budget (unknown scores)');
     if (mismatch) return giveUp('mismatch');
@@ -665,27 +664,7 @@ export class Ranker {
     // of them fails its filters is that weigher's list looked for again.
     const min = new Float64Array(w);
     const max = new Float64Array(w);
-    const lowSlot = new Int32Array(w).fill(-1);
-    const highSlot = new Int32Array(w).fill(-1);
-    const lowValue = new Float64Array(w);
-    const highValue = new Float64Array(w);
-    for (let slot = 0; slot < n; slot++) {
-      const st = state[slot];
-      if (st === 0) continue;
-      for (let i = 0; i < w; i++) {
-        const v = st === 2 ? raw[slot * w + i]! : scoreColumns[i]![slot]!;
-        const low = lowSlot[i]!;
-        if (low < 0 || v < lowValue[i]! || (v === lowValue[i] && st === 2 && state[low] === 1)) {
-          lowSlot[i] = slot;
-          lowValue[i] = v;
-        }
-        const high = highSlot[i]!;
-        if (high < 0 || v > highValue[i]! || (v === highValue[i] && st === 2 && state[high] === 1)) {
-          highSlot[i] = slot;
-          highValue[i] = v;
-        }
-      }
-    }
+    const { lowSlot, highSlot } = extremesOf(state, raw, w, scoreColumns);
     for (let i = 0; i < w; i++) {
       const column = scoreColumns[i]!;
       for (let pass = 0; pass < 2; pass++) {
@@ -719,20 +698,11 @@ export class Ranker {
 
     // 3. Weights, as `reweigh` computes them, and the best `limit`.
     const scale = scaleOf(min, max);
+    weighPotential(state, raw, multipliers, scoreColumns, min, scale, weights);
+    // A host evaluated in step 3 (its state now 2) is weighed again, from its raw scores.
     const weigh = (slot: number): void => {
-      let weight = 0;
-      if (state[slot] === 2) {
-        for (let i = 0; i < w; i++) {
-          const k = slot * w + i;
-          weight += multipliers[k]! * (raw[k]! - min[i]!) * scale[i]!;
-        }
-      } else {
-        // The multipliers `prune` set (`evaluate` sets the same).
-        for (let i = 0; i < w; i++) weight += multipliers[slot * w + i]! * (scoreColumns[i]![slot]! - min[i]!) * scale[i]!;
-      }
-      weights[slot] = weight;
+      weights[slot] = weightOf(slot, true, w, raw, multipliers, scoreColumns, min, scale);
     };
-    for (let slot = 0; slot < n; slot++) if (state[slot] !== 0) weigh(slot);
     const nameRank = this.nameOrder.of(slots, index.layout);
     const candidates: Candidate[] = [];
     for (let extra = EXTRA_PICKED; ; extra *= 4) {
@@ -877,6 +847,89 @@ function giveUp(_why: string): undefined {
   return undefined;
 }
 
+/*
+ * The passes of a bounded ranking over every slot live in functions of their own, and those
+ * that read scores (`extremesOf`, `weighPotential`) load an evaluated host's raw score and its
+ * summary on every slot, a ternary picking one. This is for V8: a long loop is compiled while
+ * it runs (on-stack replacement) and that compiled code is kept for the loop's later runs;
+ * code it reaches that had never run when it was compiled (a branch taken only when an
+ * evaluated host ties, or what follows the loop in the same function) has no type feedback,
+ * and leaving the compiled code there each time ("deoptimizing") finished that ranking in the
+ * interpreter. With the passes inline in `rankBounded` that happened 186 times in the first
+ * 1,500 decisions of the mixed workload at 10,000 hosts and about 370 times in 2,000 at
+ * 100,000; now a handful, none repeated (docs/benchmarks.md, "Rankings that stay compiled").
+ */
+
+/** Calls `fn` for every slot below `n`, in order. */
+function forEverySlot(n: number, fn: (slot: number) => void): void {
+  for (let slot = 0; slot < n; slot++) fn(slot);
+}
+
+/**
+ * Per weigher, the potential candidate (`state` not 0) with the lowest score and the one with
+ * the highest, and their scores: an evaluated host's (`state` 2) raw score, else its summary
+ * (`columns`). Among equal scores an evaluated host comes first (it needs no hook call), then
+ * the first in slot order. -1 where no slot is a potential candidate.
+ */
+function extremesOf(state: Uint8Array, raw: Float64Array, w: number, columns: readonly Float64Array[]): { lowSlot: Int32Array; highSlot: Int32Array } {
+  const lowSlot = new Int32Array(w).fill(-1);
+  const highSlot = new Int32Array(w).fill(-1);
+  const lowValue = new Float64Array(w);
+  const highValue = new Float64Array(w);
+  /** Whether the host holding `lowSlot` (`highSlot`) was evaluated. */
+  const lowEvaluated = new Uint8Array(w);
+  const highEvaluated = new Uint8Array(w);
+  for (let slot = 0; slot < state.length; slot++) {
+    const st = state[slot]!;
+    if (st === 0) continue;
+    const evaluated = st === 2;
+    for (let i = 0; i < w; i++) {
+      const evaluatedScore = raw[slot * w + i]!;
+      const summaryScore = columns[i]![slot]!;
+      const v = evaluated ? evaluatedScore : summaryScore;
+      const lowest = lowValue[i]!;
+      const lowTieWon = evaluated && lowEvaluated[i] === 0;
+      if (lowSlot[i]! < 0 || v < lowest || (v === lowest && lowTieWon)) {
+        lowSlot[i] = slot;
+        lowValue[i] = v;
+        lowEvaluated[i] = evaluated ? 1 : 0;
+      }
+      const highest = highValue[i]!;
+      const highTieWon = evaluated && highEvaluated[i] === 0;
+      if (highSlot[i]! < 0 || v > highest || (v === highest && highTieWon)) {
+        highSlot[i] = slot;
+        highValue[i] = v;
+        highEvaluated[i] = evaluated ? 1 : 0;
+      }
+    }
+  }
+  return { lowSlot, highSlot };
+}
+
+/**
+ * The total weight of `slot` (as `Ranker.reweigh` computes it): from its raw scores when
+ * `evaluated`, else from its summaries, with the multipliers `prune` or `evaluate` set.
+ */
+function weightOf(slot: number, evaluated: boolean, w: number, raw: Float64Array, multipliers: Float64Array, columns: readonly Float64Array[], min: Float64Array, scale: Float64Array): number {
+  let weight = 0;
+  for (let i = 0; i < w; i++) {
+    const k = slot * w + i;
+    const evaluatedScore = raw[k]!;
+    const summaryScore = columns[i]![slot]!;
+    weight += multipliers[k]! * ((evaluated ? evaluatedScore : summaryScore) - min[i]!) * scale[i]!;
+  }
+  return weight;
+}
+
+/** `weights` of every potential candidate (`state` not 0), by `weightOf`. */
+function weighPotential(state: Uint8Array, raw: Float64Array, multipliers: Float64Array, columns: readonly Float64Array[], min: Float64Array, scale: Float64Array, weights: Float64Array): void {
+  const w = min.length;
+  for (let slot = 0; slot < state.length; slot++) {
+    const st = state[slot]!;
+    if (st !== 0) weights[slot] = weightOf(slot, st === 2, w, raw, multipliers, columns, min, scale);
+  }
+}
+
 /**
  * The `count` potential candidates (`state` not 0) with the lowest (`lowest`) or highest
  * score of weigher `i`, most extreme first: an evaluated host's raw score, else the summary.
@@ -884,16 +937,23 @@ function giveUp(_why: string): undefined {
  */
 function mostExtreme(state: Uint8Array, raw: Float64Array, w: number, i: number, column: Float64Array, lowest: boolean, count: number): number[] {
   if (count === 1) {
-    // The usual case, without the list.
+    // The usual case, without the list (the loop body as in `extremesOf`).
     let best = -1;
     let bestValue = 0;
+    let bestEvaluated = false;
     for (let slot = 0; slot < state.length; slot++) {
-      const st = state[slot];
+      const st = state[slot]!;
       if (st === 0) continue;
-      const v = st === 2 ? raw[slot * w + i]! : column[slot]!;
-      if (best < 0 || (lowest ? v < bestValue : v > bestValue) || (v === bestValue && st === 2 && state[best] === 1)) {
+      const evaluated = st === 2;
+      const evaluatedScore = raw[slot * w + i]!;
+      const summaryScore = column[slot]!;
+      const v = evaluated ? evaluatedScore : summaryScore;
+      const tieWon = evaluated && !bestEvaluated;
+      const more = lowest ? v < bestValue : v > bestValue;
+      if (best < 0 || more || (v === bestValue && tieWon)) {
         best = slot;
         bestValue = v;
+        bestEvaluated = evaluated;
       }
     }
     return best < 0 ? [] : [best];

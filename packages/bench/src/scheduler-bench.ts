@@ -22,7 +22,7 @@
  * collector's pauses during the timed decisions (scavenges, mark-compacts, the longest).
  * With --concurrency C > 1, C clients send requests at once and the scheduler overlaps claims.
  * With --profile FILE, a V8 CPU profile of the timed decisions only is written to FILE (.cpuprofile):
- * the steady phase of `flavors`, every decision of `mixed`.
+ * the steady phase of `flavors`, every decision of `mixed`, the last rate's run in open loop.
  *
  * Builds a fleet of N hosts through the real discovery (the tracker's `buildFleet` over the host
  * profiles in config/hosts/* with the five first-party plugins), imports it into a fresh SQLite
@@ -459,7 +459,12 @@ async function main(): Promise<void> {
     if (!args.heapOnly && args.rates.length > 0) {
       await scheduler.close();
       const runs: OpenLoopRun[] = [];
-      for (const rate of args.rates) runs.push(await runOpenLoop(config, store, args, rate));
+      for (const [k, rate] of args.rates.entries()) {
+        // With --profile, the last rate is profiled: the process is warmest by then.
+        const stopProfile = await startProfile(k === args.rates.length - 1 ? args.profile : undefined);
+        runs.push(await runOpenLoop(config, store, args, rate));
+        await stopProfile();
+      }
       const held = runs.filter((r) => r.held).map((r) => r.offeredPerSecond);
       const overCapacity = await overCapacityCount(store);
       Object.assign(result, {

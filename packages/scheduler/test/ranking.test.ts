@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import type { FilterHooks, RequestSpec, WeigherHooks } from '@ert/plugin-api';
 import type { ChangeJournal } from '../src/host-manager.js';
 import type { Host } from '../src/host-state.js';
-import { Memo, Ranker } from '../src/ranking.js';
+import { Memo, Ranker, TOP_KEPT } from '../src/ranking.js';
 import type { HostIndex } from '../src/ranking.js';
 
 /*
@@ -79,6 +79,15 @@ function expectedRanking(slots: ReadonlyArray<Host | undefined>, limit: number):
 const boundedFilter: FilterHooks = { ...filter, summaryBounds: () => [{ summary: 'cap', atLeast: 1 }, { summary: 'nobody-publishes', atLeast: 1 }] };
 const boundedA: WeigherHooks = { ...weighA, summaryScore: () => 'a' };
 const boundedB: WeigherHooks = { ...weighB, summaryScore: () => 'b' };
+
+/** A ranker of the bounded filter and weighers; `keptOrder` as `Ranker` takes it. */
+function boundedRanker(keptOrder?: number): Ranker {
+  const weighers = [
+    { name: 'a', hooks: boundedA, multiplier: WEIGHERS[0]!.multiplier },
+    { name: 'b', hooks: boundedB, multiplier: WEIGHERS[1]!.multiplier },
+  ];
+  return new Ranker([{ name: 'f', hooks: boundedFilter }], weighers, callHook, TOP_KEPT, keptOrder);
+}
 
 class FakeIndex implements HostIndex {
   slots: Array<Host | undefined> = [];
@@ -200,6 +209,11 @@ describe('indexed ranking', () => {
    * normalisation: other weights); the kept prune states reused whatever the host's version
    * (a host that passes again stayed pruned); the configured multiplier taken whatever the
    * `ert:metadata` summary says (a host's aggregate override of weigher a's multiplier lost).
+   * The memo reused across steps ranks from what its last ranking kept (`BoundedKept`, an order
+   * of `keptOrder` hosts); mutations of that path seen caught: holders never replaced, an
+   * unevaluated host taken as a holder, the test against the kept min and max dropped, changed
+   * hosts never re-inserted in the order or never removed from it, a changed host's weight not
+   * recomputed.
    */
   it('a bounded ranking returns exactly the best candidates the ranking rules give, or gives up', () => {
     let answered = 0;
@@ -210,16 +224,10 @@ describe('indexed ranking', () => {
         fc.array(fc.array(change, { maxLength: 4 }), { minLength: 1, maxLength: 30 }),
         fc.integer({ min: 1, max: 8 }),
         fc.array(fc.record({ fails: fc.boolean(), pruned: fc.boolean(), known: fc.boolean(), multiplier: fc.constantFrom<string | undefined>(undefined, undefined, '3', '-1', 'x') }), { minLength: 1, maxLength: 17 }),
-        (size, steps, limit, pattern) => {
+        fc.integer({ min: 1, max: 40 }),
+        (size, steps, limit, pattern, keptOrder) => {
           const index = new FakeIndex(1000);
-          const ranker = new Ranker(
-            [{ name: 'f', hooks: boundedFilter }],
-            [
-              { name: 'a', hooks: boundedA, multiplier: WEIGHERS[0]!.multiplier },
-              { name: 'b', hooks: boundedB, multiplier: WEIGHERS[1]!.multiplier },
-            ],
-            callHook,
-          );
+          const ranker = boundedRanker(keptOrder);
           const memo = new Memo(ranker.prepare(spec), 4096);
           let named = 0;
           const put = (slot: number, a: number, b: number): void => {
@@ -277,5 +285,35 @@ describe('indexed ranking', () => {
     );
     // The bounded ranking must have answered most of the time, not given up.
     expect(answered).toBeGreaterThan(rankings / 2);
+  });
+
+  /*
+   * A repeated shape is ranked from what the memo's last bounded ranking kept (`BoundedKept`):
+   * its best potential candidates in order. Here every kept host but one gets worse (within the
+   * kept min and max, none holding them), so the kept order runs short of `limit` while better
+   * hosts are outside it: the ranking must not answer from the order alone.
+   * Mutation seen caught: the "order ran short" test dropped (one candidate instead of two).
+   */
+  it('a kept order that runs short does not answer alone', () => {
+    const index = new FakeIndex(1000);
+    const ranker = boundedRanker();
+    const memo = new Memo(ranker.prepare(spec), 4096);
+    const hosts: FakeHost[] = [];
+    for (let slot = 0; slot < 40; slot++) {
+      const host: FakeHost = { name: `h${String(slot).padStart(2, '0')}`, slot, exclusion: undefined, aggregateMetadata: {}, passes: true, a: slot % 10, b: 0, cap: 1, known: true };
+      hosts.push(host);
+      index.slots[slot] = host as unknown as Host;
+      index.touch(slot);
+    }
+    const limit = 2;
+    expect(ranker.rankBounded(index, memo, limit)?.candidates.map((c) => [c.host.name, c.weight])).toEqual(expectedRanking(index.slots, limit).candidates);
+    expect(memo.kept?.order.length).toBeGreaterThan(limit);
+    // Every kept host but the best (it holds the max of `a`) scores 1 now: inside the min and max.
+    for (const slot of memo.kept!.order.slice(1)) {
+      hosts[slot]!.a = 1;
+      index.touch(slot);
+    }
+    const again = ranker.rankBounded(index, memo, limit);
+    expect(again?.candidates.map((c) => [c.host.name, c.weight])).toEqual(expectedRanking(index.slots, limit).candidates);
   });
 });

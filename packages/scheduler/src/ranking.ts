@@ -661,6 +661,7 @@ export class Ranker {
     };
     const nameRank = this.nameOrder.of(slots, index.layout);
     const changesNow = index.changes.base + index.changes.slots.length;
+    const keptOrder = this.keptOrder;
 
     // 0. A repeated shape: from what the memo's last bounded ranking kept, judging only the
     // hosts changed since (`BoundedKept`); anything it cannot settle ranks anew.
@@ -758,7 +759,11 @@ export class Ranker {
       // The order ran short: only a complete one says no other host passes.
       if (candidates.length < limit && !from.complete) return giveUp('kept: the order ran short');
       if (candidates.length === 0) return giveUp('nothing passes');
-      memo.kept = { ...from, order: order2, passing, holders, changesSeen: changesNow, state };
+      // Changed hosts inserted may have grown the order: its tail goes (all worse than what stays).
+      const room = Math.max(keptOrder, limit + EXTRA_PICKED);
+      const trimmed = order2.length > room;
+      if (trimmed) order2.length = room;
+      memo.kept = { ...from, order: order2, complete: from.complete && !trimmed, passing, holders, changesSeen: changesNow, state };
       return { candidates, passed: candidates.length < limit ? candidates.length : passing, min: Float64Array.from(min), scale: Float64Array.from(scale), bounded: true };
     }
 
@@ -831,6 +836,8 @@ export class Ranker {
      * best potential candidates: the returned ones are potential candidates again.
      */
     const keep = (best: number[], complete: boolean): void => {
+      // Where named instances are changes between rankings: such a request always ranks anew.
+      if (prepared.naming.length > 0) return;
       for (const c of candidates) state[c.host.slot] = 2;
       memo.kept = {
         state,
@@ -864,7 +871,8 @@ export class Ranker {
         if (candidates.length === limit) {
           const passed = candidates.length + passing;
           if (round === 0) keep(best, best.length < wanted);
-          return { candidates, passed, min, scale, bounded: true };
+          // Copies: the kept ones must not change with what a caller does to its ranking.
+          return { candidates, passed, min: Float64Array.from(min), scale: Float64Array.from(scale), bounded: true };
         }
       }
       // Every potential candidate was looked at: these are all the hosts that pass (none: the
@@ -872,7 +880,7 @@ export class Ranker {
       if (best.length < wanted) {
         if (candidates.length === 0) return giveUp('nothing passes');
         if (round === 0) keep(best, true);
-        return { candidates, passed: candidates.length, min, scale, bounded: true };
+        return { candidates, passed: candidates.length, min: Float64Array.from(min), scale: Float64Array.from(scale), bounded: true };
       }
       if (budget < 0) return giveUp('budget (best)');
     }

@@ -288,6 +288,71 @@ describe('indexed ranking', () => {
   });
 
   /*
+   * A repeated shape as the scheduler ranks it: a fleet of fixed size and names (the kept
+   * ranking's conditions hold), each step ranked by the same memo, then one of the returned
+   * candidates changes as a placement changes it (less free: `a` down; or it now fails; or its
+   * `b` flips), or another host changes; small journals are cut. Every answer must be the
+   * expected ranking, and most must come from what the last ranking kept.
+   * Mutations seen caught: the kept order marked complete whatever `selectPotential` returned
+   * (`keep(best, true)`: a host outside the order missing from the answer); the kept path never
+   * taken (the share answered from it).
+   */
+  it('a repeated shape ranked from what it kept, placement after placement', () => {
+    let fromKept = 0;
+    let answered = 0;
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 20, max: 300 }),
+        fc.array(fc.record({ pick: fc.nat(), kind: fc.constantFrom('less', 'less', 'less', 'fails', 'b', 'other'), other: fc.nat(), a: fc.integer({ min: 0, max: 5 }), extra: fc.integer({ min: 0, max: 3 }) }), { minLength: 1, maxLength: 60 }),
+        fc.integer({ min: 1, max: 40 }),
+        fc.integer({ min: 1, max: 6 }),
+        fc.integer({ min: 5, max: 200 }),
+        fc.integer({ min: 1, max: 6 }),
+        (size, steps, keptOrder, baseLimit, journalLimit, spread) => {
+          const index = new FakeIndex(journalLimit);
+          const ranker = boundedRanker(keptOrder);
+          const memo = new Memo(ranker.prepare(spec), 4096);
+          for (let slot = 0; slot < size; slot++) {
+            const fails = slot % 5 === 1;
+            const host: FakeHost = { name: `h${String(slot % 13).padStart(3, '0')}-${slot}`, slot, exclusion: undefined, aggregateMetadata: {}, passes: !fails, a: (slot * 7) % (spread + 1), b: slot % 3 === 0 ? 1 : 0, cap: fails && slot % 2 === 0 ? 0 : 1, known: slot % 11 !== 0 };
+            index.slots[slot] = host as unknown as Host;
+            index.touch(slot);
+          }
+          for (const step of steps) {
+            const limit = baseLimit + step.extra;
+            const expected = expectedRanking(index.slots, limit);
+            const keptMin = memo.kept?.min;
+            const ranking = ranker.rankBounded(index, memo, limit);
+            if (ranking !== undefined) {
+              answered++;
+              // The kept path keeps the same normalisation arrays; a new ranking makes new ones.
+              if (keptMin !== undefined && memo.kept?.min === keptMin) fromKept++;
+              expect(ranking.candidates.map((c) => [c.host.name, c.weight])).toEqual(expected.candidates);
+            }
+            const returned = expected.candidates.map(([name]) => index.slots.find((h) => h?.name === name) as unknown as FakeHost);
+            if (returned.length === 0) continue;
+            const chosen = returned[step.pick % returned.length]!;
+            if (step.kind === 'less') chosen.a = Math.max(0, chosen.a - 1);
+            else if (step.kind === 'fails') chosen.passes = false;
+            else if (step.kind === 'b') chosen.b = 1 - chosen.b;
+            else {
+              const other = index.slots[step.other % size] as unknown as FakeHost;
+              other.a = step.a;
+              other.passes = true;
+              other.cap = 1;
+              index.touch(other.slot);
+            }
+            index.touch(chosen.slot);
+          }
+        },
+      ),
+      { numRuns: 200 },
+    );
+    expect(answered).toBeGreaterThan(0);
+    expect(fromKept).toBeGreaterThan(answered / 4);
+  });
+
+  /*
    * A repeated shape is ranked from what the memo's last bounded ranking kept (`BoundedKept`):
    * its best potential candidates in order. Here every kept host but one gets worse (within the
    * kept min and max, none holding them), so the kept order runs short of `limit` while better

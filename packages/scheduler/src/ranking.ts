@@ -209,14 +209,16 @@ export interface Candidate {
 /** A ranking's result: the best `limit` candidates, best first, and how many passed. */
 export interface Ranking {
   candidates: Candidate[];
+  /** How many hosts passed every filter (of a bounded ranking: see `bounded`). */
   passed: number;
   /** Per weigher: the lowest raw score among the candidates, and 1 / (max - min) (0 when all equal). */
   min: Float64Array;
   scale: Float64Array;
   /**
    * True for a bounded ranking (`Ranker.rankBounded`): only the hosts that decide the result
-   * were evaluated, so `passed` counts those only (a complete ranking, which explanations
-   * use, counts all).
+   * were evaluated (by this ranking or, when it starts from what the memo kept, by that memo's
+   * earlier ones), so `passed` counts those only (a complete ranking, which explanations use,
+   * counts all).
    */
   bounded?: boolean;
 }

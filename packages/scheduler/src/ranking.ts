@@ -680,6 +680,10 @@ export class Ranker {
     }
     function fromKept(from: BoundedKept): Ranking | undefined {
       const { order, min, max, scale } = from;
+      /** Weighs `slot` with the kept min and scale: from its raw scores when evaluated. */
+      const weighKept = (slot: number): void => {
+        weights[slot] = weightOf(slot, state[slot] === 2, w, raw, multipliers, scoreColumns, min, scale);
+      };
       const journal = index.changes;
       const changed = new Set<number>();
       for (let j = from.changesSeen - journal.base; j < journal.slots.length; j++) if (journal.slots[j]! < n) changed.add(journal.slots[j]!);
@@ -694,7 +698,7 @@ export class Ranker {
           // Outside the kept min and max, it could move them.
           if (v < min[i]! || v > max[i]!) return giveUp('kept: outside the min or max');
         }
-        weights[slot] = weightOf(slot, state[slot] === 2, w, raw, multipliers, scoreColumns, min, scale);
+        weighKept(slot);
       }
       // A host that held a min or max changed: another host that passes must hold that value,
       // or the normalisation may move. Hosts of one profile share their extremes: the first
@@ -719,7 +723,7 @@ export class Ranker {
           if (evaluations++ === HOLDER_EVALUATIONS) return -1;
           if (evaluate(slot)) {
             if (mismatch) return -1;
-            weights[slot] = weightOf(slot, true, w, raw, multipliers, scoreColumns, min, scale);
+            weighKept(slot);
             return slot;
           }
           if (budget < 0) return -1;
@@ -729,7 +733,7 @@ export class Ranker {
       // The kept order without the changed hosts, then each changed one where it now belongs
       // when it is better than the last kept (every host outside the order is worse than that).
       const next = order.filter((slot) => !changed.has(slot));
-      const before = (a: number, b: number): boolean => weights[a]! > weights[b]! || (weights[a] === weights[b] && nameRank[a]! < nameRank[b]!);
+      const before = (a: number, b: number): boolean => ranksBefore(weights, nameRank, a, b);
       for (const slot of changed) {
         if (state[slot] === 0) continue;
         const last = next[next.length - 1];
@@ -753,7 +757,7 @@ export class Ranker {
             continue;
           }
           if (mismatch) return giveUp('kept: mismatch');
-          weights[slot] = weightOf(slot, true, w, raw, multipliers, scoreColumns, min, scale);
+          weighKept(slot);
         }
         order2.push(slot);
         candidates.push({ host: slots[slot]!, weight: weights[slot]! });
@@ -765,7 +769,7 @@ export class Ranker {
       const room = Math.max(keptOrder, limit + EXTRA_PICKED);
       const trimmed = order2.length > room;
       if (trimmed) order2.length = room;
-      memo.kept = { ...from, order: order2, complete: from.complete && !trimmed, passing, holders, changesSeen: changesNow, state };
+      memo.kept = { ...from, order: order2, complete: from.complete && !trimmed, passing, holders, changesSeen: changesNow };
       return { candidates, passed: candidates.length < limit ? candidates.length : passing, min: Float64Array.from(min), scale: Float64Array.from(scale), bounded: true };
     }
 
@@ -1177,13 +1181,18 @@ function mostExtreme(state: Uint8Array, raw: Float64Array, w: number, i: number,
   return slots;
 }
 
+/** Whether slot `a` ranks before slot `b`: a higher weight, then a lower name (`nameRank`), as `better`. */
+function ranksBefore(weights: Float64Array, nameRank: Int32Array, a: number, b: number): boolean {
+  return weights[a]! > weights[b]! || (weights[a] === weights[b] && nameRank[a]! < nameRank[b]!);
+}
+
 /**
  * The best `limit` slots whose `state` is not 0, by weight then name (as `better`; `nameRank`
  * orders the slots' hosts by name), best first.
  */
 function selectPotential(state: Uint8Array, weights: Float64Array, nameRank: Int32Array, limit: number): number[] {
   const best: number[] = [];
-  const before = (a: number, b: number): boolean => weights[a]! > weights[b]! || (weights[a] === weights[b] && nameRank[a]! < nameRank[b]!);
+  const before = (a: number, b: number): boolean => ranksBefore(weights, nameRank, a, b);
   for (let slot = 0; slot < state.length; slot++) {
     if (state[slot] === 0) continue;
     if (best.length === limit) {

@@ -3,7 +3,8 @@
  * and provider config files, keeps it in the store, and claims instances on it.
  */
 export * from './errors.js';
-export { createTracker, type ClaimObservation, type Tracker, type TrackerObserver, type TrackerOptions } from './tracker.js';
+export { createTracker } from './tracker.js';
+export type { ClaimObservation, Tracker, TrackerObserver, TrackerOptions } from './tracker-api.js';
 export { buildFleet, type BuildFleetOptions } from './fleet.js';
 export { HostEventWatch, type HeldResources, type HostEvent, type HostEventAllocation, type HostEventType, type HostEventWatchOptions, type InstanceView } from './host-events.js';
 export { refusalReason, type ConfirmReport } from './reservations.js';

@@ -1,183 +1,34 @@
+/**
+ * The compute-host tracker (its contract: tracker-api.ts). This file holds its lifecycle
+ * (start, the periodic sync, stop), the claim path's writes and the instance operations
+ * (release, resize, migrate, evacuate, attach, detach, confirm, revert), each run under the
+ * host's mutex. Its parts: host-plugins.ts (hook calls through the dispatcher), discovery.ts
+ * (what the host has), claim-plan.ts (plugins' tests and grants, then Placement's rules: what
+ * a claim would write), plugin-views.ts (the plugins' views of the instances, events,
+ * enforcement), reconcile.ts (the host's providers and stats in the store) and
+ * reservations.ts (confirming what schedulers reserved).
+ */
 import os from 'node:os';
 import { performance } from 'node:perf_hooks';
-import {
-  isErtError,
-  messageOf,
-  type ClaimGrant,
-  type ClaimRequest,
-  type ClaimedInstance,
-  type Clock,
-  type Flavor,
-  type InstanceEvent,
-  type InstanceEventType,
-  type InstanceRequest,
-  type JsonValue,
-  type Logger,
-  type RequestSpec,
-  type ResourceRequestGroup,
-} from '@ert/plugin-api';
-import { Backoff, createLogger, createPluginRuntime, systemClock, validateStats, type ActiveResource, type DispatcherOptions, type ErtConfig, type PluginRuntime } from '@ert/core';
-import { STORE_ERROR_CODES, createStore, isStoreUnavailable, type Allocation, type AllocationWrite, type InstanceRecord, type ProviderSnapshot, type HostStore } from '@ert/store';
-import { fitRequest, parseFlavor, withGroupProviders, type FitProvider, type FitTree } from '@ert/placement';
-import { formatCpuList } from '@ert/sysfs';
-import { machineIdentity, onlineCpus } from './machine.js';
+import { isErtError, type ClaimedInstance, type Clock, type Flavor, type InstanceEventType, type InstanceRequest, type JsonValue, type Logger, type RequestSpec, type ResourceRequestGroup } from '@ert/plugin-api';
+import { Backoff, createLogger, createPluginRuntime, systemClock, type ErtConfig, type PluginRuntime } from '@ert/core';
+import { STORE_ERROR_CODES, createStore, isStoreUnavailable, type Allocation, type AllocationWrite, type InstanceRecord, type HostStore } from '@ert/store';
+import { fitRequest, withGroupProviders } from '@ert/placement';
+import { machineIdentity } from './machine.js';
 import { TrackerError, TrackerErrorCodes } from './errors.js';
-import { childProviderName, migrationUuid, providerUuid } from './ids.js';
+import { migrationUuid, providerUuid } from './ids.js';
 import { Mutex } from './mutex.js';
 import { FailureLog } from './failure-log.js';
-import { PluginAvailability } from './availability.js';
 import { ReservationWatch, confirmReservations, type ConfirmReport } from './reservations.js';
 import { loadProviderConfigs, type ProviderConfigEntry } from './provider-config.js';
-import { buildTree, jsonEqual, normalizeDiscovery, type DesiredProvider, type NormalizedDiscovery } from './tree.js';
 import { problemFrom } from './problems.js';
 import { StoreReconciler } from './reconcile.js';
-import type { ClaimResult, DiscoveryReport, PluginDiscoveryReport, Problem, ReleaseResult, SyncReport, TrackerListener } from './types.js';
-
-export interface TrackerOptions {
-  config: ErtConfig;
-  /** The store to write to. When omitted the tracker opens `config.store` on first write and closes it in `stop()`; `discover()` never opens it. */
-  store?: HostStore;
-  logger?: Logger;
-  /** Default: `config.tracker.hostName`, then `os.hostname()`. */
-  hostName?: string;
-  /** Directory standing for `/` (default `config.tracker.root`). */
-  root?: string;
-  clock?: Clock;
-  /** Observers for metrics (the tracker depends on no metrics library). A throw from one is logged and ignored. */
-  observer?: TrackerObserver;
-}
-
-/** One claim through the tracker's claim path (`claim`, or a reservation being confirmed), answered. */
-export interface ClaimObservation {
-  /**
-   * `claimed`; `refused` (a plugin or placement said no); `conflict` (the store refused the
-   * write: a lost race, a generation conflict, capacity taken meanwhile); `error` (threw).
-   */
-  outcome: 'claimed' | 'refused' | 'conflict' | 'error';
-  seconds: number;
-  /** Writes tried again after the store refused a unit another process took (ERT_STORE_ASSIGNMENT_TAKEN). */
-  retries: number;
-}
-
-/** What a metrics module can subscribe to. */
-export interface TrackerObserver {
-  /** Every plugin hook call through the dispatcher (`DispatcherOptions.onCall`). */
-  onHookCall?: DispatcherOptions['onCall'];
-  onClaim?(claim: ClaimObservation): void;
-  /** Every reservation pass (after start, each periodic update, the watch, `confirmScheduled`). */
-  onConfirm?(report: ConfirmReport): void;
-}
-
-/**
- * The compute-host tracker: discovers the host through its resource plugins, keeps the
- * host's providers, inventories, traits and stats in the store, and claims instances.
- * Every operation that calls plugins or writes runs one at a time (a mutex), so plugins
- * are never called concurrently by two operations and claims on the host are serialized.
- */
-export interface Tracker {
-  readonly hostName: string;
-  /** Uuid of the host's root provider (derived from the host name; stable across restarts). */
-  readonly rootUuid: string;
-  /** The latest sync report (start, sync or periodic update). */
-  readonly lastSync: SyncReport | undefined;
-  /** Run every plugin's `discover` and `stats` and merge provider configs. Writes nothing. Throws on conflicting inventory. */
-  discover(): Promise<DiscoveryReport>;
-  /**
-   * Reconcile the host into the store: discover, `reset` each plugin and re-add every live
-   * instance, then write only what differs (providers, inventories, traits, stats), touch
-   * the host row (`up`, lastUpdate) and mark other hosts stale. Idempotent.
-   */
-  sync(): Promise<SyncReport>;
-  /**
-   * `sync()`, emitting `updated` for each live instance (so enforcement is re-applied after a
-   * restart), then a periodic `sync()` every `config.tracker.interval`, which re-adds the live
-   * instances to the plugins' views but emits no events. Throws on start-up errors.
-   *
-   * A periodic update (or a reservation pass) that fails is retried with capped exponential
-   * backoff and jitter (from 1 s up to `tracker.interval`), and the failure is logged once when
-   * it starts and once when it ends. With `waitForStore`, a store that cannot be reached at
-   * start (ERT_STORE_UNAVAILABLE: PostgreSQL or the `--server` down) is retried the same way
-   * until it answers; `stop()` meanwhile makes `start` reject with ERT_TRACKER_STATE.
-   */
-  start(options?: { waitForStore?: boolean }): Promise<SyncReport>;
-  /** Stop the timer, wait for operations in flight (the reservation watch's look included: no store call follows the returned promise), call every plugin's `close`, close the store if the tracker opened it. Idempotent: a second call waits for the same shutdown. */
-  stop(): Promise<void>;
-  /**
-   * Claim an instance on this host; all-or-nothing. Adopts allocations the scheduler already
-   * wrote for it. A refusal (plugin reasons, placement, a lost store race) is `{ ok: false }`;
-   * it throws ERT_TRACKER_HOST_NOT_SYNCED before the first `sync()` / `start()` and
-   * ERT_TRACKER_STATE after `stop()`.
-   */
-  claim(request: InstanceRequest): Promise<ClaimResult>;
-  /** Release an instance (and a pending resize's old allocations). Unknown instances: `{ released: false }`. */
-  release(uuid: string): Promise<ReleaseResult>;
-  /**
-   * Resize an active instance of this host (Nova's same-host resize, docs/lifecycle.md): the
-   * new flavor's allocations go to the instance and the old ones stay held by its migration
-   * consumer (`migrationUuid`) until `confirmResize` or `revertResize`, in the store and in
-   * every plugin's view alike. The new flavor must therefore fit beside the old one; when it
-   * does not, the result is `{ ok: false }` with the refusing plugin's reason (which names
-   * the class, pages, ways or CPUs missing), and nothing changes. The instance keeps its
-   * image and its request groups (`flavor.image`, `flavor.requestGroups` of its record): a
-   * new flavor without them is merged with the instance's.
-   */
-  resize(uuid: string, flavor: Flavor): Promise<ClaimResult>;
-  /**
-   * Extend a live instance's allocation in place with one more request group (a
-   * hot-attached port's or device's resource request, docs/request-groups.md; Nova's
-   * interface attach). Only the addition is tested and fitted: every plugin's `test` sees
-   * kind `extend` with a spec of that group alone (a grant refuses it), and Placement's
-   * rules put it on one provider of the host's tree beside what the instance holds. One
-   * transaction, checked against the consumer generation read first, writes the grown
-   * allocation and the record (its `flavor.requestGroups` with the group and the provider
-   * serving it); plugins then re-add the instance and `resized` is emitted. A refusal (a
-   * plugin, placement, capacity, a concurrent writer, an instance that is not active here or
-   * is mid-resize or move, a requester it already has) changes nothing.
-   */
-  attach(uuid: string, group: ResourceRequestGroup): Promise<ClaimResult>;
-  /**
-   * Shrink a live instance's allocation in place: its request group of `requester` (e.g. a
-   * detached port) and that group's amounts on the provider serving it go, in one
-   * transaction checked against the consumer generation; plugins re-add the instance and
-   * `resized` is emitted. An unknown requester changes nothing.
-   */
-  detach(uuid: string, requester: string): Promise<ClaimResult>;
-  /** Finish a resize: the migration consumer's old allocations, pages, ways and CPUs are released; the instance keeps the new ones. */
-  confirmResize(uuid: string): Promise<ClaimResult>;
-  /** Undo a resize or a cold migration: the new allocations are released and the instance gets the old host, flavor, allocations, assignments and CPUs back. */
-  revertResize(uuid: string): Promise<ClaimResult>;
-  /**
-   * Cold-migrate an active instance of another host to this one; called on the destination
-   * host's tracker (Nova's semantics, docs/lifecycle.md). This host's plugins test the
-   * instance's flavor as a claim; then one transaction gives the instance this host's
-   * allocations (record on this host, state `resizing`) and moves its allocations on the
-   * source host to its migration consumer (a `resizing` record on the source host), where
-   * they stay held until `confirmResize` (released) or `revertResize` (the instance goes
-   * back) on this tracker. The source host's plugins see the move at their next update
-   * (`sync`, periodic, or a restart); until then they count the same amounts under the
-   * instance's uuid. A refusal (this host's plugins, placement, the store) changes nothing.
-   */
-  migrate(uuid: string): Promise<ClaimResult>;
-  /**
-   * Evacuate an active instance from a host that is down (status `stale` or `disabled`) to
-   * this one; called on the destination's tracker. Like `migrate`, but the instance is
-   * `active` here at once: its allocations on the source host stay held on its migration
-   * consumer until the source host's tracker starts again and releases them (Nova's
-   * evacuation). Refused while the source host is `up`.
-   */
-  evacuate(uuid: string): Promise<ClaimResult>;
-  /** Listen to instance events; returns a function that removes the listener. */
-  on(type: InstanceEventType, listener: TrackerListener): () => void;
-  /**
-   * Confirm the reservations schedulers made on this host (instances in state `scheduled`,
-   * docs/lifecycle.md): each goes through the claim path, adopting the reservation's
-   * allocations, and turns `active` with its plugins' assignments; a refusal releases it and
-   * records `refused` with the reason, naming the plugin. Reservations of any host older than
-   * `reservations.timeout` are expired first. Also runs after start, after every periodic
-   * update, and whenever the watch (every `reservations.pollInterval` while started) sees one.
-   */
-  confirmScheduled(): Promise<ConfirmReport>;
-}
+import { HostPlugins } from './host-plugins.js';
+import { HostDiscovery } from './discovery.js';
+import { PluginViews } from './plugin-views.js';
+import { ClaimPlanner, mergeAllocations, setHolds, withoutGroup, type ClaimPlan } from './claim-plan.js';
+import type { ClaimObservation, Tracker, TrackerObserver, TrackerOptions } from './tracker-api.js';
+import type { ClaimResult, DiscoveryReport, Problem, ReleaseResult, SyncReport, TrackerListener } from './types.js';
 
 /**
  * Create a tracker: resolve the host name, load provider config files (validated now:
@@ -198,12 +49,6 @@ export async function createTracker(options: TrackerOptions): Promise<Tracker> {
   return new HostTracker({ config, hostName, machine, root, logger: logger.child({ host: hostName }), runtime, entries, store: options.store, clock, observer: options.observer ?? {} });
 }
 
-interface Discovered {
-  report: DiscoveryReport;
-  providers: DesiredProvider[];
-  available: Set<string>;
-}
-
 /** An instance of this host as the store has it, with its allocations. */
 interface LiveInstance {
   record: InstanceRecord;
@@ -218,17 +63,11 @@ class HostTracker implements Tracker {
 
   private readonly config: ErtConfig;
   private readonly logger: Logger;
-  private readonly runtime: PluginRuntime;
-  private readonly entries: ProviderConfigEntry[];
   private readonly clock: Clock;
   private readonly mutex = new Mutex();
-  private readonly listeners = new Map<InstanceEventType, Set<TrackerListener>>();
   private store: HostStore | undefined;
   private readonly ownsStore: boolean;
   private storeOpening: Promise<HostStore> | undefined;
-  private available = new Set<string>();
-  /** Which plugins are unavailable and the classes they own: claims of those classes are refused (availability.ts). */
-  private readonly availability = new PluginAvailability();
   private timer: NodeJS.Timeout | undefined;
   private state: 'created' | 'started' | 'stopped' = 'created';
   /** Set by the first `stop()`: later calls wait for the same shutdown. */
@@ -241,17 +80,18 @@ class HostTracker implements Tracker {
   private readonly backoff: Backoff;
   /** Wakes a start waiting for the store when `stop()` is called. */
   private wakeStart: (() => void) | undefined;
-
   /** The machine this tracker reads (machine.ts); the host records it at its first sync. */
   private readonly machine: string;
-  /** The directory standing for `/`. */
-  private readonly root: string;
-  /** The CPUs online at the last discovery (undefined: unknown); a grant pinning another is refused. */
-  private online: ReadonlySet<number> | undefined;
-  /** Uuids the plugins' views hold (added and not removed since their last reset). */
-  private readonly inViews = new Set<string>();
-
   private readonly observer: TrackerObserver;
+
+  /** The host's resource plugins, called through the dispatcher (host-plugins.ts). */
+  private readonly plugins: HostPlugins;
+  /** The last discovery: CPUs online, plugins available and what they vouch for (discovery.ts). */
+  private readonly discovery: HostDiscovery;
+  /** The plugins' views of the instances, the instance events and enforcement (plugin-views.ts). */
+  private readonly views: PluginViews;
+  /** Plans a claim on this host: plugins' tests and grants, then Placement's rules (claim-plan.ts). */
+  private readonly planner: ClaimPlanner;
   /** Writes this host's share of the provider tree and its stats (reconcile.ts). */
   private readonly reconciler: StoreReconciler;
 
@@ -259,18 +99,19 @@ class HostTracker implements Tracker {
     this.config = init.config;
     this.hostName = init.hostName;
     this.machine = init.machine;
-    this.root = init.root;
     this.rootUuid = providerUuid(init.hostName);
     this.logger = init.logger;
-    this.runtime = init.runtime;
-    this.entries = init.entries;
     this.store = init.store;
     this.ownsStore = init.store === undefined;
     this.clock = init.clock;
     this.observer = init.observer;
     this.failures = new FailureLog(this.logger, () => this.clock.now());
     this.backoff = new Backoff({ baseMs: Math.min(1000, this.config.tracker.interval), capMs: this.config.tracker.interval });
-    this.reconciler = new StoreReconciler({ hostName: this.hostName, rootUuid: this.rootUuid, resources: () => this.resources, pluginOptions: this.config.plugins });
+    this.plugins = new HostPlugins(init.runtime, this.config.tracker.hookTimeout, this.hostName, this.logger);
+    this.discovery = new HostDiscovery(this.plugins, this.rootUuid, init.root, init.entries);
+    this.views = new PluginViews(this.plugins);
+    this.planner = new ClaimPlanner(this.plugins, this.discovery);
+    this.reconciler = new StoreReconciler({ hostName: this.hostName, rootUuid: this.rootUuid, resources: () => this.plugins.resources, pluginOptions: this.config.plugins });
   }
 
   /** Tell an observer; its failure is logged, never the tracker's. */
@@ -283,15 +124,6 @@ class HostTracker implements Tracker {
   }
 
   /* ------------------------------------------------------------------ plumbing */
-
-  private get resources(): ActiveResource[] {
-    return this.runtime.resources;
-  }
-
-  /** Call a hook through the dispatcher (tagged errors, `config.tracker.hookTimeout`, timings). */
-  private call<T>(resource: ActiveResource, hook: string, fn: () => T | Promise<T>, validate?: (result: Awaited<T>) => string | undefined): Promise<Awaited<T>> {
-    return this.runtime.dispatcher.call(resource.name, hook, fn, { timeoutMs: this.config.tracker.hookTimeout, ...(validate ? { validate } : {}) });
-  }
 
   private async openStore(): Promise<HostStore> {
     if (this.store) return this.store;
@@ -309,53 +141,7 @@ class HostTracker implements Tracker {
   }
 
   on(type: InstanceEventType, listener: TrackerListener): () => void {
-    let set = this.listeners.get(type);
-    if (!set) this.listeners.set(type, (set = new Set()));
-    set.add(listener);
-    return () => set.delete(listener);
-  }
-
-  /**
-   * Tell listeners (their event carries every plugin's assignment, by plugin name, in
-   * `assignment`), then the plugins whose enforcement is enabled (each sees its own
-   * assignment). Returns the enforcement failures.
-   */
-  private async emit(
-    type: InstanceEventType,
-    instance: ClaimedInstance,
-    assignments: Record<string, JsonValue>,
-    previous?: { instance: ClaimedInstance; assignments: Record<string, JsonValue> },
-  ): Promise<Problem[]> {
-    const eventFor = (plugin?: string): InstanceEvent => {
-      const pick = (i: ClaimedInstance, a: Record<string, JsonValue>): ClaimedInstance => {
-        const assignment = plugin === undefined ? (Object.keys(a).length > 0 ? a : undefined) : a[plugin];
-        const { assignment: _drop, ...rest } = i;
-        return assignment === undefined ? rest : { ...rest, assignment };
-      };
-      return { type, host: this.hostName, instance: pick(instance, assignments), ...(previous ? { previous: pick(previous.instance, previous.assignments) } : {}) };
-    };
-    const shared = eventFor();
-    for (const listener of this.listeners.get(type) ?? []) {
-      try {
-        listener(shared);
-      } catch (err) {
-        this.logger.error({ err, event: type, instance: instance.uuid }, 'instance event listener threw');
-      }
-    }
-    const problems: Problem[] = [];
-    for (const resource of this.resources) {
-      const enforce = resource.hooks.enforce;
-      if (!resource.enforce || !enforce) continue;
-      const event = eventFor(resource.name);
-      try {
-        await this.call(resource, 'enforce', () => enforce.call(resource.hooks, event));
-      } catch (err) {
-        const problem = problemFrom(err, { plugin: resource.name, hook: 'enforce', instance: instance.uuid });
-        this.logger.error({ err, plugin: resource.name, instance: instance.uuid, event: type }, 'enforcement failed');
-        problems.push(problem);
-      }
-    }
-    return problems;
+    return this.views.on(type, listener);
   }
 
   /* ------------------------------------------------------------------ discovery */
@@ -363,107 +149,12 @@ class HostTracker implements Tracker {
   discover(): Promise<DiscoveryReport> {
     this.assertRunning();
     return this.mutex.run(async () => {
-      const discovered = await this.discoverLocked();
-      const { reports, problems } = await this.collectStats(discovered.available);
-      this.attachStats(discovered.report, reports);
+      const discovered = await this.discovery.discover();
+      const { reports, problems } = await this.discovery.collectStats(discovered.available);
+      this.discovery.attachStats(discovered.report, reports);
       discovered.report.problems.push(...problems);
       return discovered.report;
     });
-  }
-
-  private async discoverLocked(): Promise<Discovered> {
-    this.online = await onlineCpus(this.root);
-    const plugins: PluginDiscoveryReport[] = [];
-    const discoveries: Array<{ plugin: string; discovery: NormalizedDiscovery }> = [];
-    const problems: Problem[] = [];
-    for (const resource of this.resources) {
-      const started = performance.now();
-      let discovery: NormalizedDiscovery;
-      try {
-        const raw = await this.call(resource, 'discover', () => resource.hooks.discover());
-        discovery = normalizeDiscovery(resource.name, raw);
-      } catch (err) {
-        const problem = problemFrom(err, { plugin: resource.name, hook: 'discover' });
-        this.logger.error({ err, plugin: resource.name }, 'discover failed; the plugin publishes no capacity');
-        problems.push(problem);
-        discovery = { available: false, reason: problem.message, host: { inventories: {}, traits: [] }, children: [] };
-      }
-      discoveries.push({ plugin: resource.name, discovery });
-      const providers: PluginDiscoveryReport['providers'] = [];
-      if (discovery.available) {
-        const hostPart = discovery.host;
-        if (Object.keys(hostPart.inventories).length > 0 || hostPart.traits.length > 0) {
-          providers.push({ name: this.hostName, uuid: this.rootUuid, ...hostPart });
-        }
-        for (const child of discovery.children) {
-          const name = childProviderName(this.hostName, child.key);
-          const parentName = child.parent === undefined ? this.hostName : childProviderName(this.hostName, child.parent);
-          providers.push({ name, uuid: providerUuid(name), parentName, inventories: child.inventories, traits: child.traits });
-        }
-      }
-      plugins.push({
-        plugin: resource.name,
-        available: discovery.available,
-        ...(discovery.reason !== undefined ? { reason: discovery.reason } : {}),
-        providers,
-        timingMs: performance.now() - started,
-      });
-    }
-    const { providers, unmatched } = buildTree(this.hostName, discoveries, this.entries);
-    this.availability.update(plugins, providers, new Set(problems.flatMap((p) => (p.hook === 'discover' && p.plugin !== undefined ? [p.plugin] : []))));
-    for (const entry of unmatched) {
-      problems.push({
-        code: TrackerErrorCodes.PROVIDER_CONFIG_UNMATCHED,
-        message: `${entry.file} providers[${entry.index}] matches no provider of host ${this.hostName}; it was skipped`,
-        file: entry.file,
-      });
-    }
-    const available = new Set(plugins.filter((p) => p.available).map((p) => p.plugin));
-    this.available = available;
-    return {
-      providers,
-      available,
-      report: {
-        host: this.hostName,
-        rootUuid: this.rootUuid,
-        plugins,
-        providers,
-        providerConfigs: { entries: this.entries.length, unmatched: unmatched.map(({ file, index, identification }) => ({ file, index, identification })) },
-        problems,
-      },
-    };
-  }
-
-  /** Call `stats` of every available plugin that has it and validate the data; refused stats become problems. */
-  private async collectStats(available: ReadonlySet<string>): Promise<{ reports: Map<string, { stats?: { schemaVersion: number; data: JsonValue }; statsProblem?: Problem; ms: number }>; problems: Problem[] }> {
-    const reports = new Map<string, { stats?: { schemaVersion: number; data: JsonValue }; statsProblem?: Problem; ms: number }>();
-    const problems: Problem[] = [];
-    for (const resource of this.resources) {
-      const statsHook = resource.hooks.stats;
-      if (!statsHook || !available.has(resource.name)) continue;
-      const started = performance.now();
-      try {
-        const data = await this.call(resource, 'stats', () => statsHook.call(resource.hooks));
-        validateStats(resource.plugin, data);
-        reports.set(resource.name, { stats: { schemaVersion: resource.plugin.stats!.version, data: data as JsonValue }, ms: performance.now() - started });
-      } catch (err) {
-        const problem = problemFrom(err, { plugin: resource.name, hook: 'stats' });
-        this.logger.error({ err, plugin: resource.name }, 'stats refused');
-        problems.push(problem);
-        reports.set(resource.name, { statsProblem: problem, ms: performance.now() - started });
-      }
-    }
-    return { reports, problems };
-  }
-
-  private attachStats(report: DiscoveryReport, stats: Awaited<ReturnType<HostTracker['collectStats']>>['reports']): void {
-    for (const plugin of report.plugins) {
-      const s = stats.get(plugin.plugin);
-      if (!s) continue;
-      if (s.stats) plugin.stats = s.stats;
-      if (s.statsProblem) plugin.statsProblem = s.statsProblem;
-      plugin.timingMs += s.ms;
-    }
   }
 
   /* ------------------------------------------------------------------ sync */
@@ -550,11 +241,11 @@ class HostTracker implements Tracker {
     this.timer = undefined;
     await this.watch?.stop();
     await this.mutex.idle();
-    for (const resource of this.resources) {
+    for (const resource of this.plugins.resources) {
       const close = resource.hooks.close;
       if (!close) continue;
       try {
-        await this.call(resource, 'close', () => close.call(resource.hooks));
+        await this.plugins.call(resource, 'close', () => close.call(resource.hooks));
       } catch (err) {
         this.logger.error({ err, plugin: resource.name }, 'close failed');
       }
@@ -574,7 +265,7 @@ class HostTracker implements Tracker {
         { host: this.hostName, registered: registered.machine, machine: this.machine },
       );
     }
-    const discovered = await this.discoverLocked();
+    const discovered = await this.discovery.discover();
     const changes: string[] = [];
     const problems: Problem[] = [...discovered.report.problems];
 
@@ -594,17 +285,17 @@ class HostTracker implements Tracker {
     });
 
     const live = await this.rebuildViews(store, problems, changes);
-    const { reports, problems: statsProblems } = await this.collectStats(discovered.available);
-    this.attachStats(discovered.report, reports);
+    const { reports, problems: statsProblems } = await this.discovery.collectStats(discovered.available);
+    this.discovery.attachStats(discovered.report, reports);
     discovered.report.problems.push(...statsProblems);
     problems.push(...statsProblems);
-    await this.reconciler.writeStats(store, reports, changes, this.available);
+    await this.reconciler.writeStats(store, reports, changes, this.discovery.available);
 
     const staleHosts = (await store.markStaleHosts(now - this.config.tracker.staleAfter)).filter((name) => name !== this.hostName);
     if (staleHosts.length > 0) this.logger.warn({ hosts: staleHosts }, 'marked hosts stale');
 
     if (announce) {
-      for (const { instance, assignments } of live) problems.push(...(await this.emit('updated', instance, assignments)));
+      for (const { instance, assignments } of live) problems.push(...(await this.views.emit('updated', instance, assignments)));
     }
     const report: SyncReport = { host: this.hostName, rootUuid: this.rootUuid, discovery: discovered.report, changes, problems, instances: live.length, staleHosts };
     this.lastSync = report;
@@ -646,36 +337,6 @@ class HostTracker implements Tracker {
     };
   }
 
-  /** Give each plugin the instance, with its own assignment. Failures are problems (the store is already written). */
-  private async addToPlugins(instance: ClaimedInstance, assignments: Record<string, JsonValue>, problems: Problem[]): Promise<void> {
-    this.inViews.add(instance.uuid);
-    for (const resource of this.resources) {
-      const addInstance = resource.hooks.addInstance;
-      if (!addInstance) continue;
-      const own: ClaimedInstance = resource.name in assignments ? { ...instance, assignment: assignments[resource.name]! } : instance;
-      try {
-        await this.call(resource, 'addInstance', () => addInstance.call(resource.hooks, own));
-      } catch (err) {
-        this.logger.error({ err, plugin: resource.name, instance: instance.uuid }, 'addInstance failed');
-        problems.push(problemFrom(err, { plugin: resource.name, hook: 'addInstance', instance: instance.uuid }));
-      }
-    }
-  }
-
-  private async removeFromPlugins(uuid: string, problems: Problem[]): Promise<void> {
-    this.inViews.delete(uuid);
-    for (const resource of this.resources) {
-      const removeInstance = resource.hooks.removeInstance;
-      if (!removeInstance) continue;
-      try {
-        await this.call(resource, 'removeInstance', () => removeInstance.call(resource.hooks, uuid));
-      } catch (err) {
-        this.logger.error({ err, plugin: resource.name, instance: uuid }, 'removeInstance failed');
-        problems.push(problemFrom(err, { plugin: resource.name, hook: 'removeInstance', instance: uuid }));
-      }
-    }
-  }
-
   /**
    * `reset` every plugin, then re-add every instance the store records on this host
    * (including a pending resize's migration record) with its stored allocations and
@@ -688,17 +349,7 @@ class HostTracker implements Tracker {
    * migration's record stays held.
    */
   private async rebuildViews(store: HostStore, problems: Problem[], changes: string[] = []): Promise<Array<{ instance: ClaimedInstance; assignments: Record<string, JsonValue> }>> {
-    this.inViews.clear();
-    for (const resource of this.resources) {
-      const reset = resource.hooks.reset;
-      if (!reset) continue;
-      try {
-        await this.call(resource, 'reset', () => reset.call(resource.hooks));
-      } catch (err) {
-        this.logger.error({ err, plugin: resource.name }, 'reset failed');
-        problems.push(problemFrom(err, { plugin: resource.name, hook: 'reset' }));
-      }
-    }
+    await this.views.reset(problems);
     const live = await this.liveInstances(store);
     const migrations = new Set(live.filter((l) => l.record.state === 'resizing' && l.record.migrationUuid).map((l) => l.record.migrationUuid!));
     const names = await this.providerNames(store, live.flatMap((l) => l.allocations));
@@ -730,30 +381,24 @@ class HostTracker implements Tracker {
       }
       let spec: RequestSpec;
       try {
-        spec = this.parse(record.flavor);
+        spec = this.plugins.parse(record.flavor);
       } catch (err) {
         problems.push(problemFrom(err, { instance: record.uuid }));
         continue;
       }
       const instance = this.toClaimed(record, spec, allocations, names);
-      await this.addToPlugins(instance, record.assignments, problems);
+      await this.views.add(instance, record.assignments, problems);
       added.push({ instance, assignments: record.assignments });
     }
     return added;
   }
 
-  private parse(flavor: Flavor): RequestSpec {
-    return parseFlavor(flavor, { keys: this.runtime.extraSpecKeys });
-  }
-
   /** Rewrite the stats of available plugins after a change of instances; refused stats are problems. */
   private async refreshStats(store: HostStore, problems: Problem[]): Promise<void> {
-    const { reports, problems: statsProblems } = await this.collectStats(this.available);
+    const { reports, problems: statsProblems } = await this.discovery.collectStats(this.discovery.available);
     problems.push(...statsProblems);
-    await this.reconciler.writeStats(store, reports, [], this.available);
+    await this.reconciler.writeStats(store, reports, [], this.discovery.available);
   }
-
-  /* ------------------------------------------------------------------ claims */
 
   /* ------------------------------------------------------------------ reservations (reservations.ts) */
 
@@ -787,164 +432,11 @@ class HostTracker implements Tracker {
     }
   }
 
+  /* ------------------------------------------------------------------ claims (planned in claim-plan.ts) */
+
   claim(request: InstanceRequest): Promise<ClaimResult> {
     this.assertRunning();
     return this.mutex.run(() => this.claimLocked(request));
-  }
-
-  /**
-   * Call every plugin's `test` (concurrently: they are different plugins) and collect every
-   * refusal, or the grants. A throw, a timeout or a result that is neither nothing, a
-   * string nor a ClaimGrant refuses the claim (fail closed), naming the plugin.
-   */
-  private async testAll(request: ClaimRequest): Promise<{ reasons: Array<{ plugin?: string; reason: string }>; grants: Map<string, ClaimGrant> }> {
-    const validate = (result: unknown): string | undefined =>
-      result === undefined || result === null || typeof result === 'string' ? undefined : grantProblem(result);
-    const outcomes = await Promise.all(
-      this.resources.map(async (resource) => {
-        const test = resource.hooks.test;
-        // A plugin whose discovery failed is not asked (what it owns is refused before: availability.ts).
-        if (!test || this.availability.skipsTest(resource.name)) return { plugin: resource.name, result: undefined as unknown };
-        try {
-          const result: unknown = await this.call(resource, 'test', () => test.call(resource.hooks, request), validate);
-          return { plugin: resource.name, result };
-        } catch (err) {
-          return { plugin: resource.name, error: err };
-        }
-      }),
-    );
-    const reasons: Array<{ plugin?: string; reason: string }> = [];
-    const grants = new Map<string, ClaimGrant>();
-    for (const outcome of outcomes) {
-      const { plugin } = outcome;
-      if ('error' in outcome) reasons.push({ plugin, reason: messageOf(outcome.error) });
-      else if (typeof outcome.result === 'string') reasons.push({ plugin, reason: outcome.result === '' ? `plugin ${plugin} refused without a reason` : outcome.result });
-      else if (outcome.result !== undefined && outcome.result !== null) grants.set(plugin, outcome.result as ClaimGrant);
-    }
-    return { reasons, grants };
-  }
-
-  /**
-   * Turn plugins' grants into allocations on provider uuids, take the pinned CPUs (sorted)
-   * from the one plugin that granted them, and the units and pools every plugin took. Returns a reason when a grant names a provider
-   * key the host does not have, a class the granting plugin does not report (a plugin cannot
-   * decide another plugin's resources: a CPU plugin setting memory), or when two plugins
-   * grant the same class or both grant CPUs.
-   */
-  private resolveGrants(
-    grants: Map<string, ClaimGrant>,
-    tree: ProviderSnapshot[],
-  ): { allocations: Allocation[]; holds: Holds; reasons: Array<{ plugin: string; reason: string }> } {
-    const allocations: Allocation[] = [];
-    // Units and pools are named per plugin (`<plugin>/<unit>`): plugins cannot collide.
-    const units = [...grants].flatMap(([plugin, grant]) => (grant.units ?? []).map((unit) => `${plugin}/${unit}`));
-    const pools = Object.fromEntries([...grants].flatMap(([plugin, grant]) => Object.entries(grant.pools ?? {}).map(([pool, p]) => [`${plugin}/${pool}`, { ...p }])));
-    const reasons: Array<{ plugin: string; reason: string }> = [];
-    const grantedBy = new Map<string, string>();
-    let pinnedBy: string | undefined;
-    let cpus: number[] | undefined;
-    for (const [plugin, grant] of grants) {
-      const absent = grant.cpus?.filter((cpu) => this.online !== undefined && !this.online.has(cpu)) ?? [];
-      if (absent.length > 0) {
-        reasons.push({ plugin, reason: `plugin ${plugin} hook test granted cpus ${formatCpuList(absent)}, which host ${this.hostName} does not have online (${formatCpuList(this.online!)})` });
-      } else if (grant.cpus !== undefined) {
-        if (pinnedBy !== undefined) reasons.push({ plugin, reason: `plugins ${pinnedBy} and ${plugin} both granted cpus` });
-        else {
-          pinnedBy = plugin;
-          cpus = [...grant.cpus].sort((a, b) => a - b);
-        }
-      }
-      const owned = this.availability.ownedBy(plugin);
-      for (const a of grant.allocations ?? []) {
-        if (owned !== undefined && !owned.has(a.resourceClass)) {
-          reasons.push({ plugin, reason: `plugin ${plugin} granted ${a.resourceClass}, a class it does not report (it reports ${[...owned].sort().join(', ') || 'none'})` });
-          continue;
-        }
-        const name = a.provider === undefined ? this.hostName : childProviderName(this.hostName, a.provider);
-        const provider = tree.find((p) => p.name === name);
-        if (!provider) {
-          reasons.push({ plugin, reason: `plugin ${plugin} granted ${a.resourceClass} on provider ${name}, which this host does not have` });
-          continue;
-        }
-        const other = grantedBy.get(a.resourceClass);
-        if (other !== undefined && other !== plugin) {
-          reasons.push({ plugin, reason: `plugins ${other} and ${plugin} both granted ${a.resourceClass}` });
-          continue;
-        }
-        grantedBy.set(a.resourceClass, plugin);
-        allocations.push({ providerUuid: provider.uuid, resourceClass: a.resourceClass, amount: a.amount });
-      }
-    }
-    return { allocations, holds: { ...(cpus ? { cpus } : {}), ...(units.length > 0 ? { units } : {}), ...(Object.keys(pools).length > 0 ? { pools } : {}) }, reasons };
-  }
-
-  /** The host's tree as placement fits it, with usages minus the allocations of `exclude` (an adopted consumer). */
-  private async fitTree(store: HostStore, exclude: Allocation[]): Promise<{ tree: FitTree; providers: ProviderSnapshot[] }> {
-    const [snapshot] = await store.loadHosts([this.hostName]);
-    if (!snapshot) throw new TrackerError(TrackerErrorCodes.HOST_NOT_SYNCED, `host ${this.hostName} is not in the store yet; run sync() or start() first`, { host: this.hostName });
-    const toFit = (p: ProviderSnapshot): FitProvider => {
-      const usages = { ...p.usages };
-      for (const a of exclude) if (a.providerUuid === p.uuid) usages[a.resourceClass] = Math.max((usages[a.resourceClass] ?? 0) - a.amount, 0);
-      return {
-        uuid: p.uuid,
-        name: p.name,
-        ...(p.parentUuid ? { parentUuid: p.parentUuid } : {}),
-        inventories: p.inventories,
-        usages,
-        traits: new Set(p.traits),
-        aggregates: new Set(p.aggregates),
-      };
-    };
-    return { tree: { providers: snapshot.providers.map(toFit), sharingProviders: snapshot.sharingProviders.map(toFit) }, providers: [...snapshot.providers, ...snapshot.sharingProviders] };
-  }
-
-  /**
-   * Parse, test and place `request` on this host; writes nothing. `adopt` are allocations
-   * of this consumer that the new ones replace (not counted as used while fitting); on a
-   * resize it is empty, so the old allocations stay counted (they move to the migration
-   * consumer). Returns the allocations (grants first), the plugins' assignments, the
-   * holds (CPUs a plugin pinned the instance to, units and pools) and the flavor to record
-   * (its request groups' `provider` set from the fit), or every reason.
-   */
-  private async place(
-    store: HostStore,
-    request: InstanceRequest,
-    kind: 'claim' | 'resize',
-    adopt: Allocation[],
-  ): Promise<{ ok: true; spec: RequestSpec; flavor: Flavor; allocations: Allocation[]; assignments: Record<string, JsonValue>; holds: Holds } | { ok: false; reasons: Array<{ plugin?: string; reason: string }> }> {
-    let spec: RequestSpec;
-    try {
-      spec = this.parse(request.flavor);
-    } catch (err) {
-      return { ok: false, reasons: [{ reason: `flavor ${request.flavor.name}: ${(err as Error).message}` }] };
-    }
-    const unavailable = await this.unavailableFor(store, spec);
-    if (unavailable.length > 0) return { ok: false, reasons: unavailable };
-    const { reasons, grants } = await this.testAll({ instance: request, spec, kind });
-    if (reasons.length > 0) return { ok: false, reasons };
-    const { tree, providers } = await this.fitTree(store, adopt);
-    const granted = this.resolveGrants(grants, providers);
-    if (granted.reasons.length > 0) return { ok: false, reasons: granted.reasons };
-    const hasGroups = (request.flavor.requestGroups?.length ?? 0) > 0;
-    const fit = fitRequest(spec, tree, { preallocated: granted.allocations, withMappings: hasGroups });
-    if (!fit.ok) return { ok: false, reasons: [{ reason: fit.reason }] };
-    const allocations = mergeAllocations(granted.allocations, fit.allocations);
-    const assignments: Record<string, JsonValue> = {};
-    for (const [plugin, grant] of grants) if (grant.assignment !== undefined) assignments[plugin] = grant.assignment;
-    const flavor = hasGroups ? withGroupProviders(request.flavor, fit.mappings) : request.flavor;
-    return { ok: true, spec, flavor, allocations, assignments, holds: granted.holds };
-  }
-
-  /** A class an unavailable plugin owns is not claimed against its last known inventory (fail closed): the refusals, or []. */
-  private unavailableFor(store: HostStore, spec: RequestSpec): Promise<Array<{ plugin?: string; reason: string }>> {
-    return this.availability.refusals(
-      spec,
-      async () => {
-        const [snapshot] = await store.loadHosts([this.hostName]);
-        return new Set(snapshot?.providers.flatMap((p) => Object.keys(p.inventories)) ?? []);
-      },
-      (plugin) => this.resources.find((r) => r.name === plugin)?.plugin.extraSpecs?.map((k) => k.key) ?? [],
-    );
   }
 
   /** `claimAttempts`, timed and told to the observer (`onClaim`). */
@@ -971,12 +463,12 @@ class HostTracker implements Tracker {
       return { ok: false, reasons: [{ reason: `instance ${request.uuid} is already ${existing.state} on host ${existing.host}` }] };
     }
     const problems: Problem[] = [];
-    let placed: Awaited<ReturnType<typeof this.place>>;
+    let placed: ClaimPlan;
     let record: InstanceRecord;
     for (let attempt = 1; ; attempt++) {
       // Allocations the scheduler wrote for this consumer are adopted: replaced, not added to.
       const own = await store.getAllocations(request.uuid);
-      placed = await this.place(store, request, 'claim', own.allocations);
+      placed = await this.planner.place(store, request, 'claim', own.allocations);
       if (!placed.ok) return placed;
       const now = this.clock.now();
       record = {
@@ -1010,9 +502,9 @@ class HostTracker implements Tracker {
     }
     const names = await this.providerNames(store, placed.allocations);
     const instance = this.toClaimed(record, placed.spec, placed.allocations, names);
-    await this.addToPlugins(instance, record.assignments, problems);
+    await this.views.add(instance, record.assignments, problems);
     await this.refreshStats(store, problems);
-    const enforcement = await this.emit('claimed', instance, record.assignments);
+    const enforcement = await this.views.emit('claimed', instance, record.assignments);
     const undone = await this.applyEnforcementPolicy(store, request.uuid, enforcement, problems);
     if (undone) return undone;
     return { ok: true, instance, allocations: placed.allocations, record, problems };
@@ -1046,27 +538,18 @@ class HostTracker implements Tracker {
     const writes: AllocationWrite[] = [{ consumer: { uuid, projectId: record.projectId, userId: record.userId }, allocations: [], removeInstance: true }];
     if (record.migrationUuid) writes.push({ consumer: { uuid: record.migrationUuid, projectId: record.projectId, userId: record.userId }, allocations: [], removeInstance: true });
     await store.writeAllocations(writes);
-    await this.removeFromPlugins(uuid, problems);
+    await this.views.remove(uuid, problems);
     // Also the migration uuid, when the record names one or the views hold it: after a move
     // was reverted, this (source) host's plugins may hold the old allocation under it until
     // their next update.
     const held = record.migrationUuid ?? migrationUuid(uuid);
-    if (record.migrationUuid !== undefined || this.inViews.has(held)) await this.removeFromPlugins(held, problems);
+    if (record.migrationUuid !== undefined || this.views.holds(held)) await this.views.remove(held, problems);
     await this.refreshStats(store, problems);
     if (announce) {
-      const spec = this.parseOr(record.flavor);
-      problems.push(...(await this.emit('released', this.toClaimed(record, spec, allocations, names), record.assignments)));
+      const spec = this.plugins.parseOr(record.flavor);
+      problems.push(...(await this.views.emit('released', this.toClaimed(record, spec, allocations, names), record.assignments)));
     }
     return { released: true, problems };
-  }
-
-  /** The parsed flavor of a recorded instance, or an empty spec when its keys are no longer owned (events only). */
-  private parseOr(flavor: Flavor): RequestSpec {
-    try {
-      return this.parse(flavor);
-    } catch {
-      return { flavor, groups: [{ suffix: '', resources: {}, requiredTraits: [], forbiddenTraits: [], memberOf: [] }], groupPolicy: 'none', aggregateExtraSpecs: {}, capabilities: [], pluginSpecs: {}, hints: {} };
-    }
   }
 
   /* ------------------------------------------------------------------ resize */
@@ -1096,7 +579,7 @@ class HostTracker implements Tracker {
       delete migrationRecord.previousFlavor;
       const problems: Problem[] = [];
       const oldNames = await this.providerNames(store, old.allocations);
-      const previous = this.toClaimed(record, this.parseOr(record.flavor), old.allocations, oldNames);
+      const previous = this.toClaimed(record, this.plugins.parseOr(record.flavor), old.allocations, oldNames);
       const held = this.toClaimed(migrationRecord, previous.spec, old.allocations, oldNames);
       // Nova's semantics: the old allocation stays held, by the migration consumer, until the
       // resize is confirmed or reverted, so the new flavor must fit beside it. The plugins'
@@ -1104,18 +587,18 @@ class HostTracker implements Tracker {
       // the migration uuid, nothing under the instance's), as the store will hold it: then
       // every plugin counts the old allocation, whatever it does with `kind`, and a resize
       // that does not fit is refused by the plugin that counts what is missing.
-      await this.removeFromPlugins(uuid, problems);
-      await this.addToPlugins(held, record.assignments, problems);
+      await this.views.remove(uuid, problems);
+      await this.views.add(held, record.assignments, problems);
       const restore = async (): Promise<void> => {
-        await this.removeFromPlugins(migration, problems);
-        await this.addToPlugins(previous, record.assignments, problems);
+        await this.views.remove(migration, problems);
+        await this.views.add(previous, record.assignments, problems);
         if (problems.length > 0) this.logger.error({ instance: uuid, problems }, 'restoring the views after a refused resize');
       };
       // The old allocations stay counted in the store too (they move to the migration consumer).
       // The views were rearranged above: a refusal or a throw (a store read) puts them back.
-      let placed: Awaited<ReturnType<typeof this.place>>;
+      let placed: ClaimPlan;
       try {
-        placed = await this.place(store, request, 'resize', []);
+        placed = await this.planner.place(store, request, 'resize', []);
       } catch (err) {
         await restore();
         throw err;
@@ -1141,9 +624,9 @@ class HostTracker implements Tracker {
       }
       const names = await this.providerNames(store, placed.allocations);
       const instance = this.toClaimed(resized, placed.spec, placed.allocations, names);
-      await this.addToPlugins(instance, resized.assignments, problems);
+      await this.views.add(instance, resized.assignments, problems);
       await this.refreshStats(store, problems);
-      const enforcement = await this.emit('resized', instance, resized.assignments, { instance: previous, assignments: record.assignments });
+      const enforcement = await this.views.emit('resized', instance, resized.assignments, { instance: previous, assignments: record.assignments });
       problems.push(...enforcement);
       if (enforcement.length > 0 && this.config.tracker.enforcementFailure === 'undo') {
         // Announced (a `resized` event back to the old flavor) so that plugins whose enforcement succeeded re-apply the old one.
@@ -1185,7 +668,7 @@ class HostTracker implements Tracker {
       }
     }
     const old = await store.getAllocations(uuid);
-    const placed = await this.place(store, { uuid, projectId: record.projectId, userId: record.userId, flavor: record.flavor }, 'claim', []);
+    const placed = await this.planner.place(store, { uuid, projectId: record.projectId, userId: record.userId, flavor: record.flavor }, 'claim', []);
     if (!placed.ok) return placed;
     const migration = migrationUuid(uuid);
     const now = this.clock.now();
@@ -1206,10 +689,10 @@ class HostTracker implements Tracker {
     const problems: Problem[] = [];
     const names = await this.providerNames(store, placed.allocations);
     const instance = this.toClaimed(moved, placed.spec, placed.allocations, names);
-    await this.addToPlugins(instance, moved.assignments, problems);
+    await this.views.add(instance, moved.assignments, problems);
     await this.refreshStats(store, problems);
     // The instance arrives on this host: its plugins program it as a claim.
-    const enforcement = await this.emit('claimed', instance, moved.assignments);
+    const enforcement = await this.views.emit('claimed', instance, moved.assignments);
     problems.push(...enforcement);
     if (enforcement.length > 0 && kind === 'migrate' && this.config.tracker.enforcementFailure === 'undo') {
       await this.revertLocked(store, uuid, true);
@@ -1226,7 +709,7 @@ class HostTracker implements Tracker {
       const flavor: Flavor = { ...record.flavor, requestGroups: [...(record.flavor.requestGroups ?? []), asked] };
       let spec: RequestSpec;
       try {
-        spec = this.parse(flavor);
+        spec = this.plugins.parse(flavor);
       } catch (err) {
         return { ok: false, reasons: [{ reason: `instance ${uuid} with request group ${String(asked.requester)}: ${(err as Error).message}` }] };
       }
@@ -1234,13 +717,13 @@ class HostTracker implements Tracker {
       // instance's allocation stays counted, in the store and in every plugin's view.
       const added = spec.groups.find((g) => g.suffix === asked.requester)!;
       const addition: RequestSpec = { ...spec, groups: [{ suffix: '', resources: {}, requiredTraits: [], forbiddenTraits: [], memberOf: [] }, added], groupPolicy: 'none', pluginSpecs: {}, aggregateExtraSpecs: {}, capabilities: [] };
-      const unavailable = await this.unavailableFor(store, addition);
+      const unavailable = await this.planner.unavailableFor(store, addition);
       if (unavailable.length > 0) return { ok: false, reasons: unavailable };
       const request: InstanceRequest = { uuid, projectId: record.projectId, userId: record.userId, flavor };
-      const { reasons, grants } = await this.testAll({ instance: request, spec: addition, kind: 'extend' });
+      const { reasons, grants } = await this.planner.testAll({ instance: request, spec: addition, kind: 'extend' });
       for (const plugin of grants.keys()) reasons.push({ plugin, reason: `plugin ${plugin} hook test answered an extend with a grant; an extension is placed by Placement's rules and the instance keeps what its claim assigned` });
       if (reasons.length > 0) return { ok: false, reasons };
-      const { tree } = await this.fitTree(store, []);
+      const { tree } = await this.planner.fitTree(store, []);
       const fit = fitRequest(addition, tree, { withMappings: true });
       if (!fit.ok) return { ok: false, reasons: [{ reason: fit.reason }] };
       const extended: InstanceRecord = { ...record, flavor: withGroupProviders(flavor, fit.mappings), updatedAt: this.clock.now() };
@@ -1260,7 +743,7 @@ class HostTracker implements Tracker {
       const flavor: Flavor = { ...record.flavor, requestGroups: groups.filter((g) => g !== group) };
       if (flavor.requestGroups!.length === 0) delete flavor.requestGroups;
       const shrunk: InstanceRecord = { ...record, flavor, updatedAt: this.clock.now() };
-      return this.rewriteLocked(store, record, old, allocations, shrunk, this.parseOr(flavor));
+      return this.rewriteLocked(store, record, old, allocations, shrunk, this.plugins.parseOr(flavor));
     });
   }
 
@@ -1299,12 +782,12 @@ class HostTracker implements Tracker {
       return { ok: false, reasons: [{ reason: `store refused the allocations: ${(err as Error).message}` }] };
     }
     const problems: Problem[] = [];
-    const previous = this.toClaimed(record, this.parseOr(record.flavor), old.allocations, await this.providerNames(store, old.allocations));
+    const previous = this.toClaimed(record, this.plugins.parseOr(record.flavor), old.allocations, await this.providerNames(store, old.allocations));
     const instance = this.toClaimed(updated, spec, allocations, await this.providerNames(store, allocations));
-    await this.removeFromPlugins(record.uuid, problems);
-    await this.addToPlugins(instance, updated.assignments, problems);
+    await this.views.remove(record.uuid, problems);
+    await this.views.add(instance, updated.assignments, problems);
     await this.refreshStats(store, problems);
-    problems.push(...(await this.emit('resized', instance, updated.assignments, { instance: previous, assignments: record.assignments })));
+    problems.push(...(await this.views.emit('resized', instance, updated.assignments, { instance: previous, assignments: record.assignments })));
     return { ok: true, instance, allocations, record: updated, problems };
   }
 
@@ -1340,11 +823,11 @@ class HostTracker implements Tracker {
         { consumer: { uuid, projectId: record.projectId, userId: record.userId, generation: current.generation }, allocations: current.allocations, instance: confirmed },
       ]);
       const problems: Problem[] = [];
-      await this.removeFromPlugins(migration, problems);
+      await this.views.remove(migration, problems);
       await this.refreshStats(store, problems);
       const names = await this.providerNames(store, current.allocations);
-      const instance = this.toClaimed(confirmed, this.parseOr(confirmed.flavor), current.allocations, names);
-      problems.push(...(await this.emit('updated', instance, confirmed.assignments)));
+      const instance = this.toClaimed(confirmed, this.plugins.parseOr(confirmed.flavor), current.allocations, names);
+      problems.push(...(await this.views.emit('updated', instance, confirmed.assignments)));
       return { ok: true, instance, allocations: current.allocations, record: confirmed, problems };
     });
   }
@@ -1374,114 +857,18 @@ class HostTracker implements Tracker {
     ]);
     const problems: Problem[] = [];
     const names = await this.providerNames(store, [...held.allocations, ...current.allocations]);
-    const instance = this.toClaimed(reverted, this.parseOr(reverted.flavor), held.allocations, names);
-    const previous = this.toClaimed(record, this.parseOr(record.flavor), current.allocations, names);
+    const instance = this.toClaimed(reverted, this.plugins.parseOr(reverted.flavor), held.allocations, names);
+    const previous = this.toClaimed(record, this.plugins.parseOr(record.flavor), current.allocations, names);
     const here = reverted.host === this.hostName;
-    await this.removeFromPlugins(uuid, problems);
-    await this.removeFromPlugins(migration, problems);
+    await this.views.remove(uuid, problems);
+    await this.views.remove(migration, problems);
     // Back to another host (a reverted migration): that host's plugins count it again at their next update.
-    if (here) await this.addToPlugins(instance, reverted.assignments, problems);
+    if (here) await this.views.add(instance, reverted.assignments, problems);
     await this.refreshStats(store, problems);
     if (announce) {
-      if (here) problems.push(...(await this.emit('resized', instance, reverted.assignments, { instance: previous, assignments: record.assignments })));
-      else problems.push(...(await this.emit('released', previous, record.assignments)));
+      if (here) problems.push(...(await this.views.emit('resized', instance, reverted.assignments, { instance: previous, assignments: record.assignments })));
+      else problems.push(...(await this.views.emit('released', previous, record.assignments)));
     }
     return { ok: true, instance, allocations: held.allocations, record: reverted, problems };
   }
-}
-
-/** What an instance holds of its host beyond amounts (see InstanceRecord). */
-type Holds = Pick<InstanceRecord, 'cpus' | 'units' | 'pools'>;
-
-/** `record` holds exactly `holds` (fields absent from `holds` are removed). */
-function setHolds(record: InstanceRecord, holds: Holds): void {
-  delete record.cpus;
-  delete record.units;
-  delete record.pools;
-  if (holds.cpus !== undefined) record.cpus = holds.cpus;
-  if (holds.units !== undefined) record.units = holds.units;
-  if (holds.pools !== undefined) record.pools = holds.pools;
-}
-
-
-/** Grants first, then what placement placed; one entry per provider and class (amounts summed). */
-function mergeAllocations(granted: Allocation[], fitted: Allocation[]): Allocation[] {
-  const out: Allocation[] = [];
-  for (const a of [...granted, ...fitted]) {
-    const same = out.find((o) => o.providerUuid === a.providerUuid && o.resourceClass === a.resourceClass);
-    if (same) same.amount += a.amount;
-    else out.push({ ...a });
-  }
-  return out;
-}
-
-/**
- * `allocations` less a request group's amounts on the provider that serves it (its recorded
- * `provider`); entries that reach 0 go. A reason when the group has no provider recorded or
- * the allocations do not hold its amounts there.
- */
-function withoutGroup(allocations: readonly Allocation[], group: ResourceRequestGroup): Allocation[] | string {
-  if (group.provider === undefined) return 'the record does not say which provider serves it';
-  const out = allocations.map((a) => ({ ...a }));
-  for (const [resourceClass, amount] of Object.entries(group.resources)) {
-    const held = out.find((a) => a.providerUuid === group.provider && a.resourceClass === resourceClass);
-    if (!held || held.amount < amount) return `its ${amount} ${resourceClass} are not allocated on provider ${group.provider} (${held?.amount ?? 0} are)`;
-    held.amount -= amount;
-  }
-  return out.filter((a) => a.amount > 0);
-}
-
-const GRANT_FIELDS: ReadonlySet<string> = new Set(['allocations', 'assignment', 'cpus', 'units', 'pools']);
-
-/** Why a `test` result is not a ClaimGrant, or undefined when it is one. */
-function grantProblem(value: unknown): string | undefined {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return `expected nothing, a reason string or a ClaimGrant, got ${describe(value)}`;
-  const grant = value as Record<string, unknown>;
-  const extra = Object.keys(grant).filter((k) => !GRANT_FIELDS.has(k));
-  if (extra.length > 0) return `unknown field(s) ${extra.join(', ')} in the grant`;
-  if (grant['allocations'] !== undefined) {
-    if (!Array.isArray(grant['allocations'])) return 'allocations must be a list';
-    for (const [i, a] of (grant['allocations'] as unknown[]).entries()) {
-      const alloc = a as Record<string, unknown>;
-      if (typeof a !== 'object' || a === null) return `allocations[${i}] must be an object`;
-      if (alloc['provider'] !== undefined && typeof alloc['provider'] !== 'string') return `allocations[${i}].provider must be a child key`;
-      if (typeof alloc['resourceClass'] !== 'string') return `allocations[${i}].resourceClass must be a string`;
-      if (!Number.isSafeInteger(alloc['amount']) || (alloc['amount'] as number) < 1) return `allocations[${i}].amount must be a positive integer`;
-    }
-  }
-  if (grant['cpus'] !== undefined) {
-    const cpus = grant['cpus'];
-    if (!Array.isArray(cpus) || !cpus.every((cpu) => Number.isSafeInteger(cpu) && (cpu as number) >= 0)) return 'cpus must be a list of CPU numbers (non-negative integers)';
-    if (new Set(cpus).size !== cpus.length) return 'cpus must not repeat a CPU';
-    if (cpus.length === 0) return 'cpus must not be empty (leave it out for an instance that is not pinned)';
-  }
-  if (grant['units'] !== undefined) {
-    const units = grant['units'];
-    if (!Array.isArray(units) || !units.every((u) => typeof u === 'string' && u.length > 0 && u.length <= 200)) return 'units must be a list of non-empty strings of at most 200 characters';
-    if (new Set(units).size !== units.length) return 'units must not repeat a unit';
-  }
-  if (grant['pools'] !== undefined) {
-    const pools = grant['pools'];
-    if (typeof pools !== 'object' || pools === null || Array.isArray(pools)) return 'pools must be an object of pool name to { amount, capacity }';
-    for (const [pool, p] of Object.entries(pools as Record<string, unknown>)) {
-      const { amount, capacity } = (typeof p === 'object' && p !== null ? p : {}) as Record<string, unknown>;
-      if (pool.length === 0 || pool.length > 200) return `pool name ${JSON.stringify(pool)} must have 1 to 200 characters`;
-      if (!Number.isSafeInteger(amount) || (amount as number) < 1) return `pools.${pool}.amount must be a positive integer`;
-      if (!Number.isSafeInteger(capacity) || (capacity as number) < (amount as number)) return `pools.${pool}.capacity must be an integer of at least the amount`;
-    }
-  }
-  if (grant['assignment'] !== undefined) {
-    try {
-      if (!jsonEqual(JSON.parse(JSON.stringify(grant['assignment'])), grant['assignment'])) return 'assignment is not plain JSON';
-    } catch {
-      return 'assignment is not JSON-serialisable';
-    }
-  }
-  return undefined;
-}
-
-function describe(value: unknown): string {
-  if (value === null) return 'null';
-  if (Array.isArray(value)) return 'an array';
-  return typeof value === 'object' ? 'an object' : `${typeof value} ${String(value)}`;
 }

@@ -4,7 +4,7 @@
 // through when it has no reading. Claims that need a class it owns must be refused, naming it.
 //
 // Mutation seen caught: the `if (unavailable.length > 0) return ...` line removed from
-// `place` in tracker.ts (every case below turned red: the 50 GB claim was written against
+// `place` in tracker.ts, now claim-plan.ts (every case below turned red: the 50 GB claim was written against
 // the kept 100 GB inventory); `PluginAvailability.update` not recording unavailable plugins
 // (same); the orphan rule (`owned = orphans`) dropped (the restart case turned red);
 // `skipsTest` not consulted in `testAll` (the diskless claim was refused by disk's hanging

@@ -1,0 +1,148 @@
+/**
+ * What the host has, as its resource plugins and provider config files say: one discovery
+ * (every plugin's `discover`, merged into the host's provider tree) and the plugins' stats.
+ * Writes nothing. Keeps what the claim path needs from the last discovery: the CPUs online,
+ * the plugins available, and which plugins vouch for which classes (availability.ts).
+ */
+import { performance } from 'node:perf_hooks';
+import type { JsonValue } from '@ert/plugin-api';
+import { validateStats } from '@ert/core';
+import { TrackerErrorCodes } from './errors.js';
+import type { HostPlugins } from './host-plugins.js';
+import { childProviderName, providerUuid } from './ids.js';
+import { onlineCpus } from './machine.js';
+import { PluginAvailability } from './availability.js';
+import type { ProviderConfigEntry } from './provider-config.js';
+import { problemFrom } from './problems.js';
+import { buildTree, normalizeDiscovery, type DesiredProvider, type NormalizedDiscovery } from './tree.js';
+import type { DiscoveryReport, PluginDiscoveryReport, Problem } from './types.js';
+
+/** One discovery: its report, the host's desired provider tree, and the plugins available. */
+export interface Discovered {
+  report: DiscoveryReport;
+  providers: DesiredProvider[];
+  available: Set<string>;
+}
+
+/** One plugin's stats as collected (validated), or why they were refused, and the time its hook took. */
+export interface StatsReport {
+  stats?: { schemaVersion: number; data: JsonValue };
+  statsProblem?: Problem;
+  ms: number;
+}
+
+/** Discovers the host and collects its stats; keeps what the last discovery found for the claim path. */
+export class HostDiscovery {
+  /** The CPUs online at the last discovery (undefined: unknown); a grant pinning another is refused. */
+  online: ReadonlySet<number> | undefined;
+  /** The plugins available at the last discovery. */
+  available = new Set<string>();
+  /** Which plugins are unavailable and the classes they own: claims of those classes are refused (availability.ts). */
+  readonly availability = new PluginAvailability();
+
+  constructor(
+    private readonly plugins: HostPlugins,
+    private readonly rootUuid: string,
+    /** The directory standing for `/`. */
+    private readonly root: string,
+    private readonly entries: ProviderConfigEntry[],
+  ) {}
+
+  /** Every plugin's `discover` and the provider config files, merged; a plugin that fails publishes no capacity (a problem naming it). */
+  async discover(): Promise<Discovered> {
+    const { hostName } = this.plugins;
+    this.online = await onlineCpus(this.root);
+    const plugins: PluginDiscoveryReport[] = [];
+    const discoveries: Array<{ plugin: string; discovery: NormalizedDiscovery }> = [];
+    const problems: Problem[] = [];
+    for (const resource of this.plugins.resources) {
+      const started = performance.now();
+      let discovery: NormalizedDiscovery;
+      try {
+        const raw = await this.plugins.call(resource, 'discover', () => resource.hooks.discover());
+        discovery = normalizeDiscovery(resource.name, raw);
+      } catch (err) {
+        const problem = problemFrom(err, { plugin: resource.name, hook: 'discover' });
+        this.plugins.logger.error({ err, plugin: resource.name }, 'discover failed; the plugin publishes no capacity');
+        problems.push(problem);
+        discovery = { available: false, reason: problem.message, host: { inventories: {}, traits: [] }, children: [] };
+      }
+      discoveries.push({ plugin: resource.name, discovery });
+      const providers: PluginDiscoveryReport['providers'] = [];
+      if (discovery.available) {
+        const hostPart = discovery.host;
+        if (Object.keys(hostPart.inventories).length > 0 || hostPart.traits.length > 0) {
+          providers.push({ name: hostName, uuid: this.rootUuid, ...hostPart });
+        }
+        for (const child of discovery.children) {
+          const name = childProviderName(hostName, child.key);
+          const parentName = child.parent === undefined ? hostName : childProviderName(hostName, child.parent);
+          providers.push({ name, uuid: providerUuid(name), parentName, inventories: child.inventories, traits: child.traits });
+        }
+      }
+      plugins.push({
+        plugin: resource.name,
+        available: discovery.available,
+        ...(discovery.reason !== undefined ? { reason: discovery.reason } : {}),
+        providers,
+        timingMs: performance.now() - started,
+      });
+    }
+    const { providers, unmatched } = buildTree(hostName, discoveries, this.entries);
+    this.availability.update(plugins, providers, new Set(problems.flatMap((p) => (p.hook === 'discover' && p.plugin !== undefined ? [p.plugin] : []))));
+    for (const entry of unmatched) {
+      problems.push({
+        code: TrackerErrorCodes.PROVIDER_CONFIG_UNMATCHED,
+        message: `${entry.file} providers[${entry.index}] matches no provider of host ${hostName}; it was skipped`,
+        file: entry.file,
+      });
+    }
+    const available = new Set(plugins.filter((p) => p.available).map((p) => p.plugin));
+    this.available = available;
+    return {
+      providers,
+      available,
+      report: {
+        host: hostName,
+        rootUuid: this.rootUuid,
+        plugins,
+        providers,
+        providerConfigs: { entries: this.entries.length, unmatched: unmatched.map(({ file, index, identification }) => ({ file, index, identification })) },
+        problems,
+      },
+    };
+  }
+
+  /** Call `stats` of every available plugin that has it and validate the data; refused stats become problems. */
+  async collectStats(available: ReadonlySet<string>): Promise<{ reports: Map<string, StatsReport>; problems: Problem[] }> {
+    const reports = new Map<string, StatsReport>();
+    const problems: Problem[] = [];
+    for (const resource of this.plugins.resources) {
+      const statsHook = resource.hooks.stats;
+      if (!statsHook || !available.has(resource.name)) continue;
+      const started = performance.now();
+      try {
+        const data = await this.plugins.call(resource, 'stats', () => statsHook.call(resource.hooks));
+        validateStats(resource.plugin, data);
+        reports.set(resource.name, { stats: { schemaVersion: resource.plugin.stats!.version, data: data as JsonValue }, ms: performance.now() - started });
+      } catch (err) {
+        const problem = problemFrom(err, { plugin: resource.name, hook: 'stats' });
+        this.plugins.logger.error({ err, plugin: resource.name }, 'stats refused');
+        problems.push(problem);
+        reports.set(resource.name, { statsProblem: problem, ms: performance.now() - started });
+      }
+    }
+    return { reports, problems };
+  }
+
+  /** Adds collected stats (and their time) to a discovery's report. */
+  attachStats(report: DiscoveryReport, stats: ReadonlyMap<string, StatsReport>): void {
+    for (const plugin of report.plugins) {
+      const s = stats.get(plugin.plugin);
+      if (!s) continue;
+      if (s.stats) plugin.stats = s.stats;
+      if (s.statsProblem) plugin.statsProblem = s.statsProblem;
+      plugin.timingMs += s.ms;
+    }
+  }
+}

@@ -1,0 +1,47 @@
+/**
+ * The host's resource plugins as the tracker's parts call them: every hook goes through the
+ * dispatcher (tagged errors naming plugin and hook, `config.tracker.hookTimeout`, timings), and
+ * flavors are parsed with the extra-spec keys the plugins own.
+ */
+import type { Flavor, Logger, RequestSpec } from '@ert/plugin-api';
+import type { ActiveResource, PluginRuntime } from '@ert/core';
+import { parseFlavor } from '@ert/placement';
+
+/** The resource plugins of one host's tracker, as its parts call them. */
+export class HostPlugins {
+  constructor(
+    private readonly runtime: PluginRuntime,
+    private readonly hookTimeoutMs: number,
+    readonly hostName: string,
+    readonly logger: Logger,
+  ) {}
+
+  /** The resource plugins of `config.tracker.resources`, in configured order. */
+  get resources(): ActiveResource[] {
+    return this.runtime.resources;
+  }
+
+  /** Call a hook through the dispatcher; `validate` turns a result into a refusal of that hook (a reason string). */
+  call<T>(resource: ActiveResource, hook: string, fn: () => T | Promise<T>, validate?: (result: Awaited<T>) => string | undefined): Promise<Awaited<T>> {
+    return this.runtime.dispatcher.call(resource.name, hook, fn, { timeoutMs: this.hookTimeoutMs, ...(validate ? { validate } : {}) });
+  }
+
+  /** The request spec of `flavor`; throws on extra specs no plugin owns or that a plugin refuses. */
+  parse(flavor: Flavor): RequestSpec {
+    return parseFlavor(flavor, { keys: this.runtime.extraSpecKeys });
+  }
+
+  /** The parsed flavor of a recorded instance, or an empty spec when its keys are no longer owned (events only). */
+  parseOr(flavor: Flavor): RequestSpec {
+    try {
+      return this.parse(flavor);
+    } catch {
+      return { flavor, groups: [{ suffix: '', resources: {}, requiredTraits: [], forbiddenTraits: [], memberOf: [] }], groupPolicy: 'none', aggregateExtraSpecs: {}, capabilities: [], pluginSpecs: {}, hints: {} };
+    }
+  }
+
+  /** The extra-spec keys `plugin` declares (none for an unknown plugin). */
+  extraSpecKeysOf(plugin: string): string[] {
+    return this.resources.find((r) => r.name === plugin)?.plugin.extraSpecs?.map((k) => k.key) ?? [];
+  }
+}

@@ -1,9 +1,9 @@
 import type { PlacementRequest } from '@ert/plugin-api';
 import { placementRequestOf } from '@ert/placement';
 import type { Host } from './host-state.js';
-import { EXCLUDED_BY_HOST_MANAGER, EXCLUDED_BY_WEIGHER, PASSED, REQUEST_FILTER_BASE } from './ranking.js';
+import { EXCLUDED_BY_HOST_MANAGER, EXCLUDED_BY_WEIGHER, PASSED, REQUEST_FILTER_BASE } from './memo.js';
 import { narrowingQuery } from './request-filters.js';
-import type { Memo, Ranking } from './ranking.js';
+import type { Memo, Ranking } from './memo.js';
 
 /** Name under which host-manager exclusions (consumer plugins) are counted. */
 export const HOST_MANAGER = 'host-manager';

@@ -11,10 +11,11 @@ import { buildExplanation, buildSummary, type ReasonOf } from './explain.js';
 import type { Explanation } from './explain.js';
 import { HostManager } from './host-manager.js';
 import type { ConsumerEntry, HookCaller } from './host-manager.js';
-import { Memo, Ranker } from './ranking.js';
+import { Memo } from './memo.js';
+import { Ranker } from './ranking.js';
 import { awaitOutcomes } from './confirmation.js';
 import type { Refusal, SelectOptions } from './confirmation.js';
-import type { FilterEntry, Ranking, WeigherEntry } from './ranking.js';
+import type { FilterEntry, Ranking, WeigherEntry } from './memo.js';
 import { HostNarrowing, narrowRequest } from './request-filters.js';
 import type { RequestScope } from './request-filters.js';
 

@@ -24,7 +24,7 @@ function hasKeys(record: Readonly<Record<string, string>>): boolean {
  * host's slot (see @ert/plugin-api's summaries.ts). NaN is "unknown". The host manager keeps
  * them current: the built-in ones (`ert:up`, `ert:free:<CLASS>`, `ert:reach:<CLASS>`, and the
  * derived ones made when first asked for) whenever a host's version changes, a consumer's
- * (`<plugin>.<key>`) after its `consume` and `placed`. A bounded ranking (ranking.ts) reads
+ * (`<plugin>.<key>`) after its `consume` and `placed`. A bounded ranking (bounded-ranking.ts) reads
  * them instead of calling filters and weighers on every host.
  */
 export class SummaryTable {

@@ -15,7 +15,7 @@ import type { HostSpec } from './helpers.js';
  * Requests may name an availability zone and forbid an aggregate (request filters); seen red
  * with the full scan dropping the forbidden-aggregates narrowing. The fixtures publish host
  * summaries (the level consumer's, the built-in free amounts the weighers score), so the
- * indexed scheduler's first rankings of a request are bounded rankings (ranking.ts), pruned
+ * indexed scheduler's first rankings of a request are bounded rankings (bounded-ranking.ts), pruned
  * by the filters' summary bounds and the affinity filter's candidate hosts; seen red with the
  * `resources` filter's bound asking one more than the request (hosts that fit dropped), and
  * with the bounded ranking's best list not evaluating the candidates after the first.

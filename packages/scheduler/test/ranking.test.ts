@@ -3,15 +3,15 @@ import { describe, expect, it } from 'vitest';
 import type { FilterHooks, RequestSpec, WeigherHooks } from '@ert/plugin-api';
 import type { ChangeJournal } from '../src/host-manager.js';
 import type { Host } from '../src/host-state.js';
-import { Memo, Ranker, TOP_KEPT } from '../src/ranking.js';
-import type { HostIndex } from '../src/ranking.js';
+import { Memo, type HostIndex } from '../src/memo.js';
+import { Ranker, TOP_KEPT } from '../src/ranking.js';
 
 /*
  * The indexed ranking (change journal, memoised results, the ordered list of best candidates
  * kept across decisions) and the fresh evaluation of every host, both against `expectedRanking`
  * below: the ranking rules written out again in the test (filter, min-max normalise each raw
  * score over the candidates, times the multiplier, summed; higher weight first, then lower host
- * name), computed from the fake hosts' fields without any code of ranking.ts. Fleets are larger
+ * name), computed from the fake hosts' fields without any code of ranking.ts or bounded-ranking.ts. Fleets are larger
  * than the kept list, so that hosts leave it, come back, and it runs out and is rebuilt. The
  * scheduler-level equivalence test (equivalence.test.ts) uses fleets too small for that.
  *

@@ -1,0 +1,225 @@
+/**
+ * What a ranking works on and gives back, shared by the complete ranking (ranking.ts) and the
+ * bounded one (bounded-ranking.ts): the host table as a ranking reads it (`HostIndex`), the
+ * filters and weighers that apply to one request (`Prepared`), the per-request memo of their
+ * results (`Memo`), and the result (`Ranking`).
+ */
+import type { FilterHooks, RequestSpec, SummaryBound, WeigherHooks } from '@ert/plugin-api';
+import type { BoundedKept } from './bounded-ranking.js';
+import type { Host } from './host-state.js';
+import type { ChangeJournal } from './host-manager.js';
+import type { HostNarrowing } from './request-filters.js';
+
+/** What a ranking reads of the host table (the HostManager). */
+export interface HostIndex {
+  readonly slots: ReadonlyArray<Host | undefined>;
+  /** Version of each slot's host (-1: empty). */
+  readonly versions: Float64Array;
+  /** Slots whose version changed, in order. */
+  readonly changes: ChangeJournal;
+  /** The host of that name (for `FilterHooks.candidateHosts`); without it every slot is looked at. */
+  host?(name: string): Host | undefined;
+  /** Changes whenever a slot gets a host of another name or none (without it, names are compared). */
+  readonly layout?: number;
+  /**
+   * The column of a host summary by name (summaries.ts; NaN: unknown). Without it, or without
+   * the columns a request needs, every ranking evaluates every host.
+   */
+  summary?(name: string): Float64Array | undefined;
+}
+
+/** A filter as the ranking calls it (built-in or plugin), in configured order. */
+export interface FilterEntry {
+  name: string;
+  hooks: FilterHooks;
+}
+
+/** A weigher with its configured multiplier. */
+export interface WeigherEntry {
+  name: string;
+  hooks: WeigherHooks;
+  multiplier: number;
+}
+
+/** No aggregates: what a host without a root provider belongs to. */
+export const NO_AGGREGATES: ReadonlySet<string> = new Set();
+
+/** Outcome codes of one host's evaluation (a filter's index when >= 0). */
+export const PASSED = -1;
+/** Kept out by the host manager (a consumer's exclusion). */
+export const EXCLUDED_BY_HOST_MANAGER = -2;
+/** A weigher threw or returned a non-number: the host is out (fail closed). */
+export const EXCLUDED_BY_WEIGHER = -3;
+/** No host in this slot. */
+export const EMPTY_SLOT = -4;
+/** Removed by request filter `i` (request-filters.ts): outcome `REQUEST_FILTER_BASE - i`. */
+export const REQUEST_FILTER_BASE = -16;
+
+/**
+ * A filter or weigher as one request uses it. `broken`: its `appliesTo` threw (or returned a
+ * promise) for this request, so it cannot say whether it applies: every host it would look at
+ * fails with this reason (fail closed), naming the plugin and hook.
+ */
+export type PreparedFilter = FilterEntry & { broken?: string };
+export type PreparedWeigher = WeigherEntry & { broken?: string };
+
+/** The filters and weighers that apply to one request, fixed for the whole scan. */
+export interface Prepared {
+  spec: RequestSpec;
+  filters: PreparedFilter[];
+  weighers: PreparedWeigher[];
+  /** Aggregate metadata key overriding each weigher's multiplier: `<weigher>_weight_multiplier`. */
+  multiplierKeys: string[];
+  /** The request filters' narrowing by aggregate membership, judged before anything else. */
+  narrowing?: HostNarrowing;
+  /**
+   * The filters' necessary conditions on host summaries (`FilterHooks.summaryBounds`), all
+   * filters together, each with the index of the filter that stated it.
+   */
+  bounds: Array<SummaryBound & { filter: number }>;
+  /**
+   * Per weigher, the summary equal to its raw score (`WeigherHooks.summaryScore`), or
+   * undefined; a bounded ranking needs one for every weigher.
+   */
+  scores: Array<string | undefined>;
+  /** The filters that may name their candidate hosts (`FilterHooks.candidateHosts`), asked at each bounded ranking. */
+  naming: PreparedFilter[];
+}
+
+/**
+ * Per-(request, host) results of filters and raw weigher scores, valid while the host's
+ * `version` is unchanged. Filters and weighers are pure functions of (host, request) by
+ * contract, so re-using a result for an unchanged host gives exactly what a new call would.
+ * The memo also keeps, over the hosts that passed, each weigher's min and max (with how many
+ * hosts hold them) and every host's total weight, updated for the hosts that changed.
+ */
+export class Memo {
+  readonly stamps: Float64Array;
+  readonly outcomes: Int16Array;
+  readonly reasons: Array<string | undefined>;
+  /**
+   * 1 where a filter's summary bound rejected the host without its hook being called (the
+   * outcome names the filter); its reason is asked for when wanted (`Ranker.reasonOf`).
+   */
+  readonly boundRejected: Uint8Array;
+  readonly raw: Float64Array;
+  readonly multipliers: Float64Array;
+  /** Total weight of each host that passed (valid when `ready`). */
+  readonly weights: Float64Array;
+  readonly min: Float64Array;
+  readonly max: Float64Array;
+  readonly minCount: Int32Array;
+  readonly maxCount: Int32Array;
+  passed = 0;
+  /** False until the first complete ranking filled the aggregates. */
+  ready = false;
+  /** Number of host changes (see `HostIndex.changes`) this memo has taken into account. */
+  changesSeen = 0;
+  /**
+   * The best candidates in order (best first): exactly the best `top.length` of all hosts that
+   * passed, each with the weight it was inserted with; every other candidate is worse than the
+   * last. `undefined` when it must be rebuilt. `topComplete`: it holds every candidate.
+   */
+  top: TopEntry[] | undefined = undefined;
+  topComplete = false;
+  /**
+   * For bounded rankings (`rankBounded`, bounded-ranking.ts): whether each host was a potential candidate
+   * (1) or out (0) without a hook call, valid while its version is `pruneStamps[slot]`.
+   */
+  pruneStamps: Float64Array | undefined = undefined;
+  pruneStates: Uint8Array | undefined = undefined;
+  /** What the last bounded ranking kept for the next one (`rankBounded`, bounded-ranking.ts). */
+  kept: BoundedKept | undefined = undefined;
+  /**
+   * The bounded rankings' per-host states (`BoundedKept.state` is a view of it), one buffer
+   * for the memo's life: a new one per ranking, kept until the next, was promoted out of the
+   * young generation at 100,000 hosts and brought major collections.
+   */
+  boundedStates: Uint8Array | undefined;
+
+  /**
+   * `reuse`: a memo nobody will read again (evicted), whose fleet-sized arrays this one takes
+   * over, reset as new ones, when its capacity is the same and its per-weigher arrays are
+   * large enough. A memo's arrays are about 80 bytes per host; a workload of many shapes
+   * created hundreds of memos a second, and collecting them was most of the decisions' tail.
+   * `weigherSlots` (at least this request's weigher count; the scheduler gives every
+   * configured weigher) sizes the per-weigher arrays, so that a memo can be taken over by a
+   * request with more weighers: at 100,000 hosts, new arrays cost 50-80 ms of first touches.
+   */
+  constructor(
+    readonly prepared: Prepared,
+    readonly capacity: number,
+    reuse?: Memo,
+    weigherSlots = prepared.weighers.length,
+  ) {
+    const w = prepared.weighers.length;
+    const take = reuse !== undefined && reuse.capacity === capacity && reuse.raw.length >= capacity * w ? reuse : undefined;
+    this.stamps = (take?.stamps ?? new Float64Array(capacity)).fill(-1);
+    this.outcomes = (take?.outcomes ?? new Int16Array(capacity)).fill(EMPTY_SLOT);
+    this.reasons = take?.reasons.fill(undefined) ?? new Array<string | undefined>(capacity);
+    this.boundRejected = (take?.boundRejected ?? new Uint8Array(capacity)).fill(0);
+    // Entries past capacity * w (a larger request's) are never read by this memo.
+    this.raw = take?.raw.fill(0, 0, capacity * w) ?? new Float64Array(capacity * Math.max(w, weigherSlots));
+    this.multipliers = take?.multipliers.fill(0, 0, capacity * w) ?? new Float64Array(capacity * Math.max(w, weigherSlots));
+    this.weights = take?.weights.fill(0) ?? new Float64Array(capacity);
+    if (take?.pruneStamps !== undefined) {
+      this.pruneStamps = take.pruneStamps.fill(-1);
+      this.pruneStates = take.pruneStates!.fill(0);
+    }
+    // Every bounded ranking that does not start from `kept` clears what it uses.
+    this.boundedStates = take?.boundedStates;
+    this.min = new Float64Array(w);
+    this.max = new Float64Array(w);
+    this.minCount = new Int32Array(w);
+    this.maxCount = new Int32Array(w);
+  }
+}
+
+/** An entry of `Memo.top`. */
+export interface TopEntry {
+  slot: number;
+  host: Host;
+  weight: number;
+}
+
+/** One candidate of a ranking: a host that passed every filter, with its total weight. */
+export interface Candidate {
+  host: Host;
+  weight: number;
+}
+
+/** A ranking's result: the best `limit` candidates, best first, and how many passed. */
+export interface Ranking {
+  candidates: Candidate[];
+  /** How many hosts passed every filter (of a bounded ranking: see `bounded`). */
+  passed: number;
+  /** Per weigher: the lowest raw score among the candidates, and 1 / (max - min) (0 when all equal). */
+  min: Float64Array;
+  scale: Float64Array;
+  /**
+   * True for a bounded ranking (`rankBounded`, bounded-ranking.ts): only the hosts that decide the result
+   * were evaluated (by this ranking or, when it starts from what the memo kept, by that memo's
+   * earlier ones), so `passed` counts those only (a complete ranking, which explanations use,
+   * counts all).
+   */
+  bounded?: boolean;
+}
+
+/** Order of candidates: higher weight first, then host name (deterministic ties). */
+export function better(aWeight: number, aName: string, bWeight: number, bName: string): boolean {
+  return aWeight > bWeight || (aWeight === bWeight && aName < bName);
+}
+
+/** Per weigher: 1 / (max - min) over the candidates, 0 when they all score the same. */
+export function scaleOf(min: Float64Array, max: Float64Array): Float64Array {
+  const scale = new Float64Array(min.length);
+  for (let i = 0; i < min.length; i++) scale[i] = max[i]! > min[i]! ? 1 / (max[i]! - min[i]!) : 0;
+  return scale;
+}
+
+/** Weigher `i`'s multiplier on `host`: its aggregates' override (`<weigher>_weight_multiplier`, a finite number) or the configured one. */
+export function multiplierOf(host: Host, prepared: Prepared, i: number): number {
+  const override = host.aggregateMetadata[prepared.multiplierKeys[i]!];
+  const overridden = override === undefined ? NaN : Number(override);
+  return Number.isFinite(overridden) ? overridden : prepared.weighers[i]!.multiplier;
+}

@@ -22,7 +22,7 @@ import { messageOf } from '@ert/plugin-api';
 import { HOST_STORE_METHODS, type HostStoreMethod, type Store } from '@ert/store';
 import type { Authenticator } from './auth.js';
 import type { Policy } from './policy.js';
-import { SchedulerApiError, SchedulerApiErrorCodes, schemaProblem, useErtErrors } from './scheduler-api.js';
+import { SchedulerApiError, SchedulerApiErrorCodes, schemaProblem, useErtErrors } from './ert-errors.js';
 
 /** Where `ert serve` mounts the agent API. */
 export const AGENT_PREFIX = '/agent/v1';

@@ -8,7 +8,8 @@ import { formatVersion, inRange, negotiate, VERSION_HEADER, atLeast, v, type Ver
 import { LEGACY_POLICY, type Policy } from './policy.js';
 import { Reads } from './reads.js';
 import { AGENT_PREFIX, agentApi } from './agent-api.js';
-import { SCHEDULER_PREFIX, schedulerApi, type SchedulerApiOptions } from './scheduler-api.js';
+import { schedulerApi, type SchedulerApiOptions } from './scheduler-api.js';
+import { SCHEDULER_PREFIX } from './scheduler-routes.js';
 import { uiRoutes, type UiOptions } from './ui.js';
 import { JsonBytes, type ApiReply, type ApiRequest, type Method, type QuerySchema, type RouteDef, type VersionedHandler } from './route.js';
 import { allocationCandidateRoutes, buildCandidateIndex } from './routes/allocation-candidates.js';

@@ -24,16 +24,9 @@ export { negotiate, MIN_VERSION, MAX_VERSION, type Version } from './microversio
 export { createMetrics, ErtMetrics, UNMATCHED_ROUTE, type MetricsOptions, type HookCallEvent, type TransactionEvent, type ClaimEvent, type ConfirmEvent, type DecisionEvent, type SchedulerHookCount } from './metrics.js';
 export { EventLog, registerEventRoutes, resumePoint, serveEventSocket, type EventRouteOptions, type EventSocket, type Logged } from './event-stream.js';
 export { instrumentRequests, registerOpsRoutes, startOpsServer, storeCheck, type CheckResult, type ReadinessChecks, type OpsOptions, type OpsServerOptions, type RunningOpsServer } from './ops.js';
-export {
-  SCHEDULER_PREFIX,
-  SCHEDULER_ROUTES,
-  SchedulerApiError,
-  SchedulerApiErrorCodes,
-  schedulerOpenApi,
-  statusOfCode,
-  type SchedulerApiOptions,
-  type SchedulerBackend,
-} from './scheduler-api.js';
+export type { SchedulerApiOptions, SchedulerBackend } from './scheduler-api.js';
+export { SCHEDULER_PREFIX, SCHEDULER_ROUTES, schedulerOpenApi } from './scheduler-routes.js';
+export { SchedulerApiError, SchedulerApiErrorCodes, statusOfCode } from './ert-errors.js';
 export { UI_PREFIX, uiRoutes, type UiOptions } from './ui.js';
 export { AGENT_PREFIX, AGENT_RULE, agentApi, type AgentApiOptions } from './agent-api.js';
 export { remoteStore, AgentClientErrorCodes, type RemoteStoreOptions } from './agent-client.js';

@@ -1,0 +1,86 @@
+/**
+ * The errors of ert's own APIs (the scheduler API and the agent API; Placement's are
+ * errors.ts): `{"error": {"code", "message", "details"}}` with a stable `ERT_*` code and the
+ * HTTP status of that code.
+ */
+import type { ErrorObject } from 'ajv';
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import { isErtError, messageOf } from '@ert/plugin-api';
+
+/** Stable codes of the scheduler API's own errors (the scheduler's and the store's keep theirs). */
+export const SchedulerApiErrorCodes = {
+  UNAUTHORIZED: 'ERT_API_UNAUTHORIZED',
+  FORBIDDEN: 'ERT_API_FORBIDDEN',
+  NOT_FOUND: 'ERT_API_NOT_FOUND',
+  BAD_REQUEST: 'ERT_API_BAD_REQUEST',
+  UNSUPPORTED_MEDIA_TYPE: 'ERT_API_UNSUPPORTED_MEDIA_TYPE',
+  UNKNOWN_FLAVOR: 'ERT_API_UNKNOWN_FLAVOR',
+  UNKNOWN_INSTANCE: 'ERT_API_UNKNOWN_INSTANCE',
+  UNKNOWN_HOST: 'ERT_API_UNKNOWN_HOST',
+  INSTANCE_NOT_RELEASABLE: 'ERT_API_INSTANCE_NOT_RELEASABLE',
+  INTERNAL: 'ERT_API_INTERNAL',
+} as const;
+
+/** An error answered as `{"error": {"code", "message", "details"}}`. */
+export class SchedulerApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly details: Record<string, unknown> = {},
+  ) {
+    super(message);
+    this.name = 'SchedulerApiError';
+  }
+}
+
+/** Answers `err` as `{"error": {"code", "message", "details"}}` with its status. */
+export function sendErtError(reply: FastifyReply, err: SchedulerApiError): FastifyReply {
+  return reply
+    .code(err.status)
+    .header('content-type', 'application/json')
+    .send(JSON.stringify({ error: { code: err.code, message: err.message, details: err.details } }));
+}
+
+/**
+ * The error answers of ert's own APIs (the scheduler API, the agent API), on `app`'s context:
+ * an unknown route is 404 `ERT_API_NOT_FOUND`; an ErtError answers with the status of its
+ * code (`statusOfCode`) and its code and details; Fastify's own 4xx (a body too large, bad
+ * JSON) are `ERT_API_BAD_REQUEST` with their status; anything else is logged and 500
+ * `ERT_API_INTERNAL`. `what` names the API in the logs.
+ */
+export function useErtErrors(app: FastifyInstance, what: string): void {
+  app.setNotFoundHandler(async (request, reply) =>
+    sendErtError(reply, new SchedulerApiError(404, SchedulerApiErrorCodes.NOT_FOUND, `no route ${request.method} ${request.url.split('?')[0]}`, { method: request.method })),
+  );
+  app.setErrorHandler(async (err, request, reply) => {
+    if (err instanceof SchedulerApiError) return sendErtError(reply, err);
+    if (isErtError(err)) {
+      const status = statusOfCode(err.code);
+      if (status === 500) request.log.error({ err }, `${what} error`);
+      return sendErtError(reply, new SchedulerApiError(status, err.code, err.message, { ...err.details }));
+    }
+    const status = (err as { statusCode?: number }).statusCode;
+    if (status !== undefined && status >= 400 && status < 500) return sendErtError(reply, new SchedulerApiError(status, SchedulerApiErrorCodes.BAD_REQUEST, messageOf(err)));
+    request.log.error({ err }, 'unexpected error');
+    return sendErtError(reply, new SchedulerApiError(500, SchedulerApiErrorCodes.INTERNAL, messageOf(err)));
+  });
+}
+
+/** The HTTP status of an ErtError's code (docs/api.md, "Scheduler API", Errors). */
+export function statusOfCode(code: string): number {
+  if (code === 'ERT_SCHEDULER_NO_VALID_HOST' || code === 'ERT_SCHEDULER_INSTANCE_EXISTS' || /^ERT_STORE_.*(CONFLICT|CAPACITY_EXCEEDED|ASSIGNMENT_TAKEN|IN_USE)$/.test(code)) return 409;
+  if (code === 'ERT_SCHEDULER_INVALID_REQUEST' || code === 'ERT_STORE_INVALID' || code.startsWith('ERT_SPEC_') || code.startsWith('ERT_PLACEMENT_')) return 400;
+  if (code === 'ERT_SCHEDULER_CLOSED' || code === 'ERT_STORE_UNAVAILABLE' || code === 'ERT_STORE_LOCKED' || code.startsWith('ERT_STORE_SCHEMA_')) return 503;
+  if (code === 'ERT_STORE_NOT_FOUND') return 404;
+  return 500;
+}
+
+/** Ajv's first error as one line (`/count must be >= 1`). */
+export function schemaProblem(errors: ErrorObject[] | null | undefined): string {
+  const e = errors?.[0];
+  if (!e) return 'invalid';
+  const where = e.instancePath || 'body';
+  if (e.keyword === 'additionalProperties') return `${where}: unknown property "${(e.params as { additionalProperty: string }).additionalProperty}"`;
+  return `${where} ${e.message ?? 'is invalid'}`;
+}

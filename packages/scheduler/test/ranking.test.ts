@@ -356,8 +356,12 @@ describe('indexed ranking', () => {
    * A repeated shape is ranked from what the memo's last bounded ranking kept (`BoundedKept`):
    * its best potential candidates in order. Here every kept host but one gets worse (within the
    * kept min and max, none holding them), so the kept order runs short of `limit` while better
-   * hosts are outside it: the ranking must not answer from the order alone.
-   * Mutation seen caught: the "order ran short" test dropped (one candidate instead of two).
+   * hosts are outside it: the ranking must not answer from the order alone. It refills the
+   * order from the kept state (every slot's state and weight) instead of ranking anew: the kept
+   * min and max stay the same objects.
+   * Mutations seen caught: the "order ran short" test dropped (one candidate instead of two);
+   * the refill not walked (the same); a refill marked complete whatever it found (the property
+   * test "placement after placement" above).
    */
   it('a kept order that runs short does not answer alone', () => {
     const index = new FakeIndex(1000);
@@ -378,7 +382,9 @@ describe('indexed ranking', () => {
       hosts[slot]!.a = 1;
       index.touch(slot);
     }
+    const keptMin = memo.kept!.min;
     const again = ranker.rankBounded(index, memo, limit);
     expect(again?.candidates.map((c) => [c.host.name, c.weight])).toEqual(expectedRanking(index.slots, limit).candidates);
+    expect(memo.kept?.min).toBe(keptMin);
   });
 });

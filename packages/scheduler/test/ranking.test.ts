@@ -76,6 +76,28 @@ function expectedRanking(slots: ReadonlyArray<Host | undefined>, limit: number):
 }
 
 /** The same filter and weighers, stating bounds and scores on the fake summaries. */
+/**
+ * What a bounded ranking's kept order promises the next ranking (`BoundedKept`): in rank order
+ * (weight, then name), no slot that is out, and every potential candidate outside it ranking no
+ * better than its last entry; `complete` only when no potential candidate is outside it.
+ */
+function expectKeptOrder(index: FakeIndex, memo: Memo, kept: NonNullable<Memo['kept']>): void {
+  const nameOf = (slot: number): string => (index.slots[slot] as unknown as FakeHost).name;
+  const before = (x: number, y: number): boolean => memo.weights[x]! > memo.weights[y]! || (memo.weights[x] === memo.weights[y] && nameOf(x) < nameOf(y));
+  const { state, order } = kept;
+  order.forEach((slot, k) => {
+    expect(state[slot]).not.toBe(0);
+    if (k > 0) expect(before(order[k - 1]!, slot)).toBe(true);
+  });
+  const inOrder = new Set(order);
+  const last = order[order.length - 1];
+  for (let slot = 0; slot < state.length; slot++) {
+    if (state[slot] === 0 || inOrder.has(slot)) continue;
+    expect(kept.complete, `complete, but slot ${slot} is outside the order`).toBe(false);
+    if (last !== undefined) expect(before(slot, last), `slot ${slot} outside the order ranks before its last entry`).toBe(false);
+  }
+}
+
 const boundedFilter: FilterHooks = { ...filter, summaryBounds: () => [{ summary: 'cap', atLeast: 1 }, { summary: 'nobody-publishes', atLeast: 1 }] };
 const boundedA: WeigherHooks = { ...weighA, summaryScore: () => 'a' };
 const boundedB: WeigherHooks = { ...weighB, summaryScore: () => 'b' };
@@ -293,9 +315,12 @@ describe('indexed ranking', () => {
    * candidates changes as a placement changes it (less free: `a` down; or it now fails; or its
    * `b` flips), or another host changes; small journals are cut. Every answer must be the
    * expected ranking, and most must come from what the last ranking kept.
+   * After each answer, the kept order must be what the next ranking relies on
+   * (`expectKeptOrder`).
    * Mutations seen caught: the kept order marked complete whatever `selectPotential` returned
    * (`keep(best, true)`: a host outside the order missing from the answer); the kept path never
-   * taken (the share answered from it).
+   * taken (the share answered from it); a refilled order trimmed and still marked complete
+   * (`expectKeptOrder`).
    */
   it('a repeated shape ranked from what it kept, placement after placement', () => {
     let fromKept = 0;
@@ -328,6 +353,7 @@ describe('indexed ranking', () => {
               // The kept path keeps the same normalisation arrays; a new ranking makes new ones.
               if (keptMin !== undefined && memo.kept?.min === keptMin) fromKept++;
               expect(ranking.candidates.map((c) => [c.host.name, c.weight])).toEqual(expected.candidates);
+              if (memo.kept !== undefined) expectKeptOrder(index, memo, memo.kept);
             }
             const returned = expected.candidates.map(([name]) => index.slots.find((h) => h?.name === name) as unknown as FakeHost);
             if (returned.length === 0) continue;
@@ -363,6 +389,43 @@ describe('indexed ranking', () => {
    * the refill not walked (the same); a refill marked complete whatever it found (the property
    * test "placement after placement" above).
    */
+  /*
+   * A kept order that held every potential candidate (`complete`) grows past the room it may
+   * take when hosts come back (they changed, so they are put where they belong): its tail is
+   * cut, and it must then no longer say it is complete, or the next ranking would take the
+   * hosts cut off for hosts that cannot pass.
+   * Mutation seen caught: `complete` kept after the cut (`expectKeptOrder`).
+   */
+  it('a complete kept order cut to its room is no longer complete', () => {
+    const index = new FakeIndex(1000);
+    // keptOrder 4, limit 1: the order may hold max(4, 1 + 4) = 5.
+    const ranker = boundedRanker(4);
+    const memo = new Memo(ranker.prepare(spec), 4096);
+    const hosts: FakeHost[] = [];
+    for (let slot = 0; slot < 12; slot++) {
+      // Three hosts can pass (cap 1: a = 1, 3, 5); the others are below the filter's bound.
+      const potential = slot < 3;
+      const host: FakeHost = { name: `h${String(slot).padStart(2, '0')}`, slot, exclusion: undefined, aggregateMetadata: {}, passes: true, a: potential ? 1 + 2 * slot : 2, b: 0, cap: potential ? 1 : 0, known: true };
+      hosts.push(host);
+      index.slots[slot] = host as unknown as Host;
+      index.touch(slot);
+    }
+    const limit = 1;
+    expect(ranker.rankBounded(index, memo, limit)?.candidates.map((c) => [c.host.name, c.weight])).toEqual(expectedRanking(index.slots, limit).candidates);
+    expect(memo.kept?.complete).toBe(true);
+    // Five more can pass now, scoring inside the kept min and max (a = 2..4): eight in all.
+    for (const slot of [3, 4, 5, 6, 7]) {
+      hosts[slot]!.cap = 1;
+      hosts[slot]!.a = 2 + (slot % 3);
+      index.touch(slot);
+    }
+    const keptMin = memo.kept!.min;
+    expect(ranker.rankBounded(index, memo, limit)?.candidates.map((c) => [c.host.name, c.weight])).toEqual(expectedRanking(index.slots, limit).candidates);
+    expect(memo.kept?.min).toBe(keptMin);
+    expect(memo.kept?.order.length).toBe(5);
+    expectKeptOrder(index, memo, memo.kept!);
+  });
+
   it('a kept order that runs short does not answer alone', () => {
     const index = new FakeIndex(1000);
     const ranker = boundedRanker();

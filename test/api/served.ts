@@ -1,6 +1,9 @@
 import type { ChildProcess } from 'node:child_process';
 import { stopDaemon } from '../cli/helpers.js';
 
+/** What each child `servedAt` watched wrote on stderr so far (its logs): shown when its stop hangs. */
+const stderrOf = new WeakMap<ChildProcess, () => string>();
+
 /**
  * Where a started `ert serve` listens, read from the line it prints on stderr: `origin`
  * (`http://127.0.0.1:<port>`, where /metrics and /scheduler/v1 are) and `url` (the origin and
@@ -9,6 +12,7 @@ import { stopDaemon } from '../cli/helpers.js';
 export function servedAt(child: ChildProcess, timeoutMs = 30_000): Promise<{ origin: string; url: string }> {
   return new Promise((resolve, reject) => {
     let stderr = '';
+    stderrOf.set(child, () => stderr);
     const timer = setTimeout(() => reject(new Error(`ert serve did not start:\n${stderr}`)), timeoutMs);
     child.stderr!.on('data', (d) => {
       stderr += d;
@@ -22,7 +26,13 @@ export function servedAt(child: ChildProcess, timeoutMs = 30_000): Promise<{ ori
   });
 }
 
-/** SIGTERM every child still running, and wait until each has exited (stopDaemon: a hang fails naming it). */
+/**
+ * SIGTERM every child still running, and wait until each has exited (stopDaemon: a hang fails
+ * naming it, with the end of what it logged when `servedAt` watched it).
+ */
 export async function stopAll(children: readonly ChildProcess[]): Promise<void> {
-  for (const child of children) await stopDaemon(child, `ert ${child.spawnargs.slice(2).join(' ')}`);
+  for (const child of children) {
+    const output = stderrOf.get(child);
+    await stopDaemon(child, `ert ${child.spawnargs.slice(2).join(' ')}`, output ? { output } : {});
+  }
 }

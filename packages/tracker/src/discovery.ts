@@ -17,11 +17,10 @@ import { problemFrom } from './problems.js';
 import { buildTree, normalizeDiscovery, type DesiredProvider, type NormalizedDiscovery } from './tree.js';
 import type { DiscoveryReport, PluginDiscoveryReport, Problem } from './types.js';
 
-/** One discovery: its report, the host's desired provider tree, and the plugins available. */
+/** One discovery: its report and the host's desired provider tree (the plugins available: `HostDiscovery.available`). */
 export interface Discovered {
   report: DiscoveryReport;
   providers: DesiredProvider[];
-  available: Set<string>;
 }
 
 /** One plugin's stats as collected (validated), or why they were refused, and the time its hook took. */
@@ -97,11 +96,9 @@ export class HostDiscovery {
         file: entry.file,
       });
     }
-    const available = new Set(plugins.filter((p) => p.available).map((p) => p.plugin));
-    this.available = available;
+    this.available = new Set(plugins.filter((p) => p.available).map((p) => p.plugin));
     return {
       providers,
-      available,
       report: {
         host: hostName,
         rootUuid: this.rootUuid,
@@ -113,13 +110,16 @@ export class HostDiscovery {
     };
   }
 
-  /** Call `stats` of every available plugin that has it and validate the data; refused stats become problems. */
-  async collectStats(available: ReadonlySet<string>): Promise<{ reports: Map<string, StatsReport>; problems: Problem[] }> {
+  /**
+   * Call `stats` of every plugin available at the last discovery that has it and validate the
+   * data; refused stats become problems.
+   */
+  async collectStats(): Promise<{ reports: Map<string, StatsReport>; problems: Problem[] }> {
     const reports = new Map<string, StatsReport>();
     const problems: Problem[] = [];
     for (const resource of this.plugins.resources) {
       const statsHook = resource.hooks.stats;
-      if (!statsHook || !available.has(resource.name)) continue;
+      if (!statsHook || !this.available.has(resource.name)) continue;
       const started = performance.now();
       try {
         const data = await this.plugins.call(resource, 'stats', () => statsHook.call(resource.hooks));
@@ -135,14 +135,17 @@ export class HostDiscovery {
     return { reports, problems };
   }
 
-  /** Adds collected stats (and their time) to a discovery's report. */
-  attachStats(report: DiscoveryReport, stats: ReadonlyMap<string, StatsReport>): void {
+  /** `collectStats`, added to a discovery's report: each plugin's stats (or their problem) and time, and the problems. */
+  async collectStatsInto(report: DiscoveryReport): Promise<{ reports: Map<string, StatsReport>; problems: Problem[] }> {
+    const collected = await this.collectStats();
     for (const plugin of report.plugins) {
-      const s = stats.get(plugin.plugin);
+      const s = collected.reports.get(plugin.plugin);
       if (!s) continue;
       if (s.stats) plugin.stats = s.stats;
       if (s.statsProblem) plugin.statsProblem = s.statsProblem;
       plugin.timingMs += s.ms;
     }
+    report.problems.push(...collected.problems);
+    return collected;
   }
 }

@@ -149,11 +149,9 @@ class HostTracker implements Tracker {
   discover(): Promise<DiscoveryReport> {
     this.assertRunning();
     return this.mutex.run(async () => {
-      const discovered = await this.discovery.discover();
-      const { reports, problems } = await this.discovery.collectStats(discovered.available);
-      this.discovery.attachStats(discovered.report, reports);
-      discovered.report.problems.push(...problems);
-      return discovered.report;
+      const { report } = await this.discovery.discover();
+      await this.discovery.collectStatsInto(report);
+      return report;
     });
   }
 
@@ -285,9 +283,7 @@ class HostTracker implements Tracker {
     });
 
     const live = await this.rebuildViews(store, problems, changes);
-    const { reports, problems: statsProblems } = await this.discovery.collectStats(discovered.available);
-    this.discovery.attachStats(discovered.report, reports);
-    discovered.report.problems.push(...statsProblems);
+    const { reports, problems: statsProblems } = await this.discovery.collectStatsInto(discovered.report);
     problems.push(...statsProblems);
     await this.reconciler.writeStats(store, reports, changes, this.discovery.available);
 
@@ -395,7 +391,7 @@ class HostTracker implements Tracker {
 
   /** Rewrite the stats of available plugins after a change of instances; refused stats are problems. */
   private async refreshStats(store: HostStore, problems: Problem[]): Promise<void> {
-    const { reports, problems: statsProblems } = await this.discovery.collectStats(this.discovery.available);
+    const { reports, problems: statsProblems } = await this.discovery.collectStats();
     problems.push(...statsProblems);
     await this.reconciler.writeStats(store, reports, [], this.discovery.available);
   }

@@ -31,8 +31,5 @@ export function servedAt(child: ChildProcess, timeoutMs = 30_000): Promise<{ ori
  * naming it, with the end of what it logged when `servedAt` watched it).
  */
 export async function stopAll(children: readonly ChildProcess[]): Promise<void> {
-  for (const child of children) {
-    const output = stderrOf.get(child);
-    await stopDaemon(child, `ert ${child.spawnargs.slice(2).join(' ')}`, output ? { output } : {});
-  }
+  for (const child of children) await stopDaemon(child, `ert ${child.spawnargs.slice(2).join(' ')}`, { output: stderrOf.get(child) });
 }

@@ -66,15 +66,12 @@ export type ReasonOf = (slot: number) => string;
 
 /**
  * Every host the memo rejected, counted under the step that removed it (in the order the
- * explanation lists the steps), each passed to `visit` with its count and slot.
+ * explanation lists the steps, examples left empty), each passed to `visit` with its step's
+ * count and index in `filters`, and its slot. One pass of array reads: at 100,000 hosts a map
+ * lookup and a name comparison per host were most of a failed request's summary.
  */
-function countRejected(
-  slots: ReadonlyArray<Host | undefined>,
-  memo: Memo,
-  visit: (count: FilterCount, host: string, slot: number) => void,
-): { hosts: number; filters: FilterCount[] } {
-  const { prepared } = memo;
-  const counts = new Map<number, FilterCount>();
+function countRejected(slots: ReadonlyArray<Host | undefined>, memo: Memo, visit: (count: FilterCount, step: number, slot: number) => void): { hosts: number; filters: FilterCount[] } {
+  const { prepared, outcomes } = memo;
   const steps = prepared.narrowing?.steps ?? [];
   const order: Array<[number, string]> = [
     ...steps.map((n, i): [number, string] => [REQUEST_FILTER_BASE - i, n.filter]),
@@ -82,22 +79,28 @@ function countRejected(
     ...prepared.filters.map((f, i): [number, string] => [i, f.name]),
     [EXCLUDED_BY_WEIGHER, WEIGHERS],
   ];
-  for (const [code, filter] of order) {
+  const filters = order.map(([code, filter]): FilterCount => {
     const step = code <= REQUEST_FILTER_BASE ? steps[REQUEST_FILTER_BASE - code]! : undefined;
-    counts.set(code, { filter, ...(step ? { stage: 'request-filter' as const, query: narrowingQuery(step) } : {}), removed: 0, examples: [] });
-  }
+    return { filter, ...(step ? { stage: 'request-filter' as const, query: narrowingQuery(step) } : {}), removed: 0, examples: [] };
+  });
+  // An outcome code's step: codes run from the last request filter's up to the last filter's index.
+  const lowest = Math.min(...order.map(([code]) => code));
+  const stepOf = new Int32Array(prepared.filters.length - lowest).fill(-1);
+  order.forEach(([code], step) => (stepOf[code - lowest] = step));
+  const removed = new Int32Array(order.length);
   let hosts = 0;
   for (let slot = 0; slot < slots.length; slot++) {
-    const host = slots[slot];
-    if (!host) continue;
+    if (slots[slot] === undefined) continue;
     hosts++;
-    const outcome = memo.outcomes[slot]!;
+    const outcome = outcomes[slot]!;
     if (outcome === PASSED) continue;
-    const count = counts.get(outcome)!;
-    count.removed++;
-    visit(count, host.name, slot);
+    const step = stepOf[outcome - lowest];
+    if (step === undefined || step < 0) throw new Error(`explain: slot ${slot} has outcome ${outcome}, which no step of this request gives`);
+    removed[step]!++;
+    visit(filters[step]!, step, slot);
   }
-  return { hosts, filters: order.map(([code]) => counts.get(code)!) };
+  filters.forEach((count, step) => (count.removed = removed[step]!));
+  return { hosts, filters };
 }
 
 const byHost = (a: { host: string }, b: { host: string }): number => (a.host < b.host ? -1 : a.host > b.host ? 1 : 0);
@@ -109,7 +112,8 @@ const byHost = (a: { host: string }, b: { host: string }): number => (a.host < b
 export function buildExplanation(slots: ReadonlyArray<Host | undefined>, memo: Memo, ranking: Ranking, reasonOf: ReasonOf): Explanation {
   const { prepared } = memo;
   const rejected: Explanation['rejected'] = [];
-  const { hosts, filters } = countRejected(slots, memo, (count, host, slot) => {
+  const { hosts, filters } = countRejected(slots, memo, (count, _step, slot) => {
+    const host = slots[slot]!.name;
     const reason = reasonOf(slot);
     count.examples.push({ host, reason });
     rejected.push({ host, filter: count.filter, reason });
@@ -140,19 +144,24 @@ export function buildExplanation(slots: ReadonlyArray<Host | undefined>, memo: M
 /**
  * What `summarize(buildExplanation(...))` gives (a NoValidHostError's details), without
  * building the per-host lists: each step's count and its SUMMARY_EXAMPLES first hosts by
- * name, the reasons asked for those only. At 100,000 hosts the lists and their sort were
- * most of a failed request's cost.
+ * name (`nameRank`: each slot's place in the name order, `NameOrder.of`), the reasons asked
+ * for those only. At 100,000 hosts the lists and their sort were most of a failed request's
+ * cost.
  */
-export function buildSummary(slots: ReadonlyArray<Host | undefined>, memo: Memo, ranking: Ranking, reasonOf: ReasonOf): ExplanationSummary {
-  const { hosts, filters } = countRejected(slots, memo, (count, host, slot) => {
-    const examples = count.examples;
-    if (examples.length === SUMMARY_EXAMPLES && !(host < examples[SUMMARY_EXAMPLES - 1]!.host)) return;
-    let at = examples.length;
-    while (at > 0 && host < examples[at - 1]!.host) at--;
-    // Only the hosts shown are asked for their reason.
-    examples.splice(at, 0, { host, reason: reasonOf(slot) });
-    if (examples.length > SUMMARY_EXAMPLES) examples.pop();
+export function buildSummary(slots: ReadonlyArray<Host | undefined>, memo: Memo, ranking: Ranking, reasonOf: ReasonOf, nameRank: Int32Array): ExplanationSummary {
+  /** Per step, the slots of its first hosts by name so far, in name order. */
+  const shown: number[][] = [];
+  const { hosts, filters } = countRejected(slots, memo, (_count, step, slot) => {
+    const first = (shown[step] ??= []);
+    const rank = nameRank[slot]!;
+    if (first.length === SUMMARY_EXAMPLES && rank >= nameRank[first[SUMMARY_EXAMPLES - 1]!]!) return;
+    let at = first.length;
+    while (at > 0 && rank < nameRank[first[at - 1]!]!) at--;
+    first.splice(at, 0, slot);
+    if (first.length > SUMMARY_EXAMPLES) first.pop();
   });
+  // Only the hosts shown are asked for their reason.
+  shown.forEach((first, step) => (filters[step]!.examples = first.map((slot) => ({ host: slots[slot]!.name, reason: reasonOf(slot) }))));
   return summarize({ flavor: memo.prepared.spec.flavor.name, hosts, passed: ranking.passed, filters });
 }
 

@@ -409,7 +409,7 @@ class DefaultScheduler implements Scheduler {
         const candidates = ranking.candidates.filter((c) => !tried.has(c.host.name));
         if (candidates.length === 0) {
           // A bounded ranking evaluated only some hosts: explain from a complete one.
-          throw new NoValidHostError(instance.uuid, spec.flavor.name, buildSummary(this.manager.slots, memo, ranking.bounded ? this.rank(memo, 0) : ranking, this.reasons(memo)), attempts);
+          throw new NoValidHostError(instance.uuid, spec.flavor.name, buildSummary(this.manager.slots, memo, ranking.bounded ? this.rank(memo, 0) : ranking, this.reasons(memo), this.nameRank()), attempts);
         }
         const pick = Math.min(Math.floor(this.env.random() * Math.min(hostSubsetSize, candidates.length)), candidates.length - 1);
         const chosen = candidates[pick]!.host;
@@ -472,7 +472,7 @@ class DefaultScheduler implements Scheduler {
     }
     return locked(async () => {
       const memo = this.memoFor(parsed);
-      throw new NoValidHostError(instance.uuid, spec.flavor.name, buildSummary(this.manager.slots, memo, this.rank(memo, 0), this.reasons(memo)), attempts);
+      throw new NoValidHostError(instance.uuid, spec.flavor.name, buildSummary(this.manager.slots, memo, this.rank(memo, 0), this.reasons(memo), this.nameRank()), attempts);
     });
   }
 
@@ -562,6 +562,11 @@ class DefaultScheduler implements Scheduler {
   /** Why each host was rejected for `memo`'s request, asked when an explanation shows it (read before the hosts change). */
   private reasons(memo: Memo): ReasonOf {
     return (slot) => this.ranker.reasonOf(this.manager.slots, memo, slot);
+  }
+
+  /** Each slot's place in the name order of the hosts held now (the rankings' tie order). */
+  private nameRank(): Int32Array {
+    return this.ranker.nameOrder.of(this.manager.slots, this.manager.layout);
   }
 
   /**

@@ -12,6 +12,7 @@ import type { Explanation } from './explain.js';
 import { HostManager } from './host-manager.js';
 import type { ConsumerEntry, HookCaller } from './host-manager.js';
 import { Memo } from './memo.js';
+import { MemoCache } from './memo-cache.js';
 import { Ranker } from './ranking.js';
 import { awaitOutcomes } from './confirmation.js';
 import type { Refusal, SelectOptions } from './confirmation.js';
@@ -148,7 +149,8 @@ export interface Scheduler {
 }
 
 /**
- * Memos kept (one per distinct request; the least recently used is dropped): as many as fit in
+ * Memos kept (one per distinct request, in a MemoCache: shapes asked for once are dropped
+ * first, least recently used first): as many as fit in
  * MEMO_BUDGET_BYTES at MEMO_BYTES_PER_HOST per host slot (a memo's arrays, about 80-100 bytes
  * a host), at least MEMO_MIN and at most MEMO_MAX: 64 at 10,000 hosts, 16 at 100,000. A
  * repeated shape whose memo was dropped is ranked as a new one; with 16 memos at 10,000 hosts
@@ -222,7 +224,7 @@ interface PlaceAttempts {
 type Locked = <T>(fn: () => Promise<T>) => Promise<T>;
 
 class DefaultScheduler implements Scheduler {
-  private readonly memos = new Map<string, Memo>();
+  private readonly memos = new MemoCache();
   /** The memo last evicted from `memos`, whose arrays the next new memo reuses. */
   private evicted: Memo | undefined;
   private readonly parsed = new Map<string, ParsedRequest>();
@@ -579,12 +581,8 @@ class DefaultScheduler implements Scheduler {
     const narrowing = narrowRequest(this.config.scheduler.requestFilters, spec, scope, this.manager.aggregates);
     const key = `${specKey}|${affinityHosts(spec, { hostOf: (uuid) => this.manager.hostOfInstance(uuid)?.name }).join(',')}|${JSON.stringify(narrowing)}`;
     const capacity = this.manager.slots.length;
-    let memo = this.memos.get(key);
-    if (memo && memo.capacity >= capacity && this.env.strategy === 'indexed') {
-      this.memos.delete(key);
-      this.memos.set(key, memo);
-      return memo;
-    }
+    let memo = this.memos.get(key, memoLimit(capacity));
+    if (memo && memo.capacity >= capacity && this.env.strategy === 'indexed') return memo;
     memo = new Memo(this.ranker.prepare(spec, new HostNarrowing(narrowing)), Math.max(capacity, 16), this.evicted, this.ranker.weigherCount);
     this.evicted = undefined;
     // A plugin whose appliesTo threw rejects every host of this memo: prepare again next time
@@ -594,13 +592,9 @@ class DefaultScheduler implements Scheduler {
       this.memos.delete(key);
       return memo;
     }
-    this.memos.set(key, memo);
-    if (this.memos.size > memoLimit(memo.capacity)) {
-      const oldest = this.memos.keys().next().value!;
-      // Decisions are serial and nothing keeps a memo past one: the next new memo takes its arrays.
-      this.evicted = this.memos.get(oldest);
-      this.memos.delete(oldest);
-    }
+    // Decisions are serial and nothing keeps a memo past one: the next new memo takes the arrays
+    // of the one evicted.
+    this.evicted = this.memos.add(key, memo, memoLimit(memo.capacity));
     return memo;
   }
 }

@@ -1,0 +1,78 @@
+import { describe, expect, it } from 'vitest';
+import type { Memo } from '../src/memo.js';
+import { MemoCache } from '../src/memo-cache.js';
+
+/** A stand-in memo: the cache never looks inside one. */
+const memo = (name: string): Memo => ({ name }) as unknown as Memo;
+
+describe('MemoCache', () => {
+  it('keeps the shapes that repeat while one-off shapes stream through', () => {
+    // The case it exists for: two flavors asked for again and again between server-group
+    // members, each a shape of its own, more of them between two requests of a flavor than
+    // there are memos. Seen red with a memo asked for again left on probation (one LRU list:
+    // the flavors evicted by the members between their requests, made again each round).
+    const limit = 8;
+    const cache = new MemoCache();
+    const made: string[] = [];
+    const ask = (key: string): void => {
+      if (cache.get(key, limit) !== undefined) return;
+      made.push(key);
+      cache.add(key, memo(key), limit);
+    };
+    for (let round = 0; round < 50; round++) {
+      ask('m1.small');
+      ask('m1.large');
+      // A quiet start (one member a round), then groups of ten.
+      const members = round < 2 ? 1 : 10;
+      for (let k = 0; k < members; k++) ask(`member-${round}-${k}`);
+    }
+    // Each flavor made once; every member once (none is asked for again).
+    expect(made.filter((key) => key.startsWith('m1.'))).toEqual(['m1.small', 'm1.large']);
+    expect(made).toHaveLength(2 + 2 + 48 * 10);
+    expect(cache.size).toBe(limit);
+  });
+
+  it('evicts from probation, least recently used first, and gives back the memo evicted', () => {
+    const cache = new MemoCache();
+    const limit = 4;
+    const [a, b, c, d, e] = ['a', 'b', 'c', 'd', 'e'].map(memo);
+    expect(cache.add('a', a!, limit)).toBeUndefined();
+    cache.add('b', b!, limit);
+    cache.add('c', c!, limit);
+    // 'a' asked for again: protected (the share of 4 is 2 on probation, 2 protected).
+    expect(cache.get('a', limit)).toBe(a);
+    expect(cache.add('d', d!, limit)).toBeUndefined();
+    // Five memos for four places: the oldest on probation goes ('b'), not 'a'.
+    expect(cache.add('e', e!, limit)).toBe(b);
+    expect(cache.get('b', limit)).toBeUndefined();
+    expect(cache.get('a', limit)).toBe(a);
+    expect(cache.size).toBe(limit);
+  });
+
+  it('sends the protected segment\'s least recently used back on probation when it is full', () => {
+    const cache = new MemoCache();
+    const limit = 4; // 2 protected
+    for (const key of ['a', 'b', 'c']) cache.add(key, memo(key), limit);
+    for (const key of ['a', 'b', 'c']) cache.get(key, limit);
+    // 'a', the least recently used of the three asked for twice, is on probation again: the
+    // next new memos evict it after what was on probation before it.
+    cache.add('d', memo('d'), limit);
+    cache.add('e', memo('e'), limit);
+    expect(cache.get('a', limit)).toBeUndefined();
+    expect(cache.get('b', limit)).toBeDefined();
+    expect(cache.get('c', limit)).toBeDefined();
+  });
+
+  it('replaces a memo of a key it holds, and shrinks to a smaller limit', () => {
+    const cache = new MemoCache();
+    for (const key of ['a', 'b', 'c', 'd', 'e', 'f']) cache.add(key, memo(key), 8);
+    const newer = memo('a2');
+    cache.add('a', newer, 8);
+    expect(cache.get('a', 8)).toBe(newer);
+    expect(cache.size).toBe(6);
+    cache.add('g', memo('g'), 3);
+    expect(cache.size).toBe(3);
+    cache.delete('a');
+    expect(cache.get('a', 3)).toBeUndefined();
+  });
+});

@@ -52,8 +52,10 @@ export class MemoCache {
   add(key: string, memo: Memo, limit: number): Memo | undefined {
     const replaced = this.probation.delete(key) || this.protectedMemos.delete(key);
     if (replaced) this.protectedMemos.set(key, memo);
-    else this.probation.set(key, memo);
+    // Memos demoted (the limit may have shrunk) go on probation before a new one, which stays
+    // the most recently used there: evicted last.
     this.demote(limit);
+    if (!replaced) this.probation.set(key, memo);
     let evicted: Memo | undefined;
     while (this.size > limit && this.probation.size > 0) {
       const oldest = this.probation.keys().next().value!;

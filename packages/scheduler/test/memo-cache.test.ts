@@ -63,6 +63,19 @@ describe('MemoCache', () => {
     expect(cache.get('c', limit)).toBeDefined();
   });
 
+  it('keeps a new memo when a smaller limit sends protected memos back on probation', () => {
+    // Found in review: with the demoted memos put on probation after the new one, the new one
+    // was evicted first (and handed back for reuse while the scheduler was about to use it).
+    // Seen red with the demotion after the insertion.
+    const cache = new MemoCache();
+    for (let k = 0; k < 64; k++) cache.add(`k${k}`, memo(`k${k}`), 64);
+    for (let k = 0; k < 51; k++) cache.get(`k${k}`, 64);
+    const fresh = memo('new');
+    expect(cache.add('new', fresh, 51)).not.toBe(fresh);
+    expect(cache.get('new', 51)).toBe(fresh);
+    expect(cache.size).toBe(51);
+  });
+
   it('replaces a memo of a key it holds, and shrinks to a smaller limit', () => {
     const cache = new MemoCache();
     for (const key of ['a', 'b', 'c', 'd', 'e', 'f']) cache.add(key, memo(key), 8);

@@ -111,11 +111,8 @@ export function rankBounded(ranker: BoundedRanker, index: HostIndex, memo: Memo,
   const pruneStates = memo.pruneStates!;
   // Read from the summaries rather than the host objects when the index has them (see summaries.ts).
   const excludedColumn = index.summary(EXCLUDED_SUMMARY);
-  const multiplierOfSlot: SlotMultipliers = {
-    memo: multipliers,
-    configured: Float64Array.from(prepared.weighers, (x) => x.multiplier),
-    metadata: index.summary(METADATA_SUMMARY),
-  };
+  const metadataColumn = index.summary(METADATA_SUMMARY);
+  const multiplierOfSlot: SlotMultipliers = { memo: multipliers, configured: Float64Array.from(prepared.weighers, (x) => x.multiplier), metadata: metadataColumn };
   /**
    * Out (0) or a potential candidate (1) without a hook call; kept per host version. For a
    * potential candidate whose host has aggregate metadata (or may have), its weighers'
@@ -130,7 +127,7 @@ export function rankBounded(ranker: BoundedRanker, index: HostIndex, memo: Memo,
       // NaN (unknown) is never below a bound.
       if (boundColumns[b]![slot]! < boundAt[b]!) return 0;
     }
-    if (multiplierOfSlot.metadata?.[slot] !== 0) for (let i = 0; i < w; i++) multipliers[slot * w + i] = multiplierOf(host, prepared, i);
+    if (metadataColumn?.[slot] !== 0) for (let i = 0; i < w; i++) multipliers[slot * w + i] = multiplierOf(host, prepared, i);
     return 1;
   };
   /**
@@ -308,8 +305,8 @@ export function rankBounded(ranker: BoundedRanker, index: HostIndex, memo: Memo,
   } else if (named !== undefined) {
     for (let slot = 0; slot < n; slot++) if (named.has(slots[slot]?.name ?? '')) consider(slot);
   } else {
-    // Unknown scores are left for the extremes' pass, which reads every score anyway: at
-    // 100,000 hosts, looking for them here was a sixth of a first ranking's pass over the slots.
+    // Unknown scores are left for the extremes' pass, which reads every score anyway: looking
+    // for them here took 0.55 of 3.0 ms in a standalone copy of this pass at 100,000 slots.
     forEverySlot(n, (slot) => consider(slot, true));
   }
 
@@ -542,9 +539,9 @@ function extremesOf(state: Uint8Array, raw: Float64Array, w: number, columns: re
  * Where a bounded ranking finds each weigher's multiplier on a host: `memo`
  * (`Memo.multipliers`, at slot * w + i) for an evaluated host (`evaluate` sets them) and for a
  * potential candidate whose host has aggregate metadata, or may have (`prune` sets them);
- * `configured` for a potential candidate without (`metadata`, the built-in summary, 0). At
- * 100,000 hosts, writing every potential candidate's multipliers was a fifth of a first
- * ranking's pass over the slots.
+ * `configured` for a potential candidate without (`metadata`, the built-in summary, 0).
+ * Writing every potential candidate's multipliers took 0.7 of 3.0 ms in a standalone copy of
+ * a first ranking's pass over 100,000 slots.
  */
 interface SlotMultipliers {
   memo: Float64Array;

@@ -75,7 +75,6 @@ function expectedRanking(slots: ReadonlyArray<Host | undefined>, limit: number):
   return { passed: hosts.length, candidates: weighed.slice(0, limit) };
 }
 
-/** The same filter and weighers, stating bounds and scores on the fake summaries. */
 /**
  * What a bounded ranking's kept order promises the next ranking (`BoundedKept`): in rank order
  * (weight, then name), no slot that is out, and every potential candidate outside it ranking no
@@ -98,6 +97,7 @@ function expectKeptOrder(index: FakeIndex, memo: Memo, kept: NonNullable<Memo['k
   }
 }
 
+/** The same filter and weighers, stating bounds and scores on the fake summaries. */
 const boundedFilter: FilterHooks = { ...filter, summaryBounds: () => [{ summary: 'cap', atLeast: 1 }, { summary: 'nobody-publishes', atLeast: 1 }] };
 const boundedA: WeigherHooks = { ...weighA, summaryScore: () => 'a' };
 const boundedB: WeigherHooks = { ...weighB, summaryScore: () => 'b' };
@@ -379,17 +379,6 @@ describe('indexed ranking', () => {
   });
 
   /*
-   * A repeated shape is ranked from what the memo's last bounded ranking kept (`BoundedKept`):
-   * its best potential candidates in order. Here every kept host but one gets worse (within the
-   * kept min and max, none holding them), so the kept order runs short of `limit` while better
-   * hosts are outside it: the ranking must not answer from the order alone. It refills the
-   * order from the kept state (every slot's state and weight) instead of ranking anew: the kept
-   * min and max stay the same objects.
-   * Mutations seen caught: the "order ran short" test dropped (one candidate instead of two);
-   * the refill not walked (the same); a refill marked complete whatever it found (the property
-   * test "placement after placement" above).
-   */
-  /*
    * A kept order that held every potential candidate (`complete`) grows past the room it may
    * take when hosts come back (they changed, so they are put where they belong): its tail is
    * cut, and it must then no longer say it is complete, or the next ranking would take the
@@ -426,6 +415,17 @@ describe('indexed ranking', () => {
     expectKeptOrder(index, memo, memo.kept!);
   });
 
+  /*
+   * A repeated shape is ranked from what the memo's last bounded ranking kept (`BoundedKept`):
+   * its best potential candidates in order. Here every kept host but one gets worse (within the
+   * kept min and max, none holding them), so the kept order runs short of `limit` while better
+   * hosts are outside it: the ranking must not answer from the order alone. It refills the
+   * order from the kept state (every slot's state and weight) instead of ranking anew: the kept
+   * min and max stay the same objects.
+   * Mutations seen caught: the "order ran short" test dropped (one candidate instead of two);
+   * the refill not walked (the same); a refill marked complete whatever it found (the property
+   * test "placement after placement" above).
+   */
   it('a kept order that runs short does not answer alone', () => {
     const index = new FakeIndex(1000);
     const ranker = boundedRanker();

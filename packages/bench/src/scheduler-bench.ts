@@ -30,8 +30,9 @@
  * and weighers where they provide them, every built-in filter, three weighers) and makes D
  * decisions, one instance each, drawn from a seeded mix of flavors. Every decision includes the
  * durable claim (`writeAllocations` with the instance record). Prints decisions per second and
- * latency percentiles, plus the heap the host states take per host (measured with
- * `process.memoryUsage().heapUsed` after GC; the script re-runs itself with --expose-gc).
+ * latency percentiles, plus the heap a loaded scheduler takes per host (its host states and
+ * the memos' arrays it allocates at load; measured with `process.memoryUsage().heapUsed`
+ * after GC; the script re-runs itself with --expose-gc).
  *
  * Phases: a warm-up (one decision per flavor of the mix, untimed in the figures: each is the
  * first ranking of its request, a full scan, reported apart as `warmupMs`), then the steady
@@ -151,9 +152,9 @@ function gc(): void {
 }
 
 /**
- * Heap taken by a scheduler's host states: heapUsed after GC with it minus without it; and
- * apart, the typed arrays' backing stores (`arrayBuffers`: the host summaries, versions),
- * which heapUsed does not count.
+ * Heap taken by a loaded scheduler (host states, the memos' reasons): heapUsed after GC with
+ * it minus without it; and apart, the typed arrays' backing stores (`arrayBuffers`: the host
+ * summaries, versions, the memos' arrays), which heapUsed does not count.
  */
 async function measureHeap(config: ErtConfig, store: Store, hosts: number): Promise<{ scheduler: Scheduler; bytesPerHost: number; arrayBytesPerHost: number }> {
   gc();

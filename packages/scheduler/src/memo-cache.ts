@@ -12,7 +12,8 @@
  * with 16 memos (100,000 hosts): 935 memos made with one LRU list, 652 with this one
  * (docs/benchmarks.md).
  */
-import type { Memo } from './memo.js';
+import { allocateMemoArrays } from './memo.js';
+import type { Memo, MemoArrays } from './memo.js';
 
 /** Share of the memos kept on probation (at least PROBATION_MIN). */
 const PROBATION_SHARE = 0.2;
@@ -84,5 +85,44 @@ export class MemoCache {
       this.protectedMemos.delete(oldest);
       this.probation.set(oldest, demoted);
     }
+  }
+}
+
+/**
+ * Memo arrays nobody reads any more (evicted memos'), and spares allocated when the hosts were
+ * loaded, for the scheduler's next new memos. Why allocate ahead: at 100,000 hosts a memo's
+ * arrays are about 8 MB, and the first memos' new arrays, written for the first time during the
+ * first decisions, took 1-8 ms each and twice 76 ms (while a store checkpoint synced): those
+ * were 9 of the 10 slowest decisions of a mixed run (docs/benchmarks.md).
+ */
+export class SpareMemoArrays {
+  private readonly spares: MemoArrays[] = [];
+  /** The capacity of the spares kept (every set has this one). */
+  private capacity = -1;
+
+  /** How many sets are kept. */
+  get size(): number {
+    return this.spares.length;
+  }
+
+  /**
+   * Keep `count` sets of `capacity` slots (for up to `weigherSlots` weighers), allocated now.
+   * Sets of another capacity are dropped; does nothing when the capacity is the one kept.
+   */
+  reserve(capacity: number, count: number, weigherSlots: number): void {
+    if (capacity === this.capacity) return;
+    this.capacity = capacity;
+    this.spares.length = 0;
+    for (let i = 0; i < count; i++) this.spares.push(allocateMemoArrays(capacity, weigherSlots));
+  }
+
+  /** A set for a memo of `capacity` slots, if one is kept (the memo resets it). */
+  take(capacity: number): MemoArrays | undefined {
+    return capacity === this.capacity ? this.spares.pop() : undefined;
+  }
+
+  /** Keep the arrays of `memo`, which nobody will read again, when they have the capacity kept. */
+  give(memo: MemoArrays): void {
+    if (memo.capacity === this.capacity) this.spares.push(memo);
   }
 }

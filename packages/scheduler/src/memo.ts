@@ -87,13 +87,50 @@ export interface Prepared {
 }
 
 /**
+ * A memo's fleet-sized arrays, one entry per host slot up to `capacity` (`raw` and
+ * `multipliers`: one per slot and weigher). A new memo takes them over, reset, from a memo
+ * nobody will read again or from the spares allocated when the hosts were loaded
+ * (`SpareMemoArrays`, memo-cache.ts).
+ */
+export interface MemoArrays {
+  readonly capacity: number;
+  readonly stamps: Float64Array;
+  readonly outcomes: Int16Array;
+  readonly reasons: Array<string | undefined>;
+  readonly boundRejected: Uint8Array;
+  readonly raw: Float64Array;
+  readonly multipliers: Float64Array;
+  readonly weights: Float64Array;
+  pruneStamps: Float64Array | undefined;
+  pruneStates: Uint8Array | undefined;
+  boundedStates: Uint8Array | undefined;
+}
+
+/** New arrays for a memo of `capacity` slots and up to `weigherSlots` weighers, every page written once (the bounded rankings' too). */
+export function allocateMemoArrays(capacity: number, weigherSlots: number): MemoArrays {
+  return {
+    capacity,
+    stamps: new Float64Array(capacity).fill(-1),
+    outcomes: new Int16Array(capacity).fill(EMPTY_SLOT),
+    reasons: new Array<string | undefined>(capacity).fill(undefined),
+    boundRejected: new Uint8Array(capacity).fill(0),
+    raw: new Float64Array(capacity * weigherSlots).fill(0),
+    multipliers: new Float64Array(capacity * weigherSlots).fill(0),
+    weights: new Float64Array(capacity).fill(0),
+    pruneStamps: new Float64Array(capacity).fill(-1),
+    pruneStates: new Uint8Array(capacity).fill(0),
+    boundedStates: new Uint8Array(capacity).fill(0),
+  };
+}
+
+/**
  * Per-(request, host) results of filters and raw weigher scores, valid while the host's
  * `version` is unchanged. Filters and weighers are pure functions of (host, request) by
  * contract, so re-using a result for an unchanged host gives exactly what a new call would.
  * The memo also keeps, over the hosts that passed, each weigher's min and max (with how many
  * hosts hold them) and every host's total weight, updated for the hosts that changed.
  */
-export class Memo {
+export class Memo implements MemoArrays {
   readonly stamps: Float64Array;
   readonly outcomes: Int16Array;
   readonly reasons: Array<string | undefined>;
@@ -138,18 +175,18 @@ export class Memo {
   boundedStates: Uint8Array | undefined;
 
   /**
-   * `reuse`: a memo nobody will read again (evicted), whose fleet-sized arrays this one takes
-   * over, reset as new ones, when its capacity is the same and its per-weigher arrays are
+   * `reuse`: arrays nobody will read again (an evicted memo's, or spares), which this memo takes
+   * over, reset as new ones, when their capacity is the same and their per-weigher arrays are
    * large enough. A memo's arrays are about 80 bytes per host; a workload of many shapes
    * created hundreds of memos a second, and collecting them was most of the decisions' tail.
    * `weigherSlots` (at least this request's weigher count; the scheduler gives every
-   * configured weigher) sizes the per-weigher arrays, so that a memo can be taken over by a
+   * configured weigher) sizes new per-weigher arrays, so that they can be taken over by a
    * request with more weighers: at 100,000 hosts, new arrays cost 50-80 ms of first touches.
    */
   constructor(
     readonly prepared: Prepared,
     readonly capacity: number,
-    reuse?: Memo,
+    reuse?: MemoArrays,
     weigherSlots = prepared.weighers.length,
   ) {
     const w = prepared.weighers.length;

@@ -12,7 +12,7 @@ import type { Explanation } from './explain.js';
 import { HostManager } from './host-manager.js';
 import type { ConsumerEntry, HookCaller } from './host-manager.js';
 import { Memo } from './memo.js';
-import { MemoCache } from './memo-cache.js';
+import { MemoCache, SpareMemoArrays } from './memo-cache.js';
 import { Ranker } from './ranking.js';
 import { awaitOutcomes } from './confirmation.js';
 import type { Refusal, SelectOptions } from './confirmation.js';
@@ -160,6 +160,8 @@ const MEMO_MIN = 16;
 const MEMO_MAX = 64;
 const MEMO_BUDGET_BYTES = 64 * 2 ** 20;
 const MEMO_BYTES_PER_HOST = 96;
+/** Fewest host slots of a memo's arrays. */
+const MEMO_MIN_SLOTS = 16;
 
 /** How many memos to keep for a fleet of `capacity` host slots. */
 export function memoLimit(capacity: number): number {
@@ -225,8 +227,13 @@ type Locked = <T>(fn: () => Promise<T>) => Promise<T>;
 
 class DefaultScheduler implements Scheduler {
   private readonly memos = new MemoCache();
-  /** The memo last evicted from `memos`, whose arrays the next new memo reuses. */
-  private evicted: Memo | undefined;
+  /** Arrays for the next new memos: evicted memos', and spares allocated when hosts are loaded. */
+  private readonly spares = new SpareMemoArrays();
+  /**
+   * Host slots of every memo's arrays: 1/16 more than the hosts' slots, set again each time
+   * the fleet outgrows them (so a host added does not make every memo and spare anew).
+   */
+  private memoCapacity = 0;
   private readonly parsed = new Map<string, ParsedRequest>();
   /** The decision lock: every change to host states in memory runs in this chain. */
   private queue: Promise<unknown> = Promise.resolve();
@@ -298,6 +305,7 @@ class DefaultScheduler implements Scheduler {
   private async refreshNow(): Promise<{ loaded: number; removed: number }> {
     const result = await this.manager.refresh();
     this.lastRefresh = this.env.clock.now();
+    this.reserveMemoArrays();
     return result;
   }
 
@@ -317,7 +325,14 @@ class DefaultScheduler implements Scheduler {
     this.lastRefresh = now;
     this.backgroundRefresh = this.manager
       .fetch()
-      .then((changes) => (this.closed ? undefined : this.serial(async () => void this.manager.apply(changes))))
+      .then((changes) =>
+        this.closed
+          ? undefined
+          : this.serial(async () => {
+              this.manager.apply(changes);
+              this.reserveMemoArrays();
+            }),
+      )
       .catch((error: unknown) => this.env.logger.warn({ err: error }, `host refresh failed: ${messageOf(error)}`))
       .finally(() => {
         this.backgroundRefresh = undefined;
@@ -583,8 +598,9 @@ class DefaultScheduler implements Scheduler {
     const capacity = this.manager.slots.length;
     let memo = this.memos.get(key, memoLimit(capacity));
     if (memo && memo.capacity >= capacity && this.env.strategy === 'indexed') return memo;
-    memo = new Memo(this.ranker.prepare(spec, new HostNarrowing(narrowing)), Math.max(capacity, 16), this.evicted, this.ranker.weigherCount);
-    this.evicted = undefined;
+    this.reserveMemoArrays();
+    const slots = this.memoCapacity;
+    memo = new Memo(this.ranker.prepare(spec, new HostNarrowing(narrowing)), slots, this.spares.take(slots), this.ranker.weigherCount);
     // A plugin whose appliesTo threw rejects every host of this memo: prepare again next time
     // rather than keep a passing failure for as long as the memo lives.
     const broken = memo.prepared.filters.some((f) => f.broken !== undefined) || memo.prepared.weighers.some((w) => w.broken !== undefined);
@@ -594,8 +610,20 @@ class DefaultScheduler implements Scheduler {
     }
     // Decisions are serial and nothing keeps a memo past one: the next new memo takes the arrays
     // of the one evicted.
-    this.evicted = this.memos.add(key, memo, memoLimit(memo.capacity));
+    const evicted = this.memos.add(key, memo, memoLimit(slots));
+    if (evicted !== undefined) this.spares.give(evicted);
     return memo;
+  }
+
+  /**
+   * Allocate the memos' arrays ahead (as many as memos are kept, plus one) when the fleet
+   * outgrows `memoCapacity`: at first load, not during the first decisions.
+   */
+  private reserveMemoArrays(): void {
+    const loaded = this.manager.slots.length;
+    if (loaded <= this.memoCapacity) return;
+    this.memoCapacity = Math.max(MEMO_MIN_SLOTS, Math.ceil((loaded * 17) / 16));
+    this.spares.reserve(this.memoCapacity, memoLimit(this.memoCapacity) + 1, this.ranker.weigherCount);
   }
 }
 

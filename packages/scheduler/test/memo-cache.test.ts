@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import type { Memo } from '../src/memo.js';
-import { MemoCache } from '../src/memo-cache.js';
+import { EMPTY_SLOT, Memo } from '../src/memo.js';
+import type { MemoArrays, Prepared } from '../src/memo.js';
+import { MemoCache, SpareMemoArrays } from '../src/memo-cache.js';
 
 /** A stand-in memo: the cache never looks inside one. */
 const memo = (name: string): Memo => ({ name }) as unknown as Memo;
@@ -87,5 +88,61 @@ describe('MemoCache', () => {
     expect(cache.size).toBe(3);
     cache.delete('a');
     expect(cache.get('a', 3)).toBeUndefined();
+  });
+});
+
+describe('SpareMemoArrays', () => {
+  /** A request with `w` weighers: a memo reads nothing else of it when built. */
+  const prepared = (w: number): Prepared => ({ weighers: Array.from({ length: w }, () => ({})) }) as unknown as Prepared;
+
+  it('allocates the spares when asked to reserve, hands each out once, and keeps only arrays of its capacity', () => {
+    const spares = new SpareMemoArrays();
+    spares.reserve(100, 3, 2);
+    expect(spares.size).toBe(3);
+    const set = spares.take(100)!;
+    expect(set.capacity).toBe(100);
+    expect(set.raw).toHaveLength(200);
+    expect(set.pruneStamps).toHaveLength(100);
+    expect(set.boundedStates).toHaveLength(100);
+    expect(spares.take(99)).toBeUndefined();
+    expect(spares.size).toBe(2);
+    // The same capacity again: the sets kept stay (nothing allocated anew).
+    spares.reserve(100, 3, 2);
+    expect(spares.size).toBe(2);
+    spares.give(set);
+    spares.give(new Memo(prepared(2), 50));
+    expect(spares.size).toBe(3);
+    expect(spares.take(100)).toBe(set);
+    // Another capacity: the sets of the old one go.
+    spares.reserve(200, 1, 2);
+    expect(spares.take(100)).toBeUndefined();
+    expect(spares.take(200)?.capacity).toBe(200);
+    expect(spares.take(200)).toBeUndefined();
+  });
+
+  it('gives a memo built on used arrays the state of a memo built on new ones', () => {
+    // A spare or an evicted memo carries its last request's results; a memo that read one of
+    // them as its own would skip evaluating hosts (stamps) or rank by stale scores. Seen red
+    // with the stamps, the raw scores or the prune stamps left as they were.
+    const capacity = 64;
+    const spares = new SpareMemoArrays();
+    spares.reserve(capacity, 1, 3);
+    const used: MemoArrays = new Memo(prepared(3), capacity, spares.take(capacity), 3);
+    for (const array of [used.stamps, used.raw, used.multipliers, used.weights, used.pruneStamps!]) array.fill(7);
+    used.outcomes.fill(2);
+    used.boundRejected.fill(1);
+    used.pruneStates!.fill(1);
+    used.reasons.fill('full');
+    const reused = new Memo(prepared(2), capacity, used);
+    const fresh = new Memo(prepared(2), capacity);
+    expect(reused.raw).toBe(used.raw);
+    for (const field of ['stamps', 'outcomes', 'reasons', 'boundRejected', 'weights'] as const) expect([...reused[field]]).toEqual([...fresh[field]]);
+    // Past capacity * 2 weighers, the third weigher's entries are never read by this memo.
+    expect([...reused.raw.subarray(0, capacity * 2)]).toEqual([...fresh.raw]);
+    expect([...reused.multipliers.subarray(0, capacity * 2)]).toEqual([...fresh.multipliers]);
+    // A new memo makes its prune arrays at its first bounded ranking, every stamp -1, every state 0.
+    expect(reused.pruneStamps!.every((stamp) => stamp === -1)).toBe(true);
+    expect(reused.pruneStates!.every((state) => state === 0)).toBe(true);
+    expect(reused.outcomes[0]).toBe(EMPTY_SLOT);
   });
 });

@@ -102,6 +102,24 @@ describe.each(BACKENDS)('scheduler on %s', (client) => {
     expect(calls('status') - before.status).toBe(12);
   });
 
+  it('keeps its memos when a host joins: a shape seen before judges the new host only', async () => {
+    // The memos' arrays have room for 1/16 more hosts than were loaded. Seen red with exactly
+    // as many slots as hosts (every memo made anew for the 41st host: status asked of 41).
+    const spec = (i: number) => ({ name: `j${String(i).padStart(2, '0')}`, inventories: { VCPU: 4, MEMORY_MB: 4096 } });
+    const { store, options } = await fleet('joins', Array.from({ length: 40 }, (_, i) => spec(i)));
+    const s = await scheduler(options, store, { filters: ['status', 'resources'] });
+    const calls = () => s.timings().find((t) => t.plugin === 'status' && t.hook === 'filter')?.calls ?? 0;
+    const request = { flavor: small, instances: instances(1) };
+    let before = calls();
+    expect((await s.explain(request)).passed).toBe(40);
+    expect(calls() - before).toBe(40);
+    await store.importHosts([hostImport(spec(40))]);
+    await s.refresh();
+    before = calls();
+    expect((await s.explain(request)).passed).toBe(41);
+    expect(calls() - before).toBe(1);
+  });
+
   it('fails a batch whole: releases what it claimed and explains why', async () => {
     const { store, options } = await fleet('whole', [
       { name: 'x1', inventories: { VCPU: 2, MEMORY_MB: 4096 } },

@@ -80,7 +80,7 @@ export function rankBounded(ranker: BoundedRanker, index: HostIndex, memo: Memo,
   const n = slots.length;
   const { stamps, outcomes, raw, multipliers, weights } = memo;
   /** 0: out (or already returned), 1: potential candidate, 2: evaluated and passed. */
-  let state = (memo.boundedStates ??= new Uint8Array(memo.capacity)).subarray(0, n);
+  let state = memo.boundedStates.subarray(0, n);
   /** Slots in state 2. */
   let passing = 0;
   let budget = BOUNDED_EVALUATIONS + Math.floor(n / BOUNDED_EVALUATIONS_PER);
@@ -103,12 +103,7 @@ export function rankBounded(ranker: BoundedRanker, index: HostIndex, memo: Memo,
 
   // 1. Potential candidates, without a hook call.
   const narrowing = prepared.narrowing;
-  if (memo.pruneStamps === undefined) {
-    memo.pruneStamps = new Float64Array(memo.capacity).fill(-1);
-    memo.pruneStates = new Uint8Array(memo.capacity);
-  }
-  const pruneStamps = memo.pruneStamps;
-  const pruneStates = memo.pruneStates!;
+  const { pruneStamps, pruneStates } = memo;
   // Read from the summaries rather than the host objects when the index has them (see summaries.ts).
   const excludedColumn = index.summary(EXCLUDED_SUMMARY);
   const metadataColumn = index.summary(METADATA_SUMMARY);

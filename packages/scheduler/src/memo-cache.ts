@@ -66,6 +66,12 @@ export class MemoCache {
     return evicted;
   }
 
+  /** Forget every memo. */
+  clear(): void {
+    this.probation.clear();
+    this.protectedMemos.clear();
+  }
+
   /** Forget the memo of `key`, if any. */
   delete(key: string): void {
     if (!this.probation.delete(key)) this.protectedMemos.delete(key);
@@ -116,13 +122,13 @@ export class SpareMemoArrays {
     for (let i = 0; i < count; i++) this.spares.push(allocateMemoArrays(capacity, weigherSlots));
   }
 
-  /** A set for a memo of `capacity` slots, if one is kept (the memo resets it). */
+  /** A set for a memo of `capacity` slots, if one is kept (the memo resets it unless `clean`). */
   take(capacity: number): MemoArrays | undefined {
     return capacity === this.capacity ? this.spares.pop() : undefined;
   }
 
   /** Keep the arrays of `memo`, which nobody will read again, when they have the capacity kept. */
-  give(memo: MemoArrays): void {
-    if (memo.capacity === this.capacity) this.spares.push(memo);
+  give(memo: Memo): void {
+    if (memo.capacity === this.capacity) this.spares.push(memo.arrays);
   }
 }

@@ -88,12 +88,15 @@ export interface Prepared {
 
 /**
  * A memo's fleet-sized arrays, one entry per host slot up to `capacity` (`raw` and
- * `multipliers`: one per slot and weigher). A new memo takes them over, reset, from a memo
- * nobody will read again or from the spares allocated when the hosts were loaded
- * (`SpareMemoArrays`, memo-cache.ts).
+ * `multipliers`: one per slot and weigher, for up to `raw.length / capacity` weighers). A new
+ * memo takes them over from a memo nobody will read again, or from the spares allocated when
+ * the hosts were loaded (`SpareMemoArrays`, memo-cache.ts); the Memo fields of the same names
+ * are these arrays.
  */
 export interface MemoArrays {
   readonly capacity: number;
+  /** True until a memo takes them: as allocated, nothing to reset. */
+  clean: boolean;
   readonly stamps: Float64Array;
   readonly outcomes: Int16Array;
   readonly reasons: Array<string | undefined>;
@@ -101,15 +104,16 @@ export interface MemoArrays {
   readonly raw: Float64Array;
   readonly multipliers: Float64Array;
   readonly weights: Float64Array;
-  pruneStamps: Float64Array | undefined;
-  pruneStates: Uint8Array | undefined;
-  boundedStates: Uint8Array | undefined;
+  readonly pruneStamps: Float64Array;
+  readonly pruneStates: Uint8Array;
+  readonly boundedStates: Uint8Array;
 }
 
-/** New arrays for a memo of `capacity` slots and up to `weigherSlots` weighers, every page written once (the bounded rankings' too). */
+/** New arrays for a memo of `capacity` slots and up to `weigherSlots` weighers, as a new memo starts, every page written once. */
 export function allocateMemoArrays(capacity: number, weigherSlots: number): MemoArrays {
   return {
     capacity,
+    clean: true,
     stamps: new Float64Array(capacity).fill(-1),
     outcomes: new Int16Array(capacity).fill(EMPTY_SLOT),
     reasons: new Array<string | undefined>(capacity).fill(undefined),
@@ -124,13 +128,32 @@ export function allocateMemoArrays(capacity: number, weigherSlots: number): Memo
 }
 
 /**
+ * Reset arrays a memo used as a new memo's for a request of `w` weighers (entries past
+ * capacity * w are never read by it). `boundedStates` is left: every bounded ranking that does
+ * not start from what its memo kept clears what it uses.
+ */
+function resetMemoArrays(arrays: MemoArrays, w: number): void {
+  arrays.stamps.fill(-1);
+  arrays.outcomes.fill(EMPTY_SLOT);
+  arrays.reasons.fill(undefined);
+  arrays.boundRejected.fill(0);
+  arrays.raw.fill(0, 0, arrays.capacity * w);
+  arrays.multipliers.fill(0, 0, arrays.capacity * w);
+  arrays.weights.fill(0);
+  arrays.pruneStamps.fill(-1);
+  arrays.pruneStates.fill(0);
+}
+
+/**
  * Per-(request, host) results of filters and raw weigher scores, valid while the host's
  * `version` is unchanged. Filters and weighers are pure functions of (host, request) by
  * contract, so re-using a result for an unchanged host gives exactly what a new call would.
  * The memo also keeps, over the hosts that passed, each weigher's min and max (with how many
  * hosts hold them) and every host's total weight, updated for the hosts that changed.
  */
-export class Memo implements MemoArrays {
+export class Memo {
+  /** The arrays below, as one set (given to a new memo when this one is evicted). */
+  readonly arrays: MemoArrays;
   readonly stamps: Float64Array;
   readonly outcomes: Int16Array;
   readonly reasons: Array<string | undefined>;
@@ -163,8 +186,8 @@ export class Memo implements MemoArrays {
    * For bounded rankings (`rankBounded`, bounded-ranking.ts): whether each host was a potential candidate
    * (1) or out (0) without a hook call, valid while its version is `pruneStamps[slot]`.
    */
-  pruneStamps: Float64Array | undefined = undefined;
-  pruneStates: Uint8Array | undefined = undefined;
+  readonly pruneStamps: Float64Array;
+  readonly pruneStates: Uint8Array;
   /** What the last bounded ranking kept for the next one (`rankBounded`, bounded-ranking.ts). */
   kept: BoundedKept | undefined = undefined;
   /**
@@ -172,13 +195,13 @@ export class Memo implements MemoArrays {
    * for the memo's life: a new one per ranking, kept until the next, was promoted out of the
    * young generation at 100,000 hosts and brought major collections.
    */
-  boundedStates: Uint8Array | undefined;
+  readonly boundedStates: Uint8Array;
 
   /**
-   * `reuse`: arrays nobody will read again (an evicted memo's, or spares), which this memo takes
-   * over, reset as new ones, when their capacity is the same and their per-weigher arrays are
-   * large enough. A memo's arrays are about 80 bytes per host; a workload of many shapes
-   * created hundreds of memos a second, and collecting them was most of the decisions' tail.
+   * `reuse`: arrays nobody will read again (an evicted memo's, or spares), which this memo
+   * takes over, reset, when their capacity is the same and their per-weigher arrays are large
+   * enough. A memo's arrays are about 85 bytes per host; a workload of many shapes created
+   * hundreds of memos a second, and collecting them was most of the decisions' tail.
    * `weigherSlots` (at least this request's weigher count; the scheduler gives every
    * configured weigher) sizes new per-weigher arrays, so that they can be taken over by a
    * request with more weighers: at 100,000 hosts, new arrays cost 50-80 ms of first touches.
@@ -191,20 +214,20 @@ export class Memo implements MemoArrays {
   ) {
     const w = prepared.weighers.length;
     const take = reuse !== undefined && reuse.capacity === capacity && reuse.raw.length >= capacity * w ? reuse : undefined;
-    this.stamps = (take?.stamps ?? new Float64Array(capacity)).fill(-1);
-    this.outcomes = (take?.outcomes ?? new Int16Array(capacity)).fill(EMPTY_SLOT);
-    this.reasons = take?.reasons.fill(undefined) ?? new Array<string | undefined>(capacity);
-    this.boundRejected = (take?.boundRejected ?? new Uint8Array(capacity)).fill(0);
-    // Entries past capacity * w (a larger request's) are never read by this memo.
-    this.raw = take?.raw.fill(0, 0, capacity * w) ?? new Float64Array(capacity * Math.max(w, weigherSlots));
-    this.multipliers = take?.multipliers.fill(0, 0, capacity * w) ?? new Float64Array(capacity * Math.max(w, weigherSlots));
-    this.weights = take?.weights.fill(0) ?? new Float64Array(capacity);
-    if (take?.pruneStamps !== undefined) {
-      this.pruneStamps = take.pruneStamps.fill(-1);
-      this.pruneStates = take.pruneStates!.fill(0);
-    }
-    // Every bounded ranking that does not start from `kept` clears what it uses.
-    this.boundedStates = take?.boundedStates;
+    const arrays = take ?? allocateMemoArrays(capacity, Math.max(w, weigherSlots));
+    if (!arrays.clean) resetMemoArrays(arrays, w);
+    arrays.clean = false;
+    this.arrays = arrays;
+    this.stamps = arrays.stamps;
+    this.outcomes = arrays.outcomes;
+    this.reasons = arrays.reasons;
+    this.boundRejected = arrays.boundRejected;
+    this.raw = arrays.raw;
+    this.multipliers = arrays.multipliers;
+    this.weights = arrays.weights;
+    this.pruneStamps = arrays.pruneStamps;
+    this.pruneStates = arrays.pruneStates;
+    this.boundedStates = arrays.boundedStates;
     this.min = new Float64Array(w);
     this.max = new Float64Array(w);
     this.minCount = new Int32Array(w);

@@ -595,11 +595,10 @@ class DefaultScheduler implements Scheduler {
   private memoFor({ spec, key: specKey, scope }: ScopedRequest): Memo {
     const narrowing = narrowRequest(this.config.scheduler.requestFilters, spec, scope, this.manager.aggregates);
     const key = `${specKey}|${affinityHosts(spec, { hostOf: (uuid) => this.manager.hostOfInstance(uuid)?.name }).join(',')}|${JSON.stringify(narrowing)}`;
-    const capacity = this.manager.slots.length;
-    let memo = this.memos.get(key, memoLimit(capacity));
-    if (memo && memo.capacity >= capacity && this.env.strategy === 'indexed') return memo;
     this.reserveMemoArrays();
     const slots = this.memoCapacity;
+    let memo = this.memos.get(key, memoLimit(slots));
+    if (memo && this.env.strategy === 'indexed') return memo;
     memo = new Memo(this.ranker.prepare(spec, new HostNarrowing(narrowing)), slots, this.spares.take(slots), this.ranker.weigherCount);
     // A plugin whose appliesTo threw rejects every host of this memo: prepare again next time
     // rather than keep a passing failure for as long as the memo lives.
@@ -608,21 +607,23 @@ class DefaultScheduler implements Scheduler {
       this.memos.delete(key);
       return memo;
     }
-    // Decisions are serial and nothing keeps a memo past one: the next new memo takes the arrays
-    // of the one evicted.
+    // Decisions are serial and nothing keeps a memo past one: the memo evicted gives its arrays
+    // to the spares, for the next new memo.
     const evicted = this.memos.add(key, memo, memoLimit(slots));
     if (evicted !== undefined) this.spares.give(evicted);
     return memo;
   }
 
   /**
-   * Allocate the memos' arrays ahead (as many as memos are kept, plus one) when the fleet
-   * outgrows `memoCapacity`: at first load, not during the first decisions.
+   * Allocate the memos' arrays ahead (as many as memos are kept, plus one) at the first load
+   * and when the fleet outgrows `memoCapacity`, not during the first decisions. The memos
+   * kept then are dropped first: too small for the hosts, each would be made anew anyway.
    */
   private reserveMemoArrays(): void {
     const loaded = this.manager.slots.length;
-    if (loaded <= this.memoCapacity) return;
+    if (this.memoCapacity > 0 && loaded <= this.memoCapacity) return;
     this.memoCapacity = Math.max(MEMO_MIN_SLOTS, Math.ceil((loaded * 17) / 16));
+    this.memos.clear();
     this.spares.reserve(this.memoCapacity, memoLimit(this.memoCapacity) + 1, this.ranker.weigherCount);
   }
 }

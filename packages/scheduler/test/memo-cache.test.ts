@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { EMPTY_SLOT, Memo } from '../src/memo.js';
-import type { MemoArrays, Prepared } from '../src/memo.js';
+import type { Prepared } from '../src/memo.js';
 import { MemoCache, SpareMemoArrays } from '../src/memo-cache.js';
 
 /** A stand-in memo: the cache never looks inside one. */
@@ -100,7 +100,7 @@ describe('SpareMemoArrays', () => {
     spares.reserve(100, 3, 2);
     expect(spares.size).toBe(3);
     const set = spares.take(100)!;
-    expect(set.capacity).toBe(100);
+    expect(set).toMatchObject({ capacity: 100, clean: true });
     expect(set.raw).toHaveLength(200);
     expect(set.pruneStamps).toHaveLength(100);
     expect(set.boundedStates).toHaveLength(100);
@@ -109,7 +109,10 @@ describe('SpareMemoArrays', () => {
     // The same capacity again: the sets kept stay (nothing allocated anew).
     spares.reserve(100, 3, 2);
     expect(spares.size).toBe(2);
-    spares.give(set);
+    const memo = new Memo(prepared(2), 100, set, 2);
+    expect(memo.arrays).toBe(set);
+    expect(set.clean).toBe(false);
+    spares.give(memo);
     spares.give(new Memo(prepared(2), 50));
     expect(spares.size).toBe(3);
     expect(spares.take(100)).toBe(set);
@@ -123,26 +126,25 @@ describe('SpareMemoArrays', () => {
   it('gives a memo built on used arrays the state of a memo built on new ones', () => {
     // A spare or an evicted memo carries its last request's results; a memo that read one of
     // them as its own would skip evaluating hosts (stamps) or rank by stale scores. Seen red
-    // with the stamps, the raw scores or the prune stamps left as they were.
+    // with the stamps, the raw scores or the prune stamps left as they were, and with used
+    // arrays taken as clean.
     const capacity = 64;
     const spares = new SpareMemoArrays();
     spares.reserve(capacity, 1, 3);
-    const used: MemoArrays = new Memo(prepared(3), capacity, spares.take(capacity), 3);
-    for (const array of [used.stamps, used.raw, used.multipliers, used.weights, used.pruneStamps!]) array.fill(7);
+    const used = new Memo(prepared(3), capacity, spares.take(capacity), 3).arrays;
+    for (const array of [used.stamps, used.raw, used.multipliers, used.weights, used.pruneStamps]) array.fill(7);
     used.outcomes.fill(2);
     used.boundRejected.fill(1);
-    used.pruneStates!.fill(1);
+    used.pruneStates.fill(1);
     used.reasons.fill('full');
     const reused = new Memo(prepared(2), capacity, used);
     const fresh = new Memo(prepared(2), capacity);
     expect(reused.raw).toBe(used.raw);
-    for (const field of ['stamps', 'outcomes', 'reasons', 'boundRejected', 'weights'] as const) expect([...reused[field]]).toEqual([...fresh[field]]);
+    for (const field of ['stamps', 'outcomes', 'reasons', 'boundRejected', 'weights', 'pruneStamps', 'pruneStates'] as const) expect([...reused[field]]).toEqual([...fresh[field]]);
     // Past capacity * 2 weighers, the third weigher's entries are never read by this memo.
     expect([...reused.raw.subarray(0, capacity * 2)]).toEqual([...fresh.raw]);
     expect([...reused.multipliers.subarray(0, capacity * 2)]).toEqual([...fresh.multipliers]);
-    // A new memo makes its prune arrays at its first bounded ranking, every stamp -1, every state 0.
-    expect(reused.pruneStamps!.every((stamp) => stamp === -1)).toBe(true);
-    expect(reused.pruneStates!.every((state) => state === 0)).toBe(true);
     expect(reused.outcomes[0]).toBe(EMPTY_SLOT);
+    expect(reused.pruneStamps[0]).toBe(-1);
   });
 });

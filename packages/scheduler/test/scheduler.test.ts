@@ -103,8 +103,9 @@ describe.each(BACKENDS)('scheduler on %s', (client) => {
   });
 
   it('keeps its memos when a host joins: a shape seen before judges the new host only', async () => {
-    // The memos' arrays have room for 1/16 more hosts than were loaded. Seen red with exactly
-    // as many slots as hosts (every memo made anew for the 41st host: status asked of 41).
+    // The memos' arrays have room for 1/16 more hosts than were loaded (43 slots for 40). Seen
+    // red with exactly as many slots as hosts (every memo made anew for the 41st host: status
+    // asked of 41).
     const spec = (i: number) => ({ name: `j${String(i).padStart(2, '0')}`, inventories: { VCPU: 4, MEMORY_MB: 4096 } });
     const { store, options } = await fleet('joins', Array.from({ length: 40 }, (_, i) => spec(i)));
     const s = await scheduler(options, store, { filters: ['status', 'resources'] });
@@ -118,6 +119,15 @@ describe.each(BACKENDS)('scheduler on %s', (client) => {
     before = calls();
     expect((await s.explain(request)).passed).toBe(41);
     expect(calls() - before).toBe(1);
+    // Past the 43 slots of the memos' arrays: memos made anew, for every host. Seen red with
+    // the memos kept when the arrays grow (a memo of 43 slots read for a 44th host).
+    await store.importHosts([41, 42, 43].map((i) => hostImport(spec(i))));
+    await s.refresh();
+    before = calls();
+    const explanation = await s.explain(request);
+    expect(explanation.passed).toBe(44);
+    expect(explanation.hosts).toBe(44);
+    expect(calls() - before).toBe(44);
   });
 
   it('fails a batch whole: releases what it claimed and explains why', async () => {

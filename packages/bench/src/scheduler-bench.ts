@@ -155,15 +155,22 @@ function gc(): void {
 /**
  * Heap taken by a loaded scheduler (host states, the memos' reasons): heapUsed after GC with
  * it minus without it; and apart, the typed arrays' backing stores (`arrayBuffers`: the host
- * summaries, versions, the memos' arrays), which heapUsed does not count.
+ * summaries, versions, the memos' arrays), which heapUsed does not count. The scheduler is
+ * closed and dropped before this returns: kept alive, it made every collection of the timed
+ * decisions after it (with their own scheduler) mark a second fleet's host states.
  */
-async function measureHeap(config: ErtConfig, store: Store, hosts: number): Promise<{ scheduler: Scheduler; bytesPerHost: number; arrayBytesPerHost: number }> {
+async function measureHeap(config: ErtConfig, store: Store, hosts: number): Promise<{ bytesPerHost: number; arrayBytesPerHost: number; loadMs: number }> {
   gc();
   const before = process.memoryUsage();
-  const scheduler = await createScheduler({ config, store });
+  const started = performance.now();
+  let scheduler: Scheduler | undefined = await createScheduler({ config, store });
+  const loadMs = performance.now() - started;
   gc();
   const after = process.memoryUsage();
-  return { scheduler, bytesPerHost: (after.heapUsed - before.heapUsed) / hosts, arrayBytesPerHost: (after.arrayBuffers - before.arrayBuffers) / hosts };
+  await scheduler.close();
+  scheduler = undefined;
+  gc();
+  return { bytesPerHost: (after.heapUsed - before.heapUsed) / hosts, arrayBytesPerHost: (after.arrayBuffers - before.arrayBuffers) / hosts, loadMs };
 }
 
 /**
@@ -440,10 +447,7 @@ async function main(): Promise<void> {
     fleet = [];
 
     const bareHeap = await measureHeap(bare, store, args.hosts);
-    await bareHeap.scheduler.close();
-    started = performance.now();
-    const { scheduler, bytesPerHost, arrayBytesPerHost } = await measureHeap(config, store, args.hosts);
-    const loadMs = performance.now() - started;
+    const { bytesPerHost, arrayBytesPerHost, loadMs } = await measureHeap(config, store, args.hosts);
 
     const result: Record<string, unknown> = {
       hosts: args.hosts,
@@ -458,7 +462,6 @@ async function main(): Promise<void> {
       arrayBufferBytesPerHost: Math.round(arrayBytesPerHost),
     };
     if (!args.heapOnly && args.rates.length > 0) {
-      await scheduler.close();
       const runs: OpenLoopRun[] = [];
       for (const [k, rate] of args.rates.entries()) {
         // With --profile, the last rate is profiled: the process is warmest by then.
@@ -478,10 +481,8 @@ async function main(): Promise<void> {
         plugins: args.plugins,
       });
     } else if (!args.heapOnly && args.workload === 'mixed') {
-      await scheduler.close();
       Object.assign(result, await runMixed(config, store, args));
     } else if (!args.heapOnly) {
-      await scheduler.close();
       const random = seededRandom(args.seed);
       const workload = WORKLOAD.filter((f) => f.needs === undefined || args.plugins.includes(f.needs));
       // Time the durable claims apart, to tell the store's part of a decision from the scheduler's.
@@ -557,8 +558,6 @@ async function main(): Promise<void> {
         plugins: args.plugins,
         weighers: config.scheduler.weighers.map((w) => `${w.name}x${w.multiplier}`),
       });
-    } else {
-      await scheduler.close();
     }
     await store.close();
     if (args.json) process.stdout.write(`${JSON.stringify(result)}\n`);

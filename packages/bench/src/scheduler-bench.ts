@@ -153,7 +153,7 @@ function gc(): void {
 }
 
 /**
- * Heap taken by a loaded scheduler (host states, the memos' reasons): heapUsed after GC with
+ * Heap taken by a loaded scheduler (its host states): heapUsed after GC with
  * it minus without it; and apart, the typed arrays' backing stores (`arrayBuffers`: the host
  * summaries, versions, the memos' arrays), which heapUsed does not count. The scheduler is
  * closed and dropped before this returns: kept alive, it made every collection of the timed

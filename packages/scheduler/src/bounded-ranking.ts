@@ -6,7 +6,7 @@
  * (ranking.ts); the ranking and equivalence tests compare them.
  */
 import type { Host } from './host-state.js';
-import { multiplierOf, NO_AGGREGATES, PASSED, scaleOf, type Candidate, type HostIndex, type Memo, type Prepared, type Ranking } from './memo.js';
+import { aggregatesOf, multiplierOf, PASSED, scaleOf, type Candidate, type HostIndex, type Memo, type Prepared, type Ranking } from './memo.js';
 import { EXCLUDED_SUMMARY, METADATA_SUMMARY } from './summaries.js';
 
 /** What a bounded ranking needs of its ranker (`Ranker`). */
@@ -117,7 +117,7 @@ export function rankBounded(ranker: BoundedRanker, index: HostIndex, memo: Memo,
   const prune = (slot: number, host: Host): number => {
     // 0: not excluded when last summarised (evaluation checks the host before it is returned).
     if (excludedColumn?.[slot] !== 0 && host.exclusion !== undefined) return 0;
-    if (narrowing !== undefined && narrowing.judge(host.providers[0]?.aggregates ?? NO_AGGREGATES) !== undefined) return 0;
+    if (narrowing !== undefined && narrowing.judge(aggregatesOf(host)) !== undefined) return 0;
     for (let b = 0; b < boundColumns.length; b++) {
       // NaN (unknown) is never below a bound.
       if (boundColumns[b]![slot]! < boundAt[b]!) return 0;

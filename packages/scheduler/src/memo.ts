@@ -44,6 +44,11 @@ export interface WeigherEntry {
 /** No aggregates: what a host without a root provider belongs to. */
 export const NO_AGGREGATES: ReadonlySet<string> = new Set();
 
+/** The aggregates of a host's root provider (what the request filters' narrowing judges). */
+export function aggregatesOf(host: Host): ReadonlySet<string> {
+  return host.providers[0]?.aggregates ?? NO_AGGREGATES;
+}
+
 /** Outcome codes of one host's evaluation (a filter's index when >= 0). */
 export const PASSED = -1;
 /** Kept out by the host manager (a consumer's exclusion). */
@@ -99,7 +104,6 @@ export interface MemoArrays {
   clean: boolean;
   readonly stamps: Float64Array;
   readonly outcomes: Int16Array;
-  readonly reasons: Array<string | undefined>;
   readonly boundRejected: Uint8Array;
   readonly raw: Float64Array;
   readonly multipliers: Float64Array;
@@ -116,7 +120,6 @@ export function allocateMemoArrays(capacity: number, weigherSlots: number): Memo
     clean: true,
     stamps: new Float64Array(capacity).fill(-1),
     outcomes: new Int16Array(capacity).fill(EMPTY_SLOT),
-    reasons: new Array<string | undefined>(capacity).fill(undefined),
     boundRejected: new Uint8Array(capacity).fill(0),
     raw: new Float64Array(capacity * weigherSlots).fill(0),
     multipliers: new Float64Array(capacity * weigherSlots).fill(0),
@@ -135,7 +138,6 @@ export function allocateMemoArrays(capacity: number, weigherSlots: number): Memo
 function resetMemoArrays(arrays: MemoArrays, w: number): void {
   arrays.stamps.fill(-1);
   arrays.outcomes.fill(EMPTY_SLOT);
-  arrays.reasons.fill(undefined);
   arrays.boundRejected.fill(0);
   arrays.raw.fill(0, 0, arrays.capacity * w);
   arrays.multipliers.fill(0, 0, arrays.capacity * w);
@@ -156,7 +158,12 @@ export class Memo {
   readonly arrays: MemoArrays;
   readonly stamps: Float64Array;
   readonly outcomes: Int16Array;
-  readonly reasons: Array<string | undefined>;
+  /**
+   * The messages of hook failures that rejected a host (a filter or weigher that threw or
+   * returned what it may not), by slot. Other reasons are worked out again when an
+   * explanation shows the host (`Ranker.reasonOf`).
+   */
+  readonly failures = new Map<number, string>();
   /**
    * 1 where a filter's summary bound rejected the host without its hook being called (the
    * outcome names the filter); its reason is asked for when wanted (`Ranker.reasonOf`).
@@ -220,7 +227,6 @@ export class Memo {
     this.arrays = arrays;
     this.stamps = arrays.stamps;
     this.outcomes = arrays.outcomes;
-    this.reasons = arrays.reasons;
     this.boundRejected = arrays.boundRejected;
     this.raw = arrays.raw;
     this.multipliers = arrays.multipliers;

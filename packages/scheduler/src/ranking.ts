@@ -11,11 +11,11 @@ import type { Host } from './host-state.js';
 import type { HookCaller } from './host-manager.js';
 import {
   better,
+  aggregatesOf,
   EMPTY_SLOT,
   EXCLUDED_BY_HOST_MANAGER,
   EXCLUDED_BY_WEIGHER,
   multiplierOf,
-  NO_AGGREGATES,
   PASSED,
   REQUEST_FILTER_BASE,
   scaleOf,
@@ -145,18 +145,16 @@ export class Ranker {
     const { prepared } = memo;
     const slot = host.slot;
     memo.stamps[slot] = version;
-    memo.reasons[slot] = undefined;
     memo.boundRejected[slot] = 0;
+    if (memo.failures.size > 0) memo.failures.delete(slot);
     // The request filters' narrowing: a host outside it is out before anything looks at it.
-    const narrowed = prepared.narrowing?.judge(host.providers[0]?.aggregates ?? NO_AGGREGATES);
+    const narrowed = prepared.narrowing?.judge(aggregatesOf(host));
     if (narrowed !== undefined) {
       memo.outcomes[slot] = REQUEST_FILTER_BASE - narrowed.step;
-      memo.reasons[slot] = narrowed.reason;
       return;
     }
     if (host.exclusion !== undefined) {
       memo.outcomes[slot] = EXCLUDED_BY_HOST_MANAGER;
-      memo.reasons[slot] = host.exclusion;
       return;
     }
     const spec = prepared.spec;
@@ -164,7 +162,6 @@ export class Ranker {
       const entry = prepared.filters[f]!;
       if (entry.broken !== undefined) {
         memo.outcomes[slot] = f;
-        memo.reasons[slot] = entry.broken;
         return;
       }
       const stated = bounds?.[f];
@@ -173,19 +170,26 @@ export class Ranker {
         memo.boundRejected[slot] = 1;
         return;
       }
-      const reason = this.filterReason(entry, host, spec);
-      if (reason !== undefined) {
-        memo.outcomes[slot] = f;
-        memo.reasons[slot] = reason;
-        return;
+      let said: unknown;
+      let failure: string | undefined;
+      try {
+        said = this.callHook(entry.name, 'filter', () => entry.hooks.filter(host, spec));
+      } catch (error) {
+        failure = `filter "${entry.name}" hook filter failed: ${messageOf(error)}`;
       }
+      if (failure === undefined) {
+        if (said === undefined || said === null) continue;
+        if (typeof said !== 'string') failure = `filter "${entry.name}" returned ${String(said)}`;
+      }
+      memo.outcomes[slot] = f;
+      if (failure !== undefined) memo.failures.set(slot, failure);
+      return;
     }
     const w = prepared.weighers.length;
     for (let i = 0; i < w; i++) {
       const entry = prepared.weighers[i]!;
       if (entry.broken !== undefined) {
         memo.outcomes[slot] = EXCLUDED_BY_WEIGHER;
-        memo.reasons[slot] = entry.broken;
         return;
       }
       let score: unknown;
@@ -193,12 +197,12 @@ export class Ranker {
         score = this.callHook(entry.name, 'weigh', () => entry.hooks.weigh(host, spec));
       } catch (error) {
         memo.outcomes[slot] = EXCLUDED_BY_WEIGHER;
-        memo.reasons[slot] = `weigher "${entry.name}" hook weigh failed: ${messageOf(error)}`;
+        memo.failures.set(slot, `weigher "${entry.name}" hook weigh failed: ${messageOf(error)}`);
         return;
       }
       if (typeof score !== 'number' || !Number.isFinite(score)) {
         memo.outcomes[slot] = EXCLUDED_BY_WEIGHER;
-        memo.reasons[slot] = `weigher "${entry.name}" hook weigh returned ${String(score)}, not a finite number`;
+        memo.failures.set(slot, `weigher "${entry.name}" hook weigh returned ${String(score)}, not a finite number`);
         return;
       }
       memo.raw[slot * w + i] = score;
@@ -221,19 +225,31 @@ export class Ranker {
 
   /**
    * Why the host at `slot` was rejected for `memo`'s request, as evaluated (empty when it was
-   * not). For a host a filter's summary bound rejected, that filter's hook is asked now, once
-   * (the reason is kept in the memo); call it before the host changes. A hook that passes the
-   * host contradicts its plugin's bound: the reason says so, naming the filter.
+   * not); call it before the host changes. A memo keeps only hook failures' messages: the
+   * other reasons are worked out again from the outcome (the narrowing step, the host's
+   * exclusion, a plugin's `broken` reason), and a filter's own reason is asked of it again
+   * (filters are pure functions of the host and request, and the host is the one evaluated).
+   * Kept for every rejected host, the reasons were an array of 8 bytes per slot in every memo
+   * and a string stored for every rejection. A filter that passes the host now contradicts
+   * its earlier answer or its plugin's summary bound: the reason says so, naming the filter.
    */
   reasonOf(slots: ReadonlyArray<Host | undefined>, memo: Memo, slot: number): string {
     const host = slots[slot];
-    if (memo.boundRejected[slot] === 1 && host !== undefined) {
-      const entry = memo.prepared.filters[memo.outcomes[slot]!]!;
-      memo.reasons[slot] =
-        this.filterReason(entry, host, memo.prepared.spec) ?? `filter "${entry.name}": the host is below one of its summary bounds, though its filter hook passes it`;
-      memo.boundRejected[slot] = 0;
-    }
-    return memo.reasons[slot] ?? '';
+    const outcome = memo.outcomes[slot]!;
+    if (host === undefined || outcome === PASSED || outcome === EMPTY_SLOT) return '';
+    const failure = memo.failures.get(slot);
+    if (failure !== undefined) return failure;
+    const { prepared } = memo;
+    if (outcome <= REQUEST_FILTER_BASE) return prepared.narrowing?.judge(aggregatesOf(host))?.reason ?? '';
+    if (outcome === EXCLUDED_BY_HOST_MANAGER) return host.exclusion ?? '';
+    if (outcome === EXCLUDED_BY_WEIGHER) return prepared.weighers.find((w) => w.broken !== undefined)?.broken ?? '';
+    const entry = prepared.filters[outcome]!;
+    if (entry.broken !== undefined) return entry.broken;
+    const reason = this.filterReason(entry, host, prepared.spec);
+    if (reason !== undefined) return reason;
+    return memo.boundRejected[slot] === 1
+      ? `filter "${entry.name}": the host is below one of its summary bounds, though its filter hook passes it`
+      : `filter "${entry.name}" rejected the host when it was evaluated, and passes it when asked why`;
   }
 
   /** Per filter, the summary columns and least values of its bounds (none without summaries). */

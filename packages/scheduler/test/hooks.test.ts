@@ -57,6 +57,55 @@ describe('scheduler hooks that fail', () => {
   /** Lets pending promise callbacks (and unhandled-rejection detection) run. */
   const settle = () => new Promise((resolve) => setTimeout(resolve, 30));
 
+  it("keeps a hook failure's message from the evaluation, and asks a filter again for its reason when an explanation shows it", async () => {
+    // A memo keeps only hook failures' messages; a filter's own reason is asked of it again
+    // when shown (Ranker.reasonOf). Hooks that fail or answer once, then behave: the
+    // explanation gives what the evaluation saw, or says the filter contradicts itself.
+    // Seen red with the filter's and the weigher's failures not kept (each asked again: a
+    // reason from a hook that no longer fails), and with a filter's reason not asked again
+    // (empty reasons).
+    const calls = new Map<string, number>();
+    const once = (key: string) => {
+      const n = (calls.get(key) ?? 0) + 1;
+      calls.set(key, n);
+      return n === 1;
+    };
+    const moody = definePlugin({
+      name: 'moody',
+      filter: () => ({
+        filter(host: HostState) {
+          if (host.name === 'a' && once('filter-a')) throw new Error('a: first call fails');
+          if (host.name === 'b' && once('filter-b')) return 'b: rejected once';
+          if (host.name === 'c') return 'c: rejected';
+          return undefined;
+        },
+      }),
+    });
+    const { s } = await setup('reasons', { filters: ['resources', moody], weighers: [{ name: 'free-ram', plugin: freeRam }] });
+    const explanation = await s.explain({ flavor: small, instances: instances(1) });
+    const reasons = Object.fromEntries(explanation.rejected.map((r) => [r.host, r.reason]));
+    expect(reasons).toEqual({
+      a: 'filter "moody" hook filter failed: Plugin "moody" hook "filter" failed: a: first call fails',
+      b: 'filter "moody" rejected the host when it was evaluated, and passes it when asked why',
+      c: 'c: rejected',
+    });
+
+    const flaky = definePlugin({
+      name: 'flaky-weigher',
+      weigher: () => ({
+        weigh(host: HostState) {
+          if (host.name === 'b' && once('weigh-b')) throw new Error('b: first weigh fails');
+          return 1;
+        },
+      }),
+    });
+    const second = await setup('weigher-reasons', { filters: ['resources'], weighers: [{ name: 'flaky-weigher', plugin: flaky }] });
+    const weighed = await second.s.explain({ flavor: small, instances: instances(1) });
+    expect(weighed.rejected).toEqual([
+      { host: 'b', filter: 'weighers', reason: 'weigher "flaky-weigher" hook weigh failed: Plugin "flaky-weigher" hook "weigh" failed: b: first weigh fails' },
+    ]);
+  });
+
   // Mutation seen caught: `!Number.isFinite(score)` dropped from Ranker.evaluate (only the
   // type check left): `a` scored NaN and Infinity and stayed a candidate.
   it('a weigher that throws, returns NaN or Infinity excludes that host, naming the weigher and hook', async () => {

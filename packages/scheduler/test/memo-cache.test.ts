@@ -136,11 +136,10 @@ describe('SpareMemoArrays', () => {
     used.outcomes.fill(2);
     used.boundRejected.fill(1);
     used.pruneStates.fill(1);
-    used.reasons.fill('full');
     const reused = new Memo(prepared(2), capacity, used);
     const fresh = new Memo(prepared(2), capacity);
     expect(reused.raw).toBe(used.raw);
-    for (const field of ['stamps', 'outcomes', 'reasons', 'boundRejected', 'weights', 'pruneStamps', 'pruneStates'] as const) expect([...reused[field]]).toEqual([...fresh[field]]);
+    for (const field of ['stamps', 'outcomes', 'boundRejected', 'weights', 'pruneStamps', 'pruneStates'] as const) expect([...reused[field]]).toEqual([...fresh[field]]);
     // Past capacity * 2 weighers, the third weigher's entries are never read by this memo.
     expect([...reused.raw.subarray(0, capacity * 2)]).toEqual([...fresh.raw]);
     expect([...reused.multipliers.subarray(0, capacity * 2)]).toEqual([...fresh.multipliers]);

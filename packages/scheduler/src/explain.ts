@@ -61,7 +61,7 @@ export interface Explanation extends ExplanationSummary {
 /** Example reasons kept per filter in a summary. */
 const SUMMARY_EXAMPLES = 5;
 
-/** Why the host at a slot was rejected (`Ranker.reasonOf`: asked of its filter when only its summary bound was looked at). */
+/** Why the host at a slot was rejected (`Ranker.reasonOf`: worked out when asked, a filter's reason asked of the filter again). */
 export type ReasonOf = (slot: number) => string;
 
 /**

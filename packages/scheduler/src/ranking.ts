@@ -134,12 +134,12 @@ export class Ranker {
   }
 
   /**
-   * Evaluate one host into `memo` at its slot: the first filter that rejects it (with the reason),
-   * or the raw scores and multipliers of every weigher. Hook errors reject the host with a reason
-   * naming the plugin and hook. With `bounds` (the indexed strategy's complete rankings), a
-   * filter whose summary bound the host is below rejects it without a hook call, and its reason
-   * is asked for only when an explanation shows it (`reasonOf`): a request no host can take,
-   * at 100,000 hosts, no longer has every host's reason written.
+   * Evaluate one host into `memo` at its slot: the first filter that rejects it, or the raw
+   * scores and multipliers of every weigher. Hook errors reject the host, their message (naming
+   * the plugin and hook) kept in `memo.failures`; other reasons are worked out when an
+   * explanation shows the host (`reasonOf`). With `bounds` (the indexed strategy's complete
+   * rankings), a filter whose summary bound the host is below rejects it without a hook call:
+   * a request no host can take, at 100,000 hosts, no longer calls every host's filters.
    */
   evaluate(host: Host, memo: Memo, version: number, bounds?: FilterBounds): void {
     const { prepared } = memo;

@@ -46,6 +46,11 @@ function belowBound(bounds: ReadonlyArray<{ column: Float64Array; atLeast: numbe
   return false;
 }
 
+/** A filter hook that failed (threw, or returned neither nothing nor a string), with the message that says so. */
+class FilterFailure {
+  constructor(readonly message: string) {}
+}
+
 /**
  * Runs filters and weighers over hosts. Weighers' raw scores are min-max normalised over the
  * candidates (all equal: 0), multiplied by the multiplier (the configured one, or the host's
@@ -170,19 +175,10 @@ export class Ranker {
         memo.boundRejected[slot] = 1;
         return;
       }
-      let said: unknown;
-      let failure: string | undefined;
-      try {
-        said = this.callHook(entry.name, 'filter', () => entry.hooks.filter(host, spec));
-      } catch (error) {
-        failure = `filter "${entry.name}" hook filter failed: ${messageOf(error)}`;
-      }
-      if (failure === undefined) {
-        if (said === undefined || said === null) continue;
-        if (typeof said !== 'string') failure = `filter "${entry.name}" returned ${String(said)}`;
-      }
+      const said = this.askFilter(entry, host, spec);
+      if (said === undefined) continue;
       memo.outcomes[slot] = f;
-      if (failure !== undefined) memo.failures.set(slot, failure);
+      if (said instanceof FilterFailure) memo.failures.set(slot, said.message);
       return;
     }
     const w = prepared.weighers.length;
@@ -211,16 +207,16 @@ export class Ranker {
     memo.outcomes[slot] = PASSED;
   }
 
-  /** What filter `entry` says of the host: undefined (passes) or the reason it rejects it. */
-  private filterReason(entry: PreparedFilter, host: Host, spec: RequestSpec): string | undefined {
-    let reason: string | undefined | void;
+  /** What filter `entry` says of the host: undefined (passes), the reason it rejects it, or its hook's failure. */
+  private askFilter(entry: PreparedFilter, host: Host, spec: RequestSpec): string | FilterFailure | undefined {
+    let said: unknown;
     try {
-      reason = this.callHook(entry.name, 'filter', () => entry.hooks.filter(host, spec));
+      said = this.callHook(entry.name, 'filter', () => entry.hooks.filter(host, spec));
     } catch (error) {
-      reason = `filter "${entry.name}" hook filter failed: ${messageOf(error)}`;
+      return new FilterFailure(`filter "${entry.name}" hook filter failed: ${messageOf(error)}`);
     }
-    if (reason === undefined || reason === null) return undefined;
-    return typeof reason === 'string' ? reason : `filter "${entry.name}" returned ${String(reason)}`;
+    if (said === undefined || said === null) return undefined;
+    return typeof said === 'string' ? said : new FilterFailure(`filter "${entry.name}" returned ${String(said)}`);
   }
 
   /**
@@ -245,8 +241,8 @@ export class Ranker {
     if (outcome === EXCLUDED_BY_WEIGHER) return prepared.weighers.find((w) => w.broken !== undefined)?.broken ?? '';
     const entry = prepared.filters[outcome]!;
     if (entry.broken !== undefined) return entry.broken;
-    const reason = this.filterReason(entry, host, prepared.spec);
-    if (reason !== undefined) return reason;
+    const said = this.askFilter(entry, host, prepared.spec);
+    if (said !== undefined) return said instanceof FilterFailure ? said.message : said;
     return memo.boundRejected[slot] === 1
       ? `filter "${entry.name}": the host is below one of its summary bounds, though its filter hook passes it`
       : `filter "${entry.name}" rejected the host when it was evaluated, and passes it when asked why`;

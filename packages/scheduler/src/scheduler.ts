@@ -471,7 +471,9 @@ class DefaultScheduler implements Scheduler {
         // store take their new generation (the placement is in memory already).
         this.manager.acknowledge(written.hosts);
       } catch (error) {
-        // Nothing was written: the placement counted in memory must go (the store is the truth).
+        // Nothing was written (or, ERT_STORE_UNAVAILABLE, it may have been: the store could not
+        // learn whether a commit whose answer was lost went through): the placement counted in
+        // memory must go, and the host is read again (the store is the truth).
         await locked(() => this.manager.reload([decision.host]));
         if (!isErtError(error) || !RETRY_ON_OTHER_HOST.has(error.code)) {
           if (isErtError(error) && error.code === 'ERT_STORE_CONSUMER_GENERATION_CONFLICT') {

@@ -4,7 +4,7 @@
  */
 import type { Allocation, AllocationWrite, AllocationWriteResult, ConsumerRecord, InstanceRecord, ReshapeInventory } from './api.js';
 import type { StoreContext } from './context.js';
-import { InventoryInUseError, StoreConflictError, StoreError, isStoreError } from './errors.js';
+import { InventoryInUseError, StoreConflictError, StoreError, isStoreError, isStoreUnavailable } from './errors.js';
 import { anyHolds, holdsOf } from './holds.js';
 import { inventoryFromRow, inventoryToRow, type InventoryRow } from './rows.js';
 import { chunks, inChunks, insertObjects, insertRows, type Trx } from './sql.js';
@@ -80,8 +80,8 @@ export class AllocationWriter {
         outcomes = await quickClaims(this.ctx, writes);
       } catch (err) {
         if (batch.length === 1) return batch[0]!.reject(err);
-        // The batch failed as a whole (a race with another process).
-        return oneByOne();
+        // The batch failed as a whole (a race with another process, or the connection).
+        return mayHaveCommitted(err) ? batch.forEach((call) => call.reject(err)) : oneByOne();
       }
       if (outcomes !== undefined) return batch.forEach((call, i) => settle(call, outcomes[i]!));
     }
@@ -90,7 +90,8 @@ export class AllocationWriter {
       batch.forEach((call, i) => settle(call, outcomes[i]!));
     } catch (err) {
       if (batch.length === 1) return batch[0]!.reject(err);
-      // The combined transaction failed as a whole (a race with another process).
+      // The combined transaction failed as a whole (a race with another process, or the connection).
+      if (mayHaveCommitted(err)) return batch.forEach((call) => call.reject(err));
       await oneByOne();
     }
   }
@@ -468,6 +469,17 @@ interface PendingWrite {
 
 /** Outcome of one call in a combined transaction: its error, or the hosts it changed. */
 export type CallOutcome = { error: unknown } | { result: AllocationWriteResult };
+
+/**
+ * Whether a batch that failed as a whole may have been written all the same: the connection
+ * was lost and the server did not say it rolled back (`lost-commit.ts` learns that for the
+ * quick claim). Such a batch is not applied again call by call: a call that had committed
+ * would be refused as a consumer conflict, its caller told the claim is not its own; each
+ * caller gets ERT_STORE_UNAVAILABLE instead, which says to re-read.
+ */
+function mayHaveCommitted(err: unknown): boolean {
+  return isStoreUnavailable(err) && err.details['committed'] !== false;
+}
 
 /** A consumer inside writeAllocations: `id` undefined until created; allocations by allocationKey. */
 interface ConsumerState {

@@ -329,7 +329,10 @@ export interface HostImport {
  * of the call's allocations (their trees, old and new), instances (old and new hosts) and
  * sharing providers. The transaction bumps each such host's generation exactly once, from
  * `generationBefore` to `generation`. `shared`: other calls combined in the same transaction
- * changed that host too (or a sharing provider did), so the bump covers more than this call.
+ * changed that host too (or a sharing provider did), so the bump covers more than this call;
+ * also set when the store cannot tell (PostgreSQL: the COMMIT's answer was lost with the
+ * connection, the server said the transaction committed, and `generation` is the host's as
+ * read afterwards, perhaps moved by other writers since).
  */
 export interface AllocationWriteResult {
   /** One entry per host whose generation the call's transaction bumped. */

@@ -48,6 +48,7 @@ import { RawSql, insertSql, sqlLiteral, valuesSql } from './sql.js';
 import { isStoreError } from './errors.js';
 import { checkConsumerGeneration, checkFits, notFound } from './validate.js';
 import { claimInOneTrip } from './sqlite-claim.js';
+import { TRANSACTION_ID_SQL, resolveLostCommit } from './lost-commit.js';
 
 const CONSUMER_COLUMNS = ['uuid', 'project_id', 'user_id', 'generation', 'consumer_type'];
 const ALLOCATION_COLUMNS = ['provider_id', 'consumer_id', 'resource_class_id', 'used'];
@@ -71,6 +72,8 @@ interface ClaimState {
    * general transaction.
    */
   unlocked: boolean;
+  /** PostgreSQL: the transaction's id, to ask the server about a COMMIT whose answer was lost (`lost-commit.ts`). */
+  xid?: string;
 }
 
 /** What the batch reads: the consumers, the providers and the instances (uuids), the records' hosts and those of records naming holds (names). */
@@ -171,6 +174,7 @@ async function readPg(raw: Extract<RawConnection, { client: 'pg' }>, keys: Claim
     // Every statement of a claim finds its rows by key. A table that grew since its statistics
     // were taken (a fleet just loaded, consumers claimed by the thousand) would be scanned.
     'SET LOCAL enable_seqscan = off',
+    TRANSACTION_ID_SQL,
     `SELECT id FROM providers WHERE uuid IN (${uuids}) ORDER BY id FOR UPDATE`,
     ...(lockedHosts.length > 0 ? [`SELECT id FROM hosts WHERE name IN (${list(lockedHosts)}) ORDER BY id FOR UPDATE`] : []),
     `SELECT uuid, generation FROM consumers WHERE uuid IN (${list(keys.consumers)})`,
@@ -186,11 +190,11 @@ async function readPg(raw: Extract<RawConnection, { client: 'pg' }>, keys: Claim
   ];
   const results = (await raw.conn.query(statements.join(';\n'))) as PgResult[];
   // The reads are the last results, in the order above.
-  const [consumers, providers, inventories, hosts, instance, holds] = results.slice(lockedHosts.length > 0 ? 4 : 3);
+  const [consumers, providers, inventories, hosts, instance, holds] = results.slice(lockedHosts.length > 0 ? 5 : 4);
   type Row = Record<string, unknown>;
   const n = (row: Row, key: string) => Number(row[key]);
-  const locked = new Set(results[2]!.rows.map((r) => n(r, 'id')));
-  const hostsLocked = new Set(lockedHosts.length > 0 ? results[3]!.rows.map((r) => n(r, 'id')) : []);
+  const locked = new Set(results[3]!.rows.map((r) => n(r, 'id')));
+  const hostsLocked = new Set(lockedHosts.length > 0 ? results[4]!.rows.map((r) => n(r, 'id')) : []);
   const lockedNames = new Set(lockedHosts);
   return {
     unlocked:
@@ -203,6 +207,7 @@ async function readPg(raw: Extract<RawConnection, { client: 'pg' }>, keys: Claim
     hosts: hosts!.rows.map((r) => ({ id: n(r, 'id'), name: String(r['name']), generation: n(r, 'generation'), rootId: n(r, 'root_provider_id') })),
     instanceExists: instance!.rows.length > 0,
     holds: (holds?.rows ?? []) as unknown as HoldRow[],
+    xid: String(results[2]!.rows[0]!['xid']),
   };
 }
 
@@ -366,16 +371,29 @@ export function quickClaims(ctx: StoreContext, calls: AllocationWrite[][]): Prom
     // read plus one. PostgreSQL: the hosts' rows are not locked, so the bump returns them.
     let generations = new Map(state.hosts.map((h) => [h.id, h.generation + 1]));
     const bump = bumped.length > 0 ? `UPDATE hosts SET generation = generation + 1 WHERE id IN (${bumped.join(', ')})` : undefined;
+    // PostgreSQL: set when the COMMIT's answer was lost and the server said it committed.
+    let answerLost = false;
     if (raw.client === 'sqlite3') {
       await sqliteExec(raw.conn, [...statements, ...(bump ? [bump] : []), 'COMMIT'].join(';\n'));
     } else {
-      const results = (await raw.conn.query([...statements, ...(bump ? [`${bump} RETURNING id, generation`] : []), 'COMMIT'].join(';\n'))) as PgResult[];
-      if (bump) generations = new Map(results.at(-2)!.rows.map((r) => [Number(r['id']), Number(r['generation'])]));
+      const sql = [...statements, ...(bump ? [`${bump} RETURNING id, generation`] : []), 'COMMIT'].join(';\n');
+      const results = (await raw.conn.query(sql).catch(async (err: unknown) => {
+        await resolveLostCommit(ctx, state.xid!, err, 'writeAllocations');
+        return undefined;
+      })) as PgResult[] | undefined;
+      if (results === undefined) {
+        // Committed, but the bump's answer went with the connection: the hosts' generations as
+        // they are now (other writers may have moved them since), each told as `shared`, so
+        // the caller reloads them.
+        answerLost = true;
+        const rows: Array<{ id: number; generation: number }> = bumped.length > 0 ? await ctx.knex('hosts').select('id', 'generation').whereIn('id', bumped) : [];
+        generations = new Map(rows.map((r) => [Number(r.id), Number(r.generation)]));
+      } else if (bump) generations = new Map(results.at(-2)!.rows.map((r) => [Number(r['id']), Number(r['generation'])]));
     }
     return {
       value: outcomes.map((outcome): CallOutcome => {
         if ('error' in outcome) return outcome;
-        const hosts = outcome.hosts.map((h) => ({ name: h.name, generationBefore: generations.get(h.id)! - 1, generation: generations.get(h.id)!, shared: writers.get(h.id)! > 1 }));
+        const hosts = outcome.hosts.map((h) => ({ name: h.name, generationBefore: generations.get(h.id)! - 1, generation: generations.get(h.id)!, shared: answerLost || writers.get(h.id)! > 1 }));
         return { result: { hosts } };
       }),
     };

@@ -1,0 +1,191 @@
+/**
+ * A claim whose COMMIT's answer is lost with the connection (PostgreSQL). The server may have
+ * committed it or not; the store must not guess. Claims on the quick path (`quick-claim.ts`)
+ * ask the server what became of their transaction (`lost-commit.ts`), and answer as it did;
+ * combined claims whose outcome is unknown are not re-applied one by one (a re-applied claim
+ * that had committed would be refused as a consumer conflict: a claim in the store, its
+ * caller told it is someone else's).
+ *
+ * A proxy between the store and the server drops, at the COMMIT it is told to, either the
+ * server's answer (the transaction committed) or the COMMIT itself (the server rolls back when
+ * the connection closes).
+ *
+ * Mutations seen caught (each turned this file red once, then was restored):
+ * - the quick path not asking the server (`resolveLostCommit` left out): the four quick-path
+ *   tests red (answer lost: ERT_STORE_UNAVAILABLE for a claim that committed; COMMIT lost: no
+ *   `committed: false`, so nothing re-applied);
+ * - `commitCombined` re-applying a batch after ERT_STORE_UNAVAILABLE whatever the outcome:
+ *   "general transaction, answer lost" red (consumer conflicts for claims in the store);
+ * - an aborted transaction reported with its outcome unknown (no `committed: false`):
+ *   "combined claims, COMMIT lost" red (nothing re-applied).
+ */
+import net from 'node:net';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { AllocationWrite, Store, StoreOptions } from '@ert/store';
+import { createStore } from '@ert/store';
+import { inv, isolatedOptions, rejection } from './backends.js';
+
+type Mode = 'pass' | 'lose-answer' | 'lose-commit';
+
+/**
+ * A TCP proxy to the PostgreSQL server. `arm(mode, n)`: at the n-th simple query naming COMMIT
+ * from now on, `lose-answer` forwards it and drops the server's answer, `lose-commit` drops the
+ * query; either way both sides of that connection are then closed (the server's side with a
+ * FIN, so it reads what was sent before).
+ */
+class CommitProxy {
+  private readonly server: net.Server;
+  private mode: Mode = 'pass';
+  private countdown = 0;
+  /** Simple queries naming COMMIT seen since the last `arm`. */
+  commits = 0;
+  /** What the armed mode did: set once it acted. */
+  acted: Mode | undefined;
+
+  constructor(private readonly target: { host: string; port: number }) {
+    this.server = net.createServer((client) => this.relay(client));
+  }
+
+  async listen(): Promise<number> {
+    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
+    return (this.server.address() as net.AddressInfo).port;
+  }
+
+  arm(mode: Mode, nth = 1): void {
+    this.mode = mode;
+    this.countdown = nth;
+    this.commits = 0;
+    this.acted = undefined;
+  }
+
+  private relay(client: net.Socket): void {
+    const upstream = net.connect(this.target.port, this.target.host);
+    let dropAnswer = false;
+    const closeBoth = () => {
+      client.destroy();
+      upstream.end();
+    };
+    client.on('data', (chunk: Buffer) => {
+      // 'Q': a simple query (the quick path sends its writes and COMMIT as one).
+      if (chunk[0] === 0x51 && chunk.includes('COMMIT')) {
+        this.commits++;
+        if (this.mode !== 'pass' && --this.countdown === 0) {
+          this.acted = this.mode;
+          this.mode = 'pass';
+          if (this.acted === 'lose-commit') return closeBoth();
+          dropAnswer = true;
+        }
+      }
+      upstream.write(chunk);
+    });
+    upstream.on('data', (chunk: Buffer) => (dropAnswer ? closeBoth() : client.write(chunk)));
+    client.on('error', () => upstream.destroy());
+    upstream.on('error', () => client.destroy());
+    client.on('close', () => upstream.end());
+    upstream.on('close', () => client.destroy());
+  }
+
+  close(): Promise<void> {
+    return new Promise((resolve) => this.server.close(() => resolve()));
+  }
+}
+
+const pgUrl = process.env.ERT_TEST_PG_URL;
+
+describe.skipIf(!pgUrl)('a claim whose COMMIT answer is lost (PostgreSQL)', () => {
+  let proxy: CommitProxy;
+  let proxied: string;
+  const opened: Array<{ store: Store; cleanup(): Promise<void> }> = [];
+
+  beforeAll(async () => {
+    const url = new URL(pgUrl!);
+    proxy = new CommitProxy({ host: url.hostname, port: Number(url.port || 5432) });
+    url.port = String(await proxy.listen());
+    proxied = url.toString();
+  });
+  afterAll(() => proxy.close());
+  afterEach(async () => {
+    proxy.arm('pass');
+    for (const { store, cleanup } of opened.splice(0)) {
+      await store.close();
+      await cleanup();
+    }
+  });
+
+  /** A store through the proxy, on its own schema, with one host of 8 VCPUs. */
+  async function open(label: string, extra: Partial<StoreOptions> = {}): Promise<Store> {
+    const isolated = isolatedOptions('pg', label);
+    const store = await createStore({ ...isolated.options, connection: proxied, ...extra });
+    opened.push({ store, cleanup: isolated.cleanup });
+    await store.migrate();
+    await store.createProvider({ uuid: 'root', name: 'host-0' });
+    await store.setInventories('root', undefined, { VCPU: inv(8) });
+    await store.upsertHost({ name: 'host-0', rootProviderUuid: 'root' });
+    return store;
+  }
+
+  const claim = (consumer: string, amount = 1): AllocationWrite[] => [
+    { consumer: { uuid: consumer, projectId: 'p', userId: 'u', generation: null }, allocations: [{ providerUuid: 'root', resourceClass: 'VCPU', amount }] },
+  ];
+  const used = async (store: Store) => (await store.getUsages('root'))['VCPU'] ?? 0;
+
+  it('lone claim, answer lost: answered as committed, with the host to reload', async () => {
+    const store = await open('lost_lone');
+    const before = await store.hostGenerations();
+    proxy.arm('lose-answer');
+    const result = await store.writeAllocations(claim('c-1', 2));
+    expect(proxy.acted).toBe('lose-answer');
+    // The generation is the store's; `shared` because the store cannot tell whether another writer bumped it too.
+    expect(result.hosts).toEqual([{ name: 'host-0', generationBefore: before.get('host-0'), generation: before.get('host-0')! + 1, shared: true }]);
+    expect(await store.getAllocations('c-1')).toMatchObject({ allocations: [{ providerUuid: 'root', resourceClass: 'VCPU', amount: 2 }] });
+    expect(await used(store)).toBe(2);
+  });
+
+  it('combined claims, answer lost: each answered as committed, none re-applied', async () => {
+    const store = await open('lost_combined');
+    // The first call is in flight alone; the next two wait for it and are combined: the proxy sees two COMMITs in all.
+    proxy.arm('lose-answer', 2);
+    const calls = [store.writeAllocations(claim('c-0')), store.writeAllocations(claim('c-1')), store.writeAllocations(claim('c-2'))];
+    const outcomes = await Promise.allSettled(calls);
+    expect(proxy.acted).toBe('lose-answer');
+    expect(proxy.commits).toBe(2);
+    expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'fulfilled', 'fulfilled']);
+    for (const consumer of ['c-0', 'c-1', 'c-2']) expect((await store.getAllocations(consumer)).allocations).toHaveLength(1);
+    expect(await used(store)).toBe(3);
+  });
+
+  it('lone claim, COMMIT lost: unavailable, nothing written, and said so', async () => {
+    const store = await open('lost_commit_lone');
+    proxy.arm('lose-commit');
+    const error = await rejection(store.writeAllocations(claim('c-1')));
+    expect(proxy.acted).toBe('lose-commit');
+    expect(error.code).toBe('ERT_STORE_UNAVAILABLE');
+    expect(error.details).toMatchObject({ committed: false });
+    expect((await store.getAllocations('c-1')).allocations).toEqual([]);
+    expect(await used(store)).toBe(0);
+  });
+
+  it('combined claims, COMMIT lost: rolled back by the server, so re-applied one by one', async () => {
+    const store = await open('lost_commit_combined');
+    proxy.arm('lose-commit', 2);
+    const outcomes = await Promise.allSettled([store.writeAllocations(claim('c-0')), store.writeAllocations(claim('c-1')), store.writeAllocations(claim('c-2'))]);
+    expect(proxy.acted).toBe('lose-commit');
+    expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'fulfilled', 'fulfilled']);
+    expect(await used(store)).toBe(3);
+  });
+
+  it('general transaction, answer lost: the combined calls are told unavailable, not refused as conflicts', async () => {
+    // No quick claims: the general transaction does not ask the server (its outcome is unknown).
+    const store = await open('lost_general', { quickClaims: false });
+    proxy.arm('lose-answer', 2);
+    const outcomes = await Promise.allSettled([store.writeAllocations(claim('c-0')), store.writeAllocations(claim('c-1')), store.writeAllocations(claim('c-2'))]);
+    expect(proxy.acted).toBe('lose-answer');
+    expect(outcomes[0]!.status).toBe('fulfilled');
+    for (const outcome of outcomes.slice(1)) {
+      expect(outcome.status).toBe('rejected');
+      expect((outcome as PromiseRejectedResult).reason).toMatchObject({ code: 'ERT_STORE_UNAVAILABLE' });
+    }
+    // They did commit: "unavailable" tells the callers to re-read, which shows them.
+    expect(await used(store)).toBe(3);
+  });
+});

@@ -67,7 +67,10 @@ export function runsOf(mask: number): WayRun[] {
 
 /** Length of the longest run of set bits (0 for an empty mask). */
 export function largestRun(mask: number): number {
-  return runsOf(mask).reduce((best, run) => Math.max(best, run.length), 0);
+  // Each step shortens every run by one (a bit stays set only if the one above it is set too).
+  let n = 0;
+  for (let m = mask >>> 0; m !== 0; m = (m & (m >>> 1)) >>> 0) n++;
+  return n;
 }
 
 /** True when the set bits form one run (resctrl requires contiguous masks). */
@@ -98,32 +101,58 @@ export function chooseWays(view: WayView, ways: number): WayChoice | string {
   if (!Number.isSafeInteger(ways) || ways < 1) return `requested ${ways} cache ways; need a positive integer`;
   if (ways < view.minCbmBits) return `requested ${ways} cache ways, below min_cbm_bits ${view.minCbmBits}`;
   if (view.freeClosids < 1) return `no free CLOSID (every class of service is in use)`;
-  let best: (WayChoice & { leftover: number }) | undefined;
-  for (const domain of view.domains) {
-    const othersLargest = view.domains.reduce((m, d) => (d === domain ? m : Math.max(m, largestRun(d.free))), 0);
-    for (const run of runsOf(domain.free)) {
-      if (run.length < ways) continue;
-      const mask = runMask(run.start, ways);
-      const candidate = {
-        domain: domain.id,
-        mask,
-        leftover: run.length - ways,
-        largestRunAfter: Math.max(othersLargest, largestRun((domain.free & ~mask) >>> 0)),
-      };
-      if (!best || better(candidate, best)) best = candidate;
+  // Summaries call this for every way count of every host placed on or reloaded: no arrays or
+  // objects but the answer. The two longest runs over the domains give each domain "the
+  // others' longest" without a pass over the others.
+  const domains = view.domains;
+  let longest = 0;
+  let second = 0;
+  let longestAt = -1;
+  for (let i = 0; i < domains.length; i++) {
+    const run = largestRun(domains[i]!.free);
+    if (run > longest) {
+      second = longest;
+      longest = run;
+      longestAt = i;
+    } else if (run > second) second = run;
+  }
+  let best: WayChoice | undefined;
+  let bestLeftover = 0;
+  for (let i = 0; i < domains.length; i++) {
+    const { id, free } = domains[i]!;
+    const othersLargest = i === longestAt ? second : longest;
+    // Each maximal run of free ways, lowest first.
+    let start = -1;
+    for (let bit = 0; bit <= MAX_MASK_BITS; bit++) {
+      if (bit < MAX_MASK_BITS && ((free >>> bit) & 1) === 1) {
+        if (start < 0) start = bit;
+        continue;
+      }
+      if (start < 0) continue;
+      const length = bit - start;
+      const runStart = start;
+      start = -1;
+      if (length < ways) continue;
+      const mask = runMask(runStart, ways);
+      const leftover = length - ways;
+      const largestRunAfter = Math.max(othersLargest, largestRun((free & ~mask) >>> 0));
+      if (!best || better(leftover, largestRunAfter, id, mask, bestLeftover, best)) {
+        best = { domain: id, mask, largestRunAfter };
+        bestLeftover = leftover;
+      }
     }
   }
   if (!best) {
-    const widest = view.domains.reduce((m, d) => Math.max(m, largestRun(d.free)), 0);
-    const free = view.domains.map((d) => `${d.id}:${bitCount(d.free)}`).join(', ');
-    return `no cache domain has ${ways} contiguous free ways (largest free run ${widest}; free ways per domain ${free || 'none'})`;
+    const free = domains.map((d) => `${d.id}:${bitCount(d.free)}`).join(', ');
+    return `no cache domain has ${ways} contiguous free ways (largest free run ${longest}; free ways per domain ${free || 'none'})`;
   }
-  return { domain: best.domain, mask: best.mask, largestRunAfter: best.largestRunAfter };
+  return best;
 }
 
-function better(a: WayChoice & { leftover: number }, b: WayChoice & { leftover: number }): boolean {
-  if (a.leftover !== b.leftover) return a.leftover < b.leftover;
-  if (a.largestRunAfter !== b.largestRunAfter) return a.largestRunAfter > b.largestRunAfter;
-  if (a.domain !== b.domain) return a.domain < b.domain;
-  return a.mask < b.mask;
+/** Smallest leftover first, then the longest free run left, the lowest domain, the lowest mask. */
+function better(leftover: number, largestRunAfter: number, domain: number, mask: number, bestLeftover: number, best: WayChoice): boolean {
+  if (leftover !== bestLeftover) return leftover < bestLeftover;
+  if (largestRunAfter !== best.largestRunAfter) return largestRunAfter > best.largestRunAfter;
+  if (domain !== best.domain) return domain < best.domain;
+  return mask < best.mask;
 }

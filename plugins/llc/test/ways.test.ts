@@ -45,6 +45,48 @@ describe('way bitmaps', () => {
     );
   });
 
+  it('chooses as the plain definition does: every run of every domain tried, best fit, then the longest run left', () => {
+    // The reference: chooseWays as first written (arrays of runs, the others' longest found
+    // by a pass over them). The one in ways.ts allocates nothing but its answer; this holds it
+    // to the same choices and the same refusals. Seen red with the two-longest shortcut
+    // giving every domain the longest run (the others' longest wrong on the longest domain).
+    const reference = (view: { minCbmBits: number; freeClosids: number; domains: Array<{ id: number; free: number }> }, ways: number) => {
+      let best: { domain: number; mask: number; leftover: number; largestRunAfter: number } | undefined;
+      const longestOf = (mask: number) => runsOf(mask).reduce((m, r) => Math.max(m, r.length), 0);
+      for (const domain of view.domains) {
+        const othersLargest = view.domains.reduce((m, d) => (d === domain ? m : Math.max(m, longestOf(d.free))), 0);
+        for (const run of runsOf(domain.free)) {
+          if (run.length < ways) continue;
+          const mask = runMask(run.start, ways);
+          const c = { domain: domain.id, mask, leftover: run.length - ways, largestRunAfter: Math.max(othersLargest, longestOf((domain.free & ~mask) >>> 0)) };
+          const better =
+            !best ||
+            (c.leftover !== best.leftover
+              ? c.leftover < best.leftover
+              : c.largestRunAfter !== best.largestRunAfter
+                ? c.largestRunAfter > best.largestRunAfter
+                : c.domain !== best.domain
+                  ? c.domain < best.domain
+                  : c.mask < best.mask);
+          if (better) best = c;
+        }
+      }
+      return best && { domain: best.domain, mask: best.mask, largestRunAfter: best.largestRunAfter };
+    };
+    const wide = fc.array(fc.integer({ min: 0, max: 0xffffffff }), { minLength: 0, maxLength: 4 }).map((frees) => frees.map((free, id) => ({ id: 3 - id, free })));
+    fc.assert(
+      fc.property(fc.oneof(domains, wide), fc.integer({ min: 1, max: 33 }), (ds, ways) => {
+        const view = { minCbmBits: 1, freeClosids: 1, domains: ds };
+        const choice = chooseWays(view, ways);
+        const expected = reference(view, ways);
+        if (expected === undefined) expect(typeof choice).toBe('string');
+        else expect(choice).toEqual(expected);
+        for (const d of ds) expect(largestRun(d.free)).toBe(runsOf(d.free).reduce((m, r) => Math.max(m, r.length), 0));
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
   it('refuses without a free CLOSID whatever the ways', () => {
     expect(chooseWays({ minCbmBits: 1, freeClosids: 0, domains: [{ id: 0, free: 0x7ff }] }, 1)).toBe('no free CLOSID (every class of service is in use)');
   });

@@ -57,7 +57,8 @@ export class AllocationWriter {
             trx,
             calls.map((c) => c.writes),
           ),
-        { firstStatementWrites: true },
+        // A claim whose COMMIT's answer is lost is settled by asking the server, as on the quick path.
+        { firstStatementWrites: true, resolveLostCommit: true },
       );
     const settle = (call: PendingWrite, outcome: CallOutcome) => ('error' in outcome ? call.reject(outcome.error) : call.resolve(outcome.result));
     // The calls one transaction each, so one call's conflict is not the others'.

@@ -12,6 +12,7 @@ import { StoreConflictError, StoreError } from './errors.js';
 import { providerRecordFromRow, type HostRow, type ProviderRow } from './rows.js';
 import { chunks, insertRows, type Db, type Trx } from './sql.js';
 import { notFound } from './validate.js';
+import { TRANSACTION_ID_SQL, resolveLostCommit } from './lost-commit.js';
 
 /** The connection `rawWrite` lends, by backend: every call on it is one round trip. */
 export type RawConnection = { client: 'sqlite3'; conn: SqliteConnection } | { client: 'pg'; conn: PgConnection };
@@ -61,20 +62,28 @@ export class StoreContext {
    * Runs `fn` in a write transaction and maps driver errors. On SQLite the first statement
    * of a write transaction must write, so the transaction takes the database's write lock
    * up front (waiting via busy_timeout) instead of failing when a read upgrades to a write;
-   * pass `firstStatementWrites` when `fn` already starts with a write.
+   * pass `firstStatementWrites` when `fn` already starts with a write. `resolveLostCommit`
+   * (PostgreSQL): the transaction first reads its own id (one round trip more), so that a
+   * COMMIT whose answer is lost with the connection is settled by asking the server
+   * (`lost-commit.ts`): committed, `fn`'s value is returned as if the answer had come.
    */
-  async write<T>(what: string, fn: (trx: Trx) => Promise<T>, opts: { firstStatementWrites?: boolean } = {}): Promise<T> {
+  async write<T>(what: string, fn: (trx: Trx) => Promise<T>, opts: { firstStatementWrites?: boolean; resolveLostCommit?: boolean } = {}): Promise<T> {
     const startedAt = Date.now();
     const started = performance.now();
     // SQLite rolls back by itself on some errors (SQLITE_FULL); knex's ROLLBACK then fails
     // with "no transaction is active" and replaces the error: keep the first one.
     let first: unknown;
     let ok = false;
+    let xid: string | undefined;
+    // Set once `fn` has returned: an error after it is the COMMIT's.
+    let done: { value: T } | undefined;
     try {
       const result = await this.knex.transaction(async (trx) => {
         try {
           if (this.client === 'sqlite3' && !opts.firstStatementWrites) await this.takeWriteLock(trx);
-          return await fn(trx);
+          if (this.client === 'pg' && opts.resolveLostCommit) xid = String(((await trx.raw(TRANSACTION_ID_SQL)) as { rows: Array<{ xid: string }> }).rows[0]!.xid);
+          done = { value: await fn(trx) };
+          return done.value;
         } catch (err) {
           first = err;
           throw err;
@@ -83,7 +92,14 @@ export class StoreContext {
       ok = true;
       return result;
     } catch (err) {
-      throw mapDriverError(first ?? err, what, this.sqliteContext(startedAt));
+      if (done === undefined || xid === undefined || first !== undefined) throw mapDriverError(first ?? err, what, this.sqliteContext(startedAt));
+      try {
+        await resolveLostCommit(this, xid, err, what);
+      } catch (unresolved) {
+        throw mapDriverError(unresolved, what);
+      }
+      ok = true;
+      return done.value;
     } finally {
       this.observe('write', what.split(' ', 1)[0]!, started, ok);
     }

@@ -37,8 +37,8 @@ import { ErtError, isErtError } from '@ert/plugin-api';
  *   the connection, or (for a host agent, `--server`) the ert server in front of it does not
  *   answer (details driverCode or url). Transient: retry later, re-reading what the write
  *   depended on (a write whose answer was lost may have committed). `committed: false` in the
- *   details when the server said the transaction was rolled back (nothing was written); a claim
- *   on the quick path whose COMMIT's answer was lost but that committed is answered as
+ *   details when the server said the transaction was rolled back (nothing was written); a
+ *   `writeAllocations` call whose COMMIT's answer was lost but that committed is answered as
  *   committed, not with this error (`lost-commit.ts`).
  */
 export const STORE_ERROR_CODES = {

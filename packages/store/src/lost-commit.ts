@@ -5,7 +5,10 @@
  * exist) and telling the caller it failed would leave a claim its caller believes undone, so
  * the store asks the server, on another connection, what became of the transaction
  * (`txid_status`, PostgreSQL 10 and later), by the id the transaction read of itself
- * (`TRANSACTION_ID_SQL`, sent with the quick claim's reads: no round trip of its own).
+ * (`TRANSACTION_ID_SQL`: sent with the quick claim's reads, no round trip of its own; the
+ * general claim transaction's first statement, `StoreContext.write`'s `resolveLostCommit`).
+ * Other writes (providers, inventories, hosts) do not ask: their callers get
+ * ERT_STORE_UNAVAILABLE and re-read, as Placement's clients re-read after a 409 or a 5xx.
  * SQLite needs none of this: its COMMIT runs in this process.
  */
 import type { StoreContext } from './context.js';

@@ -1,10 +1,10 @@
 /**
  * A claim whose COMMIT's answer is lost with the connection (PostgreSQL). The server may have
- * committed it or not; the store must not guess. Claims on the quick path (`quick-claim.ts`)
- * ask the server what became of their transaction (`lost-commit.ts`), and answer as it did;
- * combined claims whose outcome is unknown are not re-applied one by one (a re-applied claim
- * that had committed would be refused as a consumer conflict: a claim in the store, its
- * caller told it is someone else's).
+ * committed it or not; the store must not guess. Claims, on the quick path (`quick-claim.ts`)
+ * and in the general transaction (`allocations.ts`), ask the server what became of their
+ * transaction (`lost-commit.ts`) and answer as it did; combined claims whose outcome cannot be
+ * learnt are not re-applied one by one (a re-applied claim that had committed would be refused
+ * as a consumer conflict: a claim in the store, its caller told it is someone else's).
  *
  * A proxy between the store and the server drops, at the COMMIT it is told to, either the
  * server's answer (the transaction committed) or the COMMIT itself (the server rolls back when
@@ -14,8 +14,10 @@
  * - the quick path not asking the server (`resolveLostCommit` left out): the four quick-path
  *   tests red (answer lost: ERT_STORE_UNAVAILABLE for a claim that committed; COMMIT lost: no
  *   `committed: false`, so nothing re-applied);
+ * - the general transaction not asking (`resolveLostCommit: true` dropped from `commitCombined`'s
+ *   write): "general transaction, answer lost" red;
  * - `commitCombined` re-applying a batch after ERT_STORE_UNAVAILABLE whatever the outcome:
- *   "general transaction, answer lost" red (consumer conflicts for claims in the store);
+ *   both "server out of reach" tests red (consumer conflicts for claims in the store);
  * - an aborted transaction reported with its outcome unknown (no `committed: false`):
  *   "combined claims, COMMIT lost" red (nothing re-applied).
  */
@@ -31,7 +33,9 @@ type Mode = 'pass' | 'lose-answer' | 'lose-commit';
  * A TCP proxy to the PostgreSQL server. `arm(mode, n)`: at the n-th simple query naming COMMIT
  * from now on, `lose-answer` forwards it and drops the server's answer, `lose-commit` drops the
  * query; either way both sides of that connection are then closed (the server's side with a
- * FIN, so it reads what was sent before).
+ * FIN, so it reads what was sent before). With `refuse: n`, every connection is closed then
+ * and the next n new ones refused (the server out of reach for a moment: the store cannot ask
+ * it, and an attempt to apply the calls again would reach it).
  */
 class CommitProxy {
   private readonly server: net.Server;
@@ -41,6 +45,9 @@ class CommitProxy {
   commits = 0;
   /** What the armed mode did: set once it acted. */
   acted: Mode | undefined;
+  private refuse = 0;
+  private refusing = 0;
+  private readonly sockets = new Set<net.Socket>();
 
   constructor(private readonly target: { host: string; port: number }) {
     this.server = net.createServer((client) => this.relay(client));
@@ -51,15 +58,25 @@ class CommitProxy {
     return (this.server.address() as net.AddressInfo).port;
   }
 
-  arm(mode: Mode, nth = 1): void {
+  arm(mode: Mode, nth = 1, options: { refuse?: number } = {}): void {
     this.mode = mode;
     this.countdown = nth;
     this.commits = 0;
     this.acted = undefined;
+    this.refuse = options.refuse ?? 0;
+    this.refusing = 0;
   }
 
   private relay(client: net.Socket): void {
+    if (this.refusing > 0) {
+      this.refusing--;
+      return void client.destroy();
+    }
     const upstream = net.connect(this.target.port, this.target.host);
+    for (const socket of [client, upstream]) {
+      this.sockets.add(socket);
+      socket.on('close', () => this.sockets.delete(socket));
+    }
     let dropAnswer = false;
     const closeBoth = () => {
       client.destroy();
@@ -72,6 +89,15 @@ class CommitProxy {
         if (this.mode !== 'pass' && --this.countdown === 0) {
           this.acted = this.mode;
           this.mode = 'pass';
+          if (this.refuse > 0) {
+            this.refusing = this.refuse;
+            if (this.acted === 'lose-answer') upstream.write(chunk);
+            for (const socket of this.sockets) {
+              if (socket === upstream) socket.end();
+              else socket.destroy();
+            }
+            return;
+          }
           if (this.acted === 'lose-commit') return closeBoth();
           dropAnswer = true;
         }
@@ -174,18 +200,30 @@ describe.skipIf(!pgUrl)('a claim whose COMMIT answer is lost (PostgreSQL)', () =
     expect(await used(store)).toBe(3);
   });
 
-  it('general transaction, answer lost: the combined calls are told unavailable, not refused as conflicts', async () => {
-    // No quick claims: the general transaction does not ask the server (its outcome is unknown).
+  it('general transaction, answer lost: each combined call answered as committed', async () => {
     const store = await open('lost_general', { quickClaims: false });
     proxy.arm('lose-answer', 2);
     const outcomes = await Promise.allSettled([store.writeAllocations(claim('c-0')), store.writeAllocations(claim('c-1')), store.writeAllocations(claim('c-2'))]);
     expect(proxy.acted).toBe('lose-answer');
-    expect(outcomes[0]!.status).toBe('fulfilled');
-    for (const outcome of outcomes.slice(1)) {
-      expect(outcome.status).toBe('rejected');
-      expect((outcome as PromiseRejectedResult).reason).toMatchObject({ code: 'ERT_STORE_UNAVAILABLE' });
-    }
-    // They did commit: "unavailable" tells the callers to re-read, which shows them.
+    expect(proxy.commits).toBe(2);
+    expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'fulfilled', 'fulfilled']);
     expect(await used(store)).toBe(3);
   });
+
+  for (const quickClaims of [true, false]) {
+    it(`server out of reach once the answer is lost (${quickClaims ? 'quick path' : 'general transaction'}): unavailable, not refused as conflicts`, async () => {
+      const store = await open(`lost_cut_${quickClaims}`, { quickClaims });
+      proxy.arm('lose-answer', 2, { refuse: 1 });
+      const outcomes = await Promise.allSettled([store.writeAllocations(claim('c-0')), store.writeAllocations(claim('c-1')), store.writeAllocations(claim('c-2'))]);
+      expect(proxy.acted).toBe('lose-answer');
+      expect(outcomes[0]!.status).toBe('fulfilled');
+      for (const outcome of outcomes.slice(1)) {
+        expect(outcome.status).toBe('rejected');
+        expect((outcome as PromiseRejectedResult).reason).toMatchObject({ code: 'ERT_STORE_UNAVAILABLE' });
+        expect((outcome as PromiseRejectedResult).reason.details).not.toMatchObject({ committed: false });
+      }
+      // They did commit: "unavailable" tells the callers to re-read, which shows them.
+      expect(await used(store)).toBe(3);
+    });
+  }
 });

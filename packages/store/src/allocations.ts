@@ -472,14 +472,15 @@ interface PendingWrite {
 export type CallOutcome = { error: unknown } | { result: AllocationWriteResult };
 
 /**
- * Whether a batch that failed as a whole may have been written all the same: the connection
- * was lost and the server did not say it rolled back (`lost-commit.ts` learns that for the
- * quick claim). Such a batch is not applied again call by call: a call that had committed
- * would be refused as a consumer conflict, its caller told the claim is not its own; each
- * caller gets ERT_STORE_UNAVAILABLE instead, which says to re-read.
+ * Whether a batch that failed as a whole may have been written all the same: its COMMIT's
+ * answer was lost and the server could not say what became of it (`lost-commit.ts`). Such a
+ * batch is not applied again call by call: a call that had committed would be refused as a
+ * consumer conflict, its caller told the claim is not its own; each caller gets that
+ * ERT_STORE_UNAVAILABLE instead, which says to re-read. (Any other failure came before a
+ * COMMIT, or the server said it rolled back: nothing was written.)
  */
 function mayHaveCommitted(err: unknown): boolean {
-  return isStoreUnavailable(err) && err.details['committed'] !== false;
+  return isStoreUnavailable(err) && err.details['committed'] === 'unknown';
 }
 
 /** A consumer inside writeAllocations: `id` undefined until created; allocations by allocationKey. */

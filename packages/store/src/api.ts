@@ -331,8 +331,9 @@ export interface HostImport {
  * `generationBefore` to `generation`. `shared`: other calls combined in the same transaction
  * changed that host too (or a sharing provider did), so the bump covers more than this call;
  * also set when the store cannot tell (PostgreSQL: the COMMIT's answer was lost with the
- * connection, the server said the transaction committed, and `generation` is the host's as
- * read afterwards, perhaps moved by other writers since).
+ * connection and the server said the transaction committed; `generationBefore` is then the
+ * generation the claim read and `generation` that plus one, which other writers may have
+ * passed).
  */
 export interface AllocationWriteResult {
   /** One entry per host whose generation the call's transaction bumped. */

@@ -216,7 +216,7 @@ const PG_RETRIABLE = new Set(['40001', '40P01', '55P03']);
 const UNREACHABLE = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE', '57P01', '57P02', '57P03']);
 
 /** True when a driver error says the database server cannot be reached (refused, dropped, shutting down, no connection in time). */
-export function unreachable(err: object): boolean {
+function unreachable(err: object): boolean {
   const { code, message = '' } = err as DriverError;
   if (code !== undefined && (UNREACHABLE.has(code) || code.startsWith('08'))) return true;
   return (err as { name?: string }).name === 'KnexTimeoutError' || /Connection terminated|connect ECONNREFUSED/.test(message);

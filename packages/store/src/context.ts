@@ -12,7 +12,7 @@ import { StoreConflictError, StoreError } from './errors.js';
 import { providerRecordFromRow, type HostRow, type ProviderRow } from './rows.js';
 import { chunks, insertRows, type Db, type Trx } from './sql.js';
 import { notFound } from './validate.js';
-import { TRANSACTION_ID_SQL, resolveLostCommit } from './lost-commit.js';
+import { CommitInDoubt, TRANSACTION_ID_SQL, resolveLostCommit } from './lost-commit.js';
 
 /** The connection `rawWrite` lends, by backend: every call on it is one round trip. */
 export type RawConnection = { client: 'sqlite3'; conn: SqliteConnection } | { client: 'pg'; conn: PgConnection };
@@ -93,6 +93,7 @@ export class StoreContext {
       return result;
     } catch (err) {
       if (done === undefined || xid === undefined || first !== undefined) throw mapDriverError(first ?? err, what, this.sqliteContext(startedAt));
+      // The COMMIT failed; knex has given the connection back, so asking cannot wait for it.
       try {
         await resolveLostCommit(this, xid, err, what);
       } catch (unresolved) {
@@ -148,6 +149,8 @@ export class StoreContext {
       ok = true;
       return done.value;
     } catch (err) {
+      // Settled by the caller once the connection is given back (`lost-commit.ts`).
+      if (err instanceof CommitInDoubt) throw err;
       throw mapDriverError(err, what, this.sqliteContext(startedAt));
     } finally {
       await client.releaseConnection(conn);

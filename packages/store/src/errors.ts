@@ -36,10 +36,11 @@ import { ErtError, isErtError } from '@ert/plugin-api';
  * - ERT_STORE_UNAVAILABLE: the store cannot be reached: the PostgreSQL server refuses or drops
  *   the connection, or (for a host agent, `--server`) the ert server in front of it does not
  *   answer (details driverCode or url). Transient: retry later, re-reading what the write
- *   depended on (a write whose answer was lost may have committed). `committed: false` in the
- *   details when the server said the transaction was rolled back (nothing was written); a
- *   `writeAllocations` call whose COMMIT's answer was lost but that committed is answered as
- *   committed, not with this error (`lost-commit.ts`).
+ *   depended on (a write whose answer was lost may have committed). For `writeAllocations`,
+ *   whose lost COMMIT answers the store settles by asking the server (`lost-commit.ts`; one
+ *   that committed is answered as committed): details `committed: false` when the server said
+ *   it rolled back, `committed: 'unknown'` when it could not be asked (the write may have
+ *   committed); without `committed`, the failure came before any COMMIT (nothing written).
  */
 export const STORE_ERROR_CODES = {
   capacityExceeded: 'ERT_STORE_CAPACITY_EXCEEDED',

@@ -48,7 +48,7 @@ import { RawSql, insertSql, sqlLiteral, valuesSql } from './sql.js';
 import { isStoreError } from './errors.js';
 import { checkConsumerGeneration, checkFits, notFound } from './validate.js';
 import { claimInOneTrip } from './sqlite-claim.js';
-import { TRANSACTION_ID_SQL, resolveLostCommit } from './lost-commit.js';
+import { CommitInDoubt, TRANSACTION_ID_SQL, isStatementError, resolveLostCommit } from './lost-commit.js';
 
 const CONSUMER_COLUMNS = ['uuid', 'project_id', 'user_id', 'generation', 'consumer_type'];
 const ALLOCATION_COLUMNS = ['provider_id', 'consumer_id', 'resource_class_id', 'used'];
@@ -262,7 +262,18 @@ export function quickClaimable(ctx: StoreContext, calls: AllocationWrite[][]): b
  * path's reach (nothing was written: send it through the general transaction). Throws only
  * what the database throws (the batch as a whole failed).
  */
-export function quickClaims(ctx: StoreContext, calls: AllocationWrite[][]): Promise<CallOutcome[] | undefined> {
+export async function quickClaims(ctx: StoreContext, calls: AllocationWrite[][]): Promise<CallOutcome[] | undefined> {
+  try {
+    return await claimInRawTransaction(ctx, calls);
+  } catch (err) {
+    if (!(err instanceof CommitInDoubt)) throw err;
+    // The connection is given back: ask the server what became of the transaction.
+    await resolveLostCommit(ctx, err.xid, err.cause, 'writeAllocations');
+    return (err as CommitInDoubt<CallOutcome[]>).ifCommitted();
+  }
+}
+
+function claimInRawTransaction(ctx: StoreContext, calls: AllocationWrite[][]): Promise<CallOutcome[] | undefined> {
   const writes = calls.map((call) => call[0]!);
   return ctx.rawWrite('writeAllocations', async (raw) => {
     if (raw.client === 'sqlite3' && writes.length === 1) {
@@ -371,31 +382,28 @@ export function quickClaims(ctx: StoreContext, calls: AllocationWrite[][]): Prom
     // read plus one. PostgreSQL: the hosts' rows are not locked, so the bump returns them.
     let generations = new Map(state.hosts.map((h) => [h.id, h.generation + 1]));
     const bump = bumped.length > 0 ? `UPDATE hosts SET generation = generation + 1 WHERE id IN (${bumped.join(', ')})` : undefined;
-    // PostgreSQL: set when the COMMIT's answer was lost and the server said it committed.
-    let answerLost = false;
+    // Each call's answer; `lost`: the COMMIT's answer was lost and the server said it committed,
+    // so the generations are the ones read plus one, which other writers may have passed
+    // (PostgreSQL does not lock the hosts): told `shared`, which the caller does not take as
+    // its own bump.
+    const answer = (lost: boolean): CallOutcome[] =>
+      outcomes.map((outcome): CallOutcome => {
+        if ('error' in outcome) return outcome;
+        const hosts = outcome.hosts.map((h) => ({ name: h.name, generationBefore: generations.get(h.id)! - 1, generation: generations.get(h.id)!, shared: lost || writers.get(h.id)! > 1 }));
+        return { result: { hosts } };
+      });
     if (raw.client === 'sqlite3') {
       await sqliteExec(raw.conn, [...statements, ...(bump ? [bump] : []), 'COMMIT'].join(';\n'));
     } else {
       const sql = [...statements, ...(bump ? [`${bump} RETURNING id, generation`] : []), 'COMMIT'].join(';\n');
-      const results = (await raw.conn.query(sql).catch(async (err: unknown) => {
-        await resolveLostCommit(ctx, state.xid!, err, 'writeAllocations');
-        return undefined;
-      })) as PgResult[] | undefined;
-      if (results === undefined) {
-        // Committed, but the bump's answer went with the connection: the hosts' generations as
-        // they are now (other writers may have moved them since), each told as `shared`, so
-        // the caller reloads them.
-        answerLost = true;
-        const rows: Array<{ id: number; generation: number }> = bumped.length > 0 ? await ctx.knex('hosts').select('id', 'generation').whereIn('id', bumped) : [];
-        generations = new Map(rows.map((r) => [Number(r.id), Number(r.generation)]));
-      } else if (bump) generations = new Map(results.at(-2)!.rows.map((r) => [Number(r['id']), Number(r['generation'])]));
+      const results = (await raw.conn.query(sql).catch((err: unknown) => {
+        // Anything but a refused statement may have left the transaction committed: settled by
+        // `quickClaims` once this connection is given back.
+        if (isStatementError(err)) throw err;
+        throw new CommitInDoubt(state.xid!, err, () => answer(true));
+      })) as PgResult[];
+      if (bump) generations = new Map(results.at(-2)!.rows.map((r) => [Number(r['id']), Number(r['generation'])]));
     }
-    return {
-      value: outcomes.map((outcome): CallOutcome => {
-        if ('error' in outcome) return outcome;
-        const hosts = outcome.hosts.map((h) => ({ name: h.name, generationBefore: generations.get(h.id)! - 1, generation: generations.get(h.id)!, shared: answerLost || writers.get(h.id)! > 1 }));
-        return { result: { hosts } };
-      }),
-    };
+    return { value: answer(false) };
   });
 }

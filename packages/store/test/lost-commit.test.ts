@@ -6,20 +6,25 @@
  * learnt are not re-applied one by one (a re-applied claim that had committed would be refused
  * as a consumer conflict: a claim in the store, its caller told it is someone else's).
  *
- * A proxy between the store and the server drops, at the COMMIT it is told to, either the
- * server's answer (the transaction committed) or the COMMIT itself (the server rolls back when
- * the connection closes).
+ * A proxy between the store and the server (`CommitProxy`) drops the server's answer to a
+ * COMMIT (the transaction committed), replaces it with a FATAL error, drops the COMMIT itself
+ * or an earlier trip (the server rolls back when the connection closes), and can keep the
+ * server out of reach for a moment.
  *
  * Mutations seen caught (each turned this file red once, then was restored):
- * - the quick path not asking the server (`resolveLostCommit` left out): the four quick-path
- *   tests red (answer lost: ERT_STORE_UNAVAILABLE for a claim that committed; COMMIT lost: no
- *   `committed: false`, so nothing re-applied);
- * - the general transaction not asking (`resolveLostCommit: true` dropped from `commitCombined`'s
- *   write): "general transaction, answer lost" red;
- * - `commitCombined` re-applying a batch after ERT_STORE_UNAVAILABLE whatever the outcome:
- *   both "server out of reach" tests red (consumer conflicts for claims in the store);
- * - an aborted transaction reported with its outcome unknown (no `committed: false`):
- *   "combined claims, COMMIT lost" red (nothing re-applied).
+ * - the quick path not asking the server (`quickClaims` mapping the doubt's cause instead):
+ *   six tests red (ERT_STORE_UNAVAILABLE for claims that committed; no `committed` detail);
+ * - the quick path asking while it still held the broken connection (the first version):
+ *   "a pool of one connection (quick path)" red (knex's acquire timeout, 60 s);
+ * - the general transaction not asking (`resolveLostCommit: true` dropped from
+ *   `commitCombined`'s write): its three tests red;
+ * - `commitCombined` re-applying a batch whatever the outcome: both "server out of reach"
+ *   tests red (consumer conflicts for claims in the store);
+ * - `commitCombined` refusing to re-apply any ERT_STORE_UNAVAILABLE without `committed: false`
+ *   (the first version): "connection lost before the COMMIT" red;
+ * - a FATAL answer taken as a rollback (as any error not known as a lost connection was, in
+ *   the first version): "a FATAL answer" red;
+ * - an aborted transaction reported without `committed: false`: "lone claim, COMMIT lost" red.
  */
 import net from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -27,12 +32,15 @@ import type { AllocationWrite, Store, StoreOptions } from '@ert/store';
 import { createStore } from '@ert/store';
 import { inv, isolatedOptions, rejection } from './backends.js';
 
-type Mode = 'pass' | 'lose-answer' | 'lose-commit';
+type Mode = 'pass' | 'lose-answer' | 'lose-commit' | 'fatal-answer' | 'lose-begin';
 
 /**
  * A TCP proxy to the PostgreSQL server. `arm(mode, n)`: at the n-th simple query naming COMMIT
- * from now on, `lose-answer` forwards it and drops the server's answer, `lose-commit` drops the
- * query; either way both sides of that connection are then closed (the server's side with a
+ * from now on, `lose-answer` forwards it and drops the server's answer, `fatal-answer` forwards
+ * it and answers in the server's place with a FATAL error of a code no list of connection
+ * errors names (XX000), `lose-commit` drops the query; `lose-begin` drops the n-th simple
+ * query naming BEGIN instead (the quick path's first trip, before any COMMIT). Each way both
+ * sides of that connection are then closed (the server's side with a
  * FIN, so it reads what was sent before). With `refuse: n`, every connection is closed then
  * and the next n new ones refused (the server out of reach for a moment: the store cannot ask
  * it, and an attempt to apply the calls again would reach it).
@@ -84,9 +92,11 @@ class CommitProxy {
     };
     client.on('data', (chunk: Buffer) => {
       // 'Q': a simple query (the quick path sends its writes and COMMIT as one).
-      if (chunk[0] === 0x51 && chunk.includes('COMMIT')) {
-        this.commits++;
-        if (this.mode !== 'pass' && --this.countdown === 0) {
+      const commit = chunk[0] === 0x51 && chunk.includes('COMMIT');
+      if (commit) this.commits++;
+      const begin = chunk[0] === 0x51 && chunk.includes('BEGIN');
+      if (this.mode !== 'pass' && (this.mode === 'lose-begin' ? begin : commit)) {
+        if (--this.countdown === 0) {
           this.acted = this.mode;
           this.mode = 'pass';
           if (this.refuse > 0) {
@@ -98,13 +108,17 @@ class CommitProxy {
             }
             return;
           }
-          if (this.acted === 'lose-commit') return closeBoth();
+          if (this.acted === 'lose-commit' || this.acted === 'lose-begin') return closeBoth();
           dropAnswer = true;
         }
       }
       upstream.write(chunk);
     });
-    upstream.on('data', (chunk: Buffer) => (dropAnswer ? closeBoth() : client.write(chunk)));
+    upstream.on('data', (chunk: Buffer) => {
+      if (!dropAnswer) return void client.write(chunk);
+      if (this.acted === 'fatal-answer') client.write(fatalError('XX000', 'internal error'));
+      closeBoth();
+    });
     client.on('error', () => upstream.destroy());
     upstream.on('error', () => client.destroy());
     client.on('close', () => upstream.end());
@@ -114,6 +128,18 @@ class CommitProxy {
   close(): Promise<void> {
     return new Promise((resolve) => this.server.close(() => resolve()));
   }
+}
+
+/** A PostgreSQL ErrorResponse message of severity FATAL. */
+function fatalError(code: string, message: string): Buffer {
+  const fields = Buffer.concat([
+    ...[['S', 'FATAL'], ['V', 'FATAL'], ['C', code], ['M', message]].map(([tag, value]) => Buffer.from(`${tag}${value}\0`)),
+    Buffer.from([0]),
+  ]);
+  const head = Buffer.alloc(5);
+  head.write('E', 0);
+  head.writeInt32BE(fields.length + 4, 1);
+  return Buffer.concat([head, fields]);
 }
 
 const pgUrl = process.env.ERT_TEST_PG_URL;
@@ -154,6 +180,8 @@ describe.skipIf(!pgUrl)('a claim whose COMMIT answer is lost (PostgreSQL)', () =
     { consumer: { uuid: consumer, projectId: 'p', userId: 'u', generation: null }, allocations: [{ providerUuid: 'root', resourceClass: 'VCPU', amount }] },
   ];
   const used = async (store: Store) => (await store.getUsages('root'))['VCPU'] ?? 0;
+  /** Three calls made together: the first goes alone, the other two wait for it and are combined (two COMMITs in all). */
+  const threeCalls = (store: Store) => Promise.allSettled(['c-0', 'c-1', 'c-2'].map((consumer) => store.writeAllocations(claim(consumer))));
 
   it('lone claim, answer lost: answered as committed, with the host to reload', async () => {
     const store = await open('lost_lone');
@@ -167,12 +195,35 @@ describe.skipIf(!pgUrl)('a claim whose COMMIT answer is lost (PostgreSQL)', () =
     expect(await used(store)).toBe(2);
   });
 
+  for (const quickClaims of [true, false]) {
+    it(`lone claim, answer lost, a pool of one connection (${quickClaims ? 'quick path' : 'general transaction'}): asked once the broken connection is given back`, { timeout: 20_000 }, async () => {
+      // Asking while holding the broken connection would wait for the pool's only one (knex's
+      // acquire timeout, 60 s) and end unknown.
+      const store = await open(`lost_pool1_${quickClaims}`, { quickClaims, pool: { min: 0, max: 1 } });
+      proxy.arm('lose-answer');
+      const started = performance.now();
+      await store.writeAllocations(claim('c-1', 2));
+      expect(proxy.acted).toBe('lose-answer');
+      expect(performance.now() - started).toBeLessThan(10_000);
+      expect(await used(store)).toBe(2);
+    });
+  }
+
+  it('combined claims, a FATAL answer of a code not known as a lost connection: asked, answered as committed', async () => {
+    const store = await open('fatal_combined');
+    proxy.arm('fatal-answer', 2);
+    const outcomes = await threeCalls(store);
+    expect(proxy.acted).toBe('fatal-answer');
+    expect(proxy.commits).toBe(2);
+    expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'fulfilled', 'fulfilled']);
+    expect(await used(store)).toBe(3);
+  });
+
   it('combined claims, answer lost: each answered as committed, none re-applied', async () => {
     const store = await open('lost_combined');
     // The first call is in flight alone; the next two wait for it and are combined: the proxy sees two COMMITs in all.
     proxy.arm('lose-answer', 2);
-    const calls = [store.writeAllocations(claim('c-0')), store.writeAllocations(claim('c-1')), store.writeAllocations(claim('c-2'))];
-    const outcomes = await Promise.allSettled(calls);
+    const outcomes = await threeCalls(store);
     expect(proxy.acted).toBe('lose-answer');
     expect(proxy.commits).toBe(2);
     expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'fulfilled', 'fulfilled']);
@@ -194,8 +245,17 @@ describe.skipIf(!pgUrl)('a claim whose COMMIT answer is lost (PostgreSQL)', () =
   it('combined claims, COMMIT lost: rolled back by the server, so re-applied one by one', async () => {
     const store = await open('lost_commit_combined');
     proxy.arm('lose-commit', 2);
-    const outcomes = await Promise.allSettled([store.writeAllocations(claim('c-0')), store.writeAllocations(claim('c-1')), store.writeAllocations(claim('c-2'))]);
+    const outcomes = await threeCalls(store);
     expect(proxy.acted).toBe('lose-commit');
+    expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'fulfilled', 'fulfilled']);
+    expect(await used(store)).toBe(3);
+  });
+
+  it('combined claims, connection lost before the COMMIT: nothing written, so re-applied one by one', async () => {
+    const store = await open('lost_begin_combined');
+    proxy.arm('lose-begin', 2);
+    const outcomes = await threeCalls(store);
+    expect(proxy.acted).toBe('lose-begin');
     expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'fulfilled', 'fulfilled']);
     expect(await used(store)).toBe(3);
   });
@@ -203,7 +263,7 @@ describe.skipIf(!pgUrl)('a claim whose COMMIT answer is lost (PostgreSQL)', () =
   it('general transaction, answer lost: each combined call answered as committed', async () => {
     const store = await open('lost_general', { quickClaims: false });
     proxy.arm('lose-answer', 2);
-    const outcomes = await Promise.allSettled([store.writeAllocations(claim('c-0')), store.writeAllocations(claim('c-1')), store.writeAllocations(claim('c-2'))]);
+    const outcomes = await threeCalls(store);
     expect(proxy.acted).toBe('lose-answer');
     expect(proxy.commits).toBe(2);
     expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'fulfilled', 'fulfilled']);
@@ -214,13 +274,13 @@ describe.skipIf(!pgUrl)('a claim whose COMMIT answer is lost (PostgreSQL)', () =
     it(`server out of reach once the answer is lost (${quickClaims ? 'quick path' : 'general transaction'}): unavailable, not refused as conflicts`, async () => {
       const store = await open(`lost_cut_${quickClaims}`, { quickClaims });
       proxy.arm('lose-answer', 2, { refuse: 1 });
-      const outcomes = await Promise.allSettled([store.writeAllocations(claim('c-0')), store.writeAllocations(claim('c-1')), store.writeAllocations(claim('c-2'))]);
+      const outcomes = await threeCalls(store);
       expect(proxy.acted).toBe('lose-answer');
       expect(outcomes[0]!.status).toBe('fulfilled');
       for (const outcome of outcomes.slice(1)) {
         expect(outcome.status).toBe('rejected');
         expect((outcome as PromiseRejectedResult).reason).toMatchObject({ code: 'ERT_STORE_UNAVAILABLE' });
-        expect((outcome as PromiseRejectedResult).reason.details).not.toMatchObject({ committed: false });
+        expect((outcome as PromiseRejectedResult).reason.details).toEqual({ committed: 'unknown' });
       }
       // They did commit: "unavailable" tells the callers to re-read, which shows them.
       expect(await used(store)).toBe(3);

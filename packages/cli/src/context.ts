@@ -69,7 +69,10 @@ export class CommandContext {
   async store(config?: ErtConfig, opts: { create?: boolean } = {}): Promise<Store> {
     if (!this.storeInstance) {
       const options = (config ?? (await this.config())).store;
-      const store = await createStore(options);
+      // knex's pool diagnostics (a connection lost, an acquire failed) at debug, as bin.ts
+      // treats libraries' console output: a one-shot command's failure stays one line.
+      const logger = await this.logger();
+      const store = await createStore({ ...options, logger: { warn: (fields, message) => logger.debug(fields, message) } });
       try {
         if (opts.create) {
           const before = await store.schemaStatus();

@@ -47,6 +47,20 @@ export interface StoreOptions {
    * latency without the store depending on a metrics library. A throw from it is ignored.
    */
   onTransaction?: (transaction: TransactionObservation) => void;
+  /**
+   * Where the database library's own diagnostics go (knex's pool: "Connection Error: ..." when
+   * a connection is lost, "Acquire connection error: ..." when none could be opened; its
+   * deprecation notices), each as one warning with `{ source: 'knex' }`. The errors they tell
+   * of also reach the caller as the store's errors. Default: knex's own, printed with
+   * `console.log`. A pino logger fits.
+   */
+  logger?: StoreLogger;
+}
+
+/** The part of a logger the store uses (pino's signature). */
+export interface StoreLogger {
+  /** One diagnostic line: `fields` to merge into it (`{ source: 'knex' }`), `message` as the library wrote it. */
+  warn(fields: Record<string, unknown>, message: string): void;
 }
 
 /** One finished store transaction. */

@@ -1,7 +1,7 @@
 import { readFileSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import knexFactory, { type Knex } from 'knex';
-import type { StoreOptions } from './api.js';
+import type { StoreLogger, StoreOptions } from './api.js';
 import { WRITER_AUTOCHECKPOINT_PAGES } from './checkpointer.js';
 import { StoreConflictError, StoreError, isStoreError } from './errors.js';
 
@@ -163,6 +163,13 @@ function cacheStatements(conn: SqliteConnection): void {
 
 const SCHEMA_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
 
+/** knex's `log` option sending its diagnostics to `logger` (knex's own console output otherwise). */
+function knexLog(logger: StoreLogger | undefined): Pick<Knex.Config, 'log'> {
+  if (logger === undefined) return {};
+  const warn = (message: unknown) => logger.warn({ source: 'knex' }, String(message));
+  return { log: { warn, error: warn, deprecate: (method: string, alternative: string) => warn(`${method} is deprecated: use ${alternative}`), debug: () => undefined } };
+}
+
 /** Builds the knex instance for the options; validates them first (ERT_STORE_INVALID). */
 export function openKnex(options: StoreOptions): Knex {
   if (typeof options.connection !== 'string' || options.connection === '') {
@@ -176,6 +183,7 @@ export function openKnex(options: StoreOptions): Knex {
       client: 'sqlite3',
       connection: { filename: options.connection },
       useNullAsDefault: true,
+      ...knexLog(options.logger),
       // One connection per process: SQLite has one writer at a time anyway, and a single
       // connection keeps each transaction's statements together.
       pool: {
@@ -197,6 +205,7 @@ export function openKnex(options: StoreOptions): Knex {
       client: 'pg',
       connection: { connectionString: options.connection, types: PG_TYPES } as Knex.PgConnectionConfig,
       searchPath: [schema],
+      ...knexLog(options.logger),
       pool: { min: options.pool?.min ?? 0, max: options.pool?.max ?? 10 },
     });
   }

@@ -24,10 +24,12 @@
  *   (the first version): "connection lost before the COMMIT" red;
  * - a FATAL answer taken as a rollback (as any error not known as a lost connection was, in
  *   the first version): "a FATAL answer" red;
- * - an aborted transaction reported without `committed: false`: "lone claim, COMMIT lost" red.
+ * - an aborted transaction reported without `committed: false`: "lone claim, COMMIT lost" red;
+ * - `StoreOptions.logger` not given to knex (PostgreSQL): "lone claim, answer lost" red (knex's
+ *   "Connection Error" printed with console.log instead).
  */
 import net from 'node:net';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { AllocationWrite, Store, StoreOptions } from '@ert/store';
 import { createStore } from '@ert/store';
 import { inv, isolatedOptions, rejection } from './backends.js';
@@ -164,10 +166,14 @@ describe.skipIf(!pgUrl)('a claim whose COMMIT answer is lost (PostgreSQL)', () =
     }
   });
 
+  /** What the stores' `logger` was told (knex's pool diagnostics). */
+  const warnings: Array<{ fields: Record<string, unknown>; message: string }> = [];
+
   /** A store through the proxy, on its own schema, with one host of 8 VCPUs. */
   async function open(label: string, extra: Partial<StoreOptions> = {}): Promise<Store> {
     const isolated = isolatedOptions('pg', label);
-    const store = await createStore({ ...isolated.options, connection: proxied, ...extra });
+    const logger = { warn: (fields: Record<string, unknown>, message: string) => void warnings.push({ fields, message }) };
+    const store = await createStore({ ...isolated.options, connection: proxied, logger, ...extra });
     opened.push({ store, cleanup: isolated.cleanup });
     await store.migrate();
     await store.createProvider({ uuid: 'root', name: 'host-0' });
@@ -187,8 +193,14 @@ describe.skipIf(!pgUrl)('a claim whose COMMIT answer is lost (PostgreSQL)', () =
     const store = await open('lost_lone');
     const before = await store.hostGenerations();
     proxy.arm('lose-answer');
+    const printed = vi.spyOn(console, 'log');
+    warnings.length = 0;
     const result = await store.writeAllocations(claim('c-1', 2));
     expect(proxy.acted).toBe('lose-answer');
+    // knex's word of the lost connection went to the store's logger, not to the console.
+    expect(warnings).toContainEqual({ fields: { source: 'knex' }, message: expect.stringMatching(/^Connection Error: /) });
+    expect(printed.mock.calls.flat().join('\n')).not.toMatch(/Connection Error/);
+    printed.mockRestore();
     // The generation is the store's; `shared` because the store cannot tell whether another writer bumped it too.
     expect(result.hosts).toEqual([{ name: 'host-0', generationBefore: before.get('host-0'), generation: before.get('host-0')! + 1, shared: true }]);
     expect(await store.getAllocations('c-1')).toMatchObject({ allocations: [{ providerUuid: 'root', resourceClass: 'VCPU', amount: 2 }] });

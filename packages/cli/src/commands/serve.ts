@@ -24,7 +24,7 @@ import {
 import type { ErtConfig } from '@ert/core';
 import { createScheduler, effectiveStatus } from '@ert/scheduler';
 import { isErtError, messageOf } from '@ert/plugin-api';
-import { createStore, type Store } from '@ert/store';
+import { createStore, type Store, type StoreLogger } from '@ert/store';
 import { parse as parseYaml } from 'yaml';
 import type { CommandContext } from '../context.js';
 import { describeConnection, positiveInt } from '../context.js';
@@ -168,7 +168,8 @@ async function serveOne(ctx: CommandContext, opts: ServeCommandOptions, config: 
   const metrics = processMetrics();
   // A worker's /metrics answers the sum over all workers, gathered by the primary.
   if (worker) metrics.shareWithCluster();
-  const store = await openExisting(observedStore(config, metrics));
+  // knex's pool diagnostics (a connection to PostgreSQL lost) are warnings of the service's log.
+  const store = await openExisting(observedStore(config, metrics), await ctx.logger());
   metrics.useStore(store);
   try {
     // Request logs (pino, Fastify's logger) go to stderr: stdout is for the result.
@@ -340,9 +341,9 @@ async function servePrimary(ctx: CommandContext, opts: ServeCommandOptions, conf
  * missing store or a schema other than this program's is the store's error saying which
  * (ERT_STORE_MISSING, ERT_STORE_SCHEMA_OUTDATED, ERT_STORE_SCHEMA_NEWER).
  */
-async function openExisting(config: ErtConfig): Promise<Store> {
+async function openExisting(config: ErtConfig, logger?: StoreLogger): Promise<Store> {
   const options = config.store;
-  const store = await createStore(options);
+  const store = await createStore({ ...options, ...(logger ? { logger } : {}) });
   try {
     await store.checkSchema();
   } catch (err) {

@@ -260,7 +260,9 @@ export function quickClaimable(ctx: StoreContext, calls: AllocationWrite[][]): b
  * left, as the general transaction checks a combined batch; returns each call's outcome (its
  * error, or the hosts it changed). Undefined when the state read puts the batch out of this
  * path's reach (nothing was written: send it through the general transaction). Throws only
- * what the database throws (the batch as a whole failed).
+ * what the database throws (the batch as a whole failed), or, on PostgreSQL, when the COMMIT's
+ * answer was lost and the server does not say it committed, ERT_STORE_UNAVAILABLE with its
+ * `committed` detail (`lost-commit.ts`; a commit the server confirms is answered as usual).
  */
 export async function quickClaims(ctx: StoreContext, calls: AllocationWrite[][]): Promise<CallOutcome[] | undefined> {
   try {
@@ -273,6 +275,7 @@ export async function quickClaims(ctx: StoreContext, calls: AllocationWrite[][])
   }
 }
 
+/** `quickClaims` in one raw transaction; throws `CommitInDoubt` for the caller to settle once the connection is given back. */
 function claimInRawTransaction(ctx: StoreContext, calls: AllocationWrite[][]): Promise<CallOutcome[] | undefined> {
   const writes = calls.map((call) => call[0]!);
   return ctx.rawWrite('writeAllocations', async (raw) => {

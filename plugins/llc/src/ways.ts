@@ -101,9 +101,9 @@ export function chooseWays(view: WayView, ways: number): WayChoice | string {
   if (!Number.isSafeInteger(ways) || ways < 1) return `requested ${ways} cache ways; need a positive integer`;
   if (ways < view.minCbmBits) return `requested ${ways} cache ways, below min_cbm_bits ${view.minCbmBits}`;
   if (view.freeClosids < 1) return `no free CLOSID (every class of service is in use)`;
-  // Summaries call this for every way count of every host placed on or reloaded: no arrays or
-  // objects but the answer. The two longest runs over the domains give each domain "the
-  // others' longest" without a pass over the others.
+  // Summaries call this for every way count of every host placed on or reloaded: no arrays,
+  // and an object only for each better choice found. The two longest runs over the domains
+  // give each domain "the others' longest" without a pass over the others.
   const domains = view.domains;
   let longest = 0;
   let second = 0;

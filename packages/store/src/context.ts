@@ -175,17 +175,30 @@ export class StoreContext {
     await trx.raw('UPDATE resource_classes SET name = name WHERE id = 0');
   }
 
-  /** Runs `fn` in one consistent read (a snapshot on both backends). */
+  /**
+   * Runs `fn` in one consistent read (a snapshot on both backends). On PostgreSQL a read whose
+   * COMMIT fails after `fn` returned (the connection lost before the answer) still answers
+   * what it read: the transaction is read-only, so its COMMIT changes nothing and the snapshot
+   * it read from was consistent.
+   */
   async read<T>(fn: (trx: Trx) => Promise<T>): Promise<T> {
     const config: Knex.TransactionConfig = this.client === 'pg' ? { isolationLevel: 'repeatable read', readOnly: true } : {};
     const startedAt = Date.now();
     const started = performance.now();
     let ok = false;
+    let done: { value: T } | undefined;
     try {
-      const result = await this.knex.transaction(fn, config);
+      const result = await this.knex.transaction(async (trx) => {
+        done = { value: await fn(trx) };
+        return done.value;
+      }, config);
       ok = true;
       return result;
     } catch (err) {
+      if (done !== undefined && this.client === 'pg') {
+        ok = true;
+        return done.value;
+      }
       throw mapDriverError(err, 'read', this.sqliteContext(startedAt));
     } finally {
       this.observe('read', 'read', started, ok);

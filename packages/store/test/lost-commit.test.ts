@@ -26,7 +26,9 @@
  *   the first version): "a FATAL answer" red;
  * - an aborted transaction reported without `committed: false`: "lone claim, COMMIT lost" red;
  * - `StoreOptions.logger` not given to knex (PostgreSQL): "lone claim, answer lost" red (knex's
- *   "Connection Error" printed with console.log instead).
+ *   "Connection Error" printed with console.log instead);
+ * - `StoreContext.read` failing when only its COMMIT failed: "a read whose COMMIT answer is
+ *   lost" red (ERT_STORE_UNAVAILABLE).
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { AllocationWrite, Store, StoreOptions } from '@ert/store';
@@ -170,6 +172,14 @@ describe.skipIf(!pgUrl)('a claim whose COMMIT answer is lost (PostgreSQL)', () =
     expect(proxy.commits).toBe(2);
     expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'fulfilled', 'fulfilled']);
     expect(await used(store)).toBe(3);
+  });
+
+  it('a read whose COMMIT answer is lost answers what it read (a read-only COMMIT changes nothing)', async () => {
+    const store = await open('lost_read');
+    await store.writeAllocations(claim('c-0', 3));
+    proxy.arm('lose-answer');
+    expect(await used(store)).toBe(3);
+    expect(proxy.acted).toBe('lose-answer');
   });
 
   for (const quickClaims of [true, false]) {

@@ -113,7 +113,10 @@ export class StoreContext {
    * to roll back (nothing to do on this path). Any error rolls back; driver errors are mapped
    * as `write` maps them; the transaction is observed as `write` observes it (not when rolled
    * back by `fn`'s choice: the caller's next transaction is the one to count). The connection
-   * is held as a knex transaction holds it (on SQLite the pool's only one).
+   * is held as a knex transaction holds it (on SQLite the pool's only one). A `CommitInDoubt`
+   * from `fn` (PostgreSQL: its COMMIT's answer lost) is settled once the connection is given
+   * back: the value it carries when the server says the transaction committed, else
+   * ERT_STORE_UNAVAILABLE with the `committed` detail (`lost-commit.ts`).
    */
   async rawWrite<T>(what: string, fn: (raw: RawConnection) => Promise<{ value: T } | undefined>): Promise<T | undefined> {
     const startedAt = Date.now();
@@ -131,6 +134,7 @@ export class StoreContext {
       throw err;
     }
     const raw: RawConnection = this.client === 'sqlite3' ? { client: 'sqlite3', conn: conn as SqliteConnection } : { client: 'pg', conn: conn as PgConnection };
+    let doubt: CommitInDoubt<T> | undefined;
     try {
       let done: { value: T } | undefined;
       try {
@@ -149,13 +153,22 @@ export class StoreContext {
       ok = true;
       return done.value;
     } catch (err) {
-      // Settled by the caller once the connection is given back (`lost-commit.ts`).
-      if (err instanceof CommitInDoubt) throw err;
-      throw mapDriverError(err, what, this.sqliteContext(startedAt));
+      if (!(err instanceof CommitInDoubt)) throw mapDriverError(err, what, this.sqliteContext(startedAt));
+      doubt = err as CommitInDoubt<T>;
     } finally {
       await client.releaseConnection(conn);
-      if (!declined) this.observe('write', what, started, ok);
+      if (!declined && doubt === undefined) this.observe('write', what, started, ok);
     }
+    // The COMMIT's answer was lost: asked once the connection is given back (with a pool of
+    // one, asking while holding it would wait for it), and counted as the server says.
+    try {
+      await resolveLostCommit(this, doubt.xid, doubt.cause, what);
+    } catch (err) {
+      this.observe('write', what, started, false);
+      throw err;
+    }
+    this.observe('write', what, started, true);
+    return doubt.ifCommitted();
   }
 
   /** Tell `options.onTransaction` (metrics) about a finished transaction, and the checkpointer about a write. */

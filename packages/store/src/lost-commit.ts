@@ -39,10 +39,10 @@ export function isStatementError(err: unknown): boolean {
 }
 
 /**
- * Thrown out of a raw transaction (`StoreContext.rawWrite`) whose COMMIT's trip failed with the
- * outcome in doubt, so that the caller settles it once the connection is given back (asking
- * while holding it could wait for the pool's last connection): `resolveLostCommit(xid,
- * cause)`, then `ifCommitted()` for the value the transaction would have returned.
+ * Thrown by a raw transaction's `fn` (`StoreContext.rawWrite`) whose COMMIT's trip failed with
+ * the outcome in doubt: `rawWrite` gives the connection back (asking while holding it could
+ * wait for the pool's last connection), asks (`resolveLostCommit(xid, cause)`), and returns
+ * `ifCommitted()`, the value the transaction would have returned, when it committed.
  */
 export class CommitInDoubt<T> extends Error {
   constructor(

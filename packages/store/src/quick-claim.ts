@@ -48,7 +48,7 @@ import { RawSql, insertSql, sqlLiteral, valuesSql } from './sql.js';
 import { isStoreError } from './errors.js';
 import { checkConsumerGeneration, checkFits, notFound } from './validate.js';
 import { claimInOneTrip } from './sqlite-claim.js';
-import { CommitInDoubt, TRANSACTION_ID_SQL, isStatementError, resolveLostCommit } from './lost-commit.js';
+import { CommitInDoubt, TRANSACTION_ID_SQL, isStatementError } from './lost-commit.js';
 
 const CONSUMER_COLUMNS = ['uuid', 'project_id', 'user_id', 'generation', 'consumer_type'];
 const ALLOCATION_COLUMNS = ['provider_id', 'consumer_id', 'resource_class_id', 'used'];
@@ -264,19 +264,7 @@ export function quickClaimable(ctx: StoreContext, calls: AllocationWrite[][]): b
  * answer was lost and the server does not say it committed, ERT_STORE_UNAVAILABLE with its
  * `committed` detail (`lost-commit.ts`; a commit the server confirms is answered as usual).
  */
-export async function quickClaims(ctx: StoreContext, calls: AllocationWrite[][]): Promise<CallOutcome[] | undefined> {
-  try {
-    return await claimInRawTransaction(ctx, calls);
-  } catch (err) {
-    if (!(err instanceof CommitInDoubt)) throw err;
-    // The connection is given back: ask the server what became of the transaction.
-    await resolveLostCommit(ctx, err.xid, err.cause, 'writeAllocations');
-    return (err as CommitInDoubt<CallOutcome[]>).ifCommitted();
-  }
-}
-
-/** `quickClaims` in one raw transaction; throws `CommitInDoubt` for the caller to settle once the connection is given back. */
-function claimInRawTransaction(ctx: StoreContext, calls: AllocationWrite[][]): Promise<CallOutcome[] | undefined> {
+export function quickClaims(ctx: StoreContext, calls: AllocationWrite[][]): Promise<CallOutcome[] | undefined> {
   const writes = calls.map((call) => call[0]!);
   return ctx.rawWrite('writeAllocations', async (raw) => {
     if (raw.client === 'sqlite3' && writes.length === 1) {
@@ -401,7 +389,7 @@ function claimInRawTransaction(ctx: StoreContext, calls: AllocationWrite[][]): P
       const sql = [...statements, ...(bump ? [`${bump} RETURNING id, generation`] : []), 'COMMIT'].join(';\n');
       const results = (await raw.conn.query(sql).catch((err: unknown) => {
         // Anything but a refused statement may have left the transaction committed: settled by
-        // `quickClaims` once this connection is given back.
+        // `rawWrite` once this connection is given back.
         if (isStatementError(err)) throw err;
         throw new CommitInDoubt(state.xid!, err, () => answer(true));
       })) as PgResult[];

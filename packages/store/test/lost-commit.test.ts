@@ -27,6 +27,8 @@
  * - an aborted transaction reported without `committed: false`: "lone claim, COMMIT lost" red;
  * - `StoreOptions.logger` not given to knex (PostgreSQL): "lone claim, answer lost" red (knex's
  *   "Connection Error" printed with console.log instead);
+ * - `rawWrite` counting a settled commit as a failed transaction (as the first versions did):
+ *   "lone claim, answer lost" red;
  * - `StoreContext.read` failing when only its COMMIT failed: "a read whose COMMIT answer is
  *   lost" red (ERT_STORE_UNAVAILABLE).
  */
@@ -82,7 +84,8 @@ describe.skipIf(!pgUrl)('a claim whose COMMIT answer is lost (PostgreSQL)', () =
   const threeCalls = (store: Store) => Promise.allSettled(['c-0', 'c-1', 'c-2'].map((consumer) => store.writeAllocations(claim(consumer))));
 
   it('lone claim, answer lost: answered as committed, with the host to reload', async () => {
-    const store = await open('lost_lone');
+    const observed: Array<{ operation: string; ok: boolean }> = [];
+    const store = await open('lost_lone', { onTransaction: ({ kind, operation, ok }) => void (kind === 'write' && observed.push({ operation, ok })) });
     const before = await store.hostGenerations();
     proxy.arm('lose-answer');
     const printed = vi.spyOn(console, 'log');
@@ -96,6 +99,8 @@ describe.skipIf(!pgUrl)('a claim whose COMMIT answer is lost (PostgreSQL)', () =
     // The generation is the store's; `shared` because the store cannot tell whether another writer bumped it too.
     expect(result.hosts).toEqual([{ name: 'host-0', generationBefore: before.get('host-0'), generation: before.get('host-0')! + 1, shared: true }]);
     expect(await store.getAllocations('c-1')).toMatchObject({ allocations: [{ providerUuid: 'root', resourceClass: 'VCPU', amount: 2 }] });
+    // Counted once, as the server said: committed.
+    expect(observed.filter((o) => o.operation === 'writeAllocations')).toEqual([{ operation: 'writeAllocations', ok: true }]);
     expect(await used(store)).toBe(2);
   });
 

@@ -165,7 +165,7 @@ export class StoreContext {
       await resolveLostCommit(this, doubt.xid, doubt.cause, what);
     } catch (err) {
       this.observe('write', what, started, false);
-      throw err;
+      throw mapDriverError(err, what);
     }
     this.observe('write', what, started, true);
     return doubt.ifCommitted();

@@ -34,13 +34,13 @@ const LOST_COMMIT_POLL_MS = 20;
  * other failure of a COMMIT's trip (the connection, a timeout, FATAL or PANIC) leaves the
  * outcome to be asked.
  */
-export function isStatementError(err: unknown): boolean {
+function isStatementError(err: unknown): boolean {
   return typeof err === 'object' && err !== null && (err as { severity?: unknown }).severity === 'ERROR' && typeof (err as { code?: unknown }).code === 'string';
 }
 
 /**
- * Thrown by a raw transaction's `fn` (`StoreContext.rawWrite`) whose COMMIT's trip failed with
- * the outcome in doubt: `rawWrite` gives the connection back (asking while holding it could
+ * Thrown by a raw transaction's `fn` (`StoreContext.rawWrite`) whose COMMIT's trip failed, the
+ * outcome perhaps in doubt: `rawWrite` gives the connection back (asking while holding it could
  * wait for the pool's last connection), asks (`resolveLostCommit(xid, cause)`), and returns
  * `ifCommitted()`, the value the transaction would have returned, when it committed.
  */

@@ -48,7 +48,7 @@ import { RawSql, insertSql, sqlLiteral, valuesSql } from './sql.js';
 import { isStoreError } from './errors.js';
 import { checkConsumerGeneration, checkFits, notFound } from './validate.js';
 import { claimInOneTrip } from './sqlite-claim.js';
-import { CommitInDoubt, TRANSACTION_ID_SQL, isStatementError } from './lost-commit.js';
+import { CommitInDoubt, TRANSACTION_ID_SQL } from './lost-commit.js';
 
 const CONSUMER_COLUMNS = ['uuid', 'project_id', 'user_id', 'generation', 'consumer_type'];
 const ALLOCATION_COLUMNS = ['provider_id', 'consumer_id', 'resource_class_id', 'used'];
@@ -387,10 +387,9 @@ export function quickClaims(ctx: StoreContext, calls: AllocationWrite[][]): Prom
       await sqliteExec(raw.conn, [...statements, ...(bump ? [bump] : []), 'COMMIT'].join(';\n'));
     } else {
       const sql = [...statements, ...(bump ? [`${bump} RETURNING id, generation`] : []), 'COMMIT'].join(';\n');
+      // A failure of this trip may have left the transaction committed: `rawWrite` settles it
+      // once this connection is given back (a refused statement is a rollback, and its error).
       const results = (await raw.conn.query(sql).catch((err: unknown) => {
-        // Anything but a refused statement may have left the transaction committed: settled by
-        // `rawWrite` once this connection is given back.
-        if (isStatementError(err)) throw err;
         throw new CommitInDoubt(state.xid!, err, () => answer(true));
       })) as PgResult[];
       if (bump) generations = new Map(results.at(-2)!.rows.map((r) => [Number(r['id']), Number(r['generation'])]));

@@ -97,15 +97,9 @@ export function sqlLiteral(value: unknown, client: 'sqlite3' | 'pg' = 'sqlite3')
   throw new StoreError('ERT_STORE_INVALID', `a value of type ${typeof value} (${String(value)}) cannot be written as an SQL literal`, { value: String(value) });
 }
 
-/** SQL text `insertSql` writes as it is: made by the store only (a caller's object is a value, refused by `sqlLiteral`). */
-export class RawSql {
-  constructor(readonly sql: string) {}
-}
-
-/** `VALUES (...), ...` with the rows as literals (`sqlLiteral`); a value may be raw SQL (`RawSql`). */
+/** `VALUES (...), ...` with the rows as literals (`sqlLiteral`). */
 export function valuesSql(client: 'sqlite3' | 'pg', rows: ReadonlyArray<readonly unknown[]>): string {
-  const value = (v: unknown) => (v instanceof RawSql ? v.sql : sqlLiteral(v, client));
-  return `VALUES ${rows.map((row) => `(${row.map(value).join(', ')})`).join(', ')}`;
+  return `VALUES ${rows.map((row) => `(${row.map((v) => sqlLiteral(v, client)).join(', ')})`).join(', ')}`;
 }
 
 /** `INSERT INTO table (columns) VALUES (...), ...` (`valuesSql`). */

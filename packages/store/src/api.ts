@@ -24,9 +24,10 @@ export interface StoreOptions {
   /** PostgreSQL schema to use (created if missing); lets tests run isolated. Default `public`. */
   schema?: string;
   /**
-   * Commit `writeAllocations` calls that arrive while another is in flight together, in one
-   * transaction (each call still checked and answered on its own). Default true; false gives
-   * one transaction per call (for comparison in benchmarks).
+   * Commit `writeAllocations` calls that arrive while another is in flight, or in the same
+   * tick (microtask turn) as each other, together in one transaction (each call still checked
+   * and answered on its own). Default true; false gives one transaction per call (for
+   * comparison in benchmarks).
    */
   combineWrites?: boolean;
   /**
@@ -589,9 +590,9 @@ export interface Store {
    * write increments it (Placement's count: created at 0, bumped by the write); empty
    * `allocations` delete the consumer. Instance records written (`instance`) and
    * removed (`removeInstance`) are part of the same transaction: a call's allocations and
-   * records are all written or none is, even if the process dies. Calls made while another is in flight
-   * may be committed in one transaction, each checked on its own: one call's failure
-   * never affects another's result.
+   * records are all written or none is, even if the process dies. Calls made while another is in flight,
+   * or in the same tick, may be committed in one transaction, each checked on its own: one
+   * call's failure never affects another's result.
    * Resolves with the hosts whose generation the call's transaction bumped (see
    * `AllocationWriteResult`), so a caller that already knows what it wrote (a scheduler
    * counting its own claims) can record the new generation instead of reloading the host.

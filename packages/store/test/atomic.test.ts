@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Flavor } from '@ert/plugin-api';
 import type { InstanceRecord, Store } from '@ert/store';
 import type { KnexStore } from '../src/store.js';
-import { claimPaths, inv, openStore, rejection } from './backends.js';
+import { claimPaths, inv, openStore, rejection, firstAloneRestCombined } from './backends.js';
 
 const flavor: Flavor = { name: 'small', vcpus: 2, memoryMb: 0, diskGb: 0, extraSpecs: {} };
 
@@ -128,13 +128,15 @@ describe.each(claimPaths)('removeInstance on $label', ({ client, extra }) => {
       store.writeAllocations([{ consumer: consumer(uuid), allocations: [{ providerUuid: r.provider, resourceClass: 'VCPU', amount }], instance: record(uuid, r.host) }]);
     const fresh = `${r.i}-new`;
     // The first call runs alone; the others queue behind it and are committed together.
-    await Promise.all([
-      claim(`${r.i}-first`, 1),
-      store.writeAllocations([{ consumer: consumer(r.i), allocations: [], removeInstance: true }]),
-      claim(r.i, 1),
-      claim(fresh, 1),
-      store.writeAllocations([{ consumer: consumer(fresh), allocations: [], removeInstance: true }]),
-    ]);
+    await Promise.all(
+      await firstAloneRestCombined([
+        () => claim(`${r.i}-first`, 1),
+        () => store.writeAllocations([{ consumer: consumer(r.i), allocations: [], removeInstance: true }]),
+        () => claim(r.i, 1),
+        () => claim(fresh, 1),
+        () => store.writeAllocations([{ consumer: consumer(fresh), allocations: [], removeInstance: true }]),
+      ]),
+    );
     expect((await store.getProvider(r.provider))!.generation - generation).toBe(2);
     expect(await store.getInstance(r.i)).toMatchObject({ uuid: r.i, state: 'active' });
     expect((await store.getAllocations(r.i)).allocations).toEqual([{ providerUuid: r.provider, resourceClass: 'VCPU', amount: 1 }]);

@@ -95,3 +95,16 @@ export async function rawConnection(options: StoreOptions): Promise<{ run(sql: s
   await db.query(`SET search_path TO ${options.schema ?? 'public'}`);
   return { run: (sql) => db.query(sql), close: () => db.end() };
 }
+
+/**
+ * Makes `calls` so that the store sends the first alone and combines the rest into one batch
+ * behind it: the store flushes what is pending once the microtasks queued before have run
+ * (allocations.ts `scheduleFlush`), so the first call is sent during one tick, and the others,
+ * made after it, queue while it is in flight. Each call's promise, in order.
+ */
+export async function firstAloneRestCombined<T>(calls: ReadonlyArray<() => Promise<T>>): Promise<Array<Promise<T>>> {
+  const [first, ...rest] = calls;
+  const started = [first!()];
+  await Promise.resolve();
+  return [...started, ...rest.map((call) => call())];
+}

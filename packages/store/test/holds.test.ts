@@ -16,7 +16,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Flavor } from '@ert/plugin-api';
 import type { InstanceRecord, Store } from '@ert/store';
-import { claimPaths, inv, openStore, rejection } from './backends.js';
+import { claimPaths, inv, openStore, rejection, firstAloneRestCombined } from './backends.js';
 
 const flavor: Flavor = { name: 'pinned', vcpus: 2, memoryMb: 0, diskGb: 0, extraSpecs: {} };
 const consumer = (uuid: string, generation?: number | null) => ({ uuid, projectId: 'proj', userId: 'user', ...(generation !== undefined ? { generation } : {}) });
@@ -172,15 +172,18 @@ describe.each(claimPaths)('exclusive holds on $label', ({ client, extra }) => {
     // transaction (`shared` below shows it). The second call's first write takes cpu 2, its
     // second write is refused (cpu 1 is k0's): the whole call is refused, and cpu 2 is free
     // for the call after it.
-    const results = await Promise.allSettled([
-      claim(other, 'lead', {}),
-      store.writeAllocations([
-        { consumer: consumer('k1', null), allocations: [{ providerUuid: h.provider, resourceClass: 'VCPU', amount: 2 }], instance: record('k1', h.name, { cpus: [2] }) },
-        { consumer: consumer('k1b', null), allocations: [{ providerUuid: h.provider, resourceClass: 'VCPU', amount: 2 }], instance: record('k1b', h.name, { cpus: [1] }) },
+    const results = await Promise.allSettled(
+      await firstAloneRestCombined([
+        () => claim(other, 'lead', {}),
+        () =>
+          store.writeAllocations([
+            { consumer: consumer('k1', null), allocations: [{ providerUuid: h.provider, resourceClass: 'VCPU', amount: 2 }], instance: record('k1', h.name, { cpus: [2] }) },
+            { consumer: consumer('k1b', null), allocations: [{ providerUuid: h.provider, resourceClass: 'VCPU', amount: 2 }], instance: record('k1b', h.name, { cpus: [1] }) },
+          ]),
+        () => claim(h, 'k2', { cpus: [2, 3] }),
+        () => claim(h, 'k3', { cpus: [4] }),
       ]),
-      claim(h, 'k2', { cpus: [2, 3] }),
-      claim(h, 'k3', { cpus: [4] }),
-    ]);
+    );
     expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled', 'fulfilled']);
     expect((results[1] as PromiseRejectedResult).reason.message).toContain('cpu/1: instance k0 holds it');
     const k2 = (results[2] as PromiseFulfilledResult<Awaited<ReturnType<Store['writeAllocations']>>>).value;

@@ -35,7 +35,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { AllocationWrite, Store, StoreOptions } from '@ert/store';
 import { createStore } from '@ert/store';
-import { inv, isolatedOptions, rejection } from './backends.js';
+import { inv, isolatedOptions, rejection, firstAloneRestCombined } from './backends.js';
 import { CommitProxy } from './commit-proxy.js';
 
 const pgUrl = process.env.ERT_TEST_PG_URL;
@@ -81,7 +81,7 @@ describe.skipIf(!pgUrl)('a claim whose COMMIT answer is lost (PostgreSQL)', () =
   ];
   const used = async (store: Store) => (await store.getUsages('root'))['VCPU'] ?? 0;
   /** Three calls made together: the first goes alone, the other two wait for it and are combined (two COMMITs in all). */
-  const threeCalls = (store: Store) => Promise.allSettled(['c-0', 'c-1', 'c-2'].map((consumer) => store.writeAllocations(claim(consumer))));
+  const threeCalls = async (store: Store) => Promise.allSettled(await firstAloneRestCombined(['c-0', 'c-1', 'c-2'].map((consumer) => () => store.writeAllocations(claim(consumer)))));
 
   it('lone claim, answer lost: answered as committed, with the host to reload', async () => {
     const observed: Array<{ operation: string; ok: boolean }> = [];

@@ -28,7 +28,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TRAIT_SHARING_PROVIDER, type Flavor } from '@ert/plugin-api';
 import type { AllocationWrite, InstanceRecord, Store, StoreOptions } from '@ert/store';
 import type { KnexStore } from '../src/store.js';
-import { backends, inv, isolatedOptions, openStore, rawConnection, rejection } from './backends.js';
+import { backends, inv, isolatedOptions, openStore, rawConnection, rejection, firstAloneRestCombined } from './backends.js';
 import { createStore } from '@ert/store';
 
 const flavor: Flavor = { name: 'small', vcpus: 2, memoryMb: 512, diskGb: 0, extraSpecs: {} };
@@ -262,8 +262,8 @@ describe.each(backends)('quick claims on %s', (client) => {
     expect(paths.handedOver).toBeGreaterThan(3);
   });
 
-  // Calls in flight together are combined: the first goes alone, the others queue behind it
-  // and go as one batch, on either store the same way. A batch of new consumers' claims takes
+  // Calls made together are combined: made in one tick, they go as one batch, on either store
+  // the same way. A batch of new consumers' claims takes
   // the quick path whole, each call checked against the calls before it (capacity, holds), and
   // must come to what the general transaction's combined batch comes to: each call's result
   // (hosts, generations, `shared`) or error, and the rows. Mutations seen caught, on both
@@ -378,7 +378,7 @@ describe.each(backends)('quick claims on %s', (client) => {
         );
       const lone = [await claim('odd-0', ['u\ud800']), await claim('odd-1', ['u\ud800'])];
       // The first alone, the other two combined behind it.
-      const combined = await Promise.all([claim('odd-2'), claim('odd-3'), claim('odd-4')]);
+      const combined = await Promise.all(await firstAloneRestCombined([() => claim('odd-2'), () => claim('odd-3'), () => claim('odd-4')]));
       const { knex } = store as KnexStore;
       return {
         outcomes: [...lone, ...combined],
@@ -469,11 +469,11 @@ describe.each(backends)('quick claims on %s', (client) => {
   });
 
   /**
-   * `rest` combined into one batch: `first` goes alone (its flush starts at once) and the others
-   * queue behind it. Each call's outcome, in order.
+   * `rest` combined into one batch: `first` goes alone and the others queue behind it
+   * (`firstAloneRestCombined`). Each call's outcome, in order.
    */
-  function combined(store: Store, first: AllocationWrite, rest: AllocationWrite[]): Promise<unknown[]> {
-    return Promise.all([first, ...rest].map((write) => outcome(store.writeAllocations([write]))));
+  async function combined(store: Store, first: AllocationWrite, rest: AllocationWrite[]): Promise<unknown[]> {
+    return Promise.all(await firstAloneRestCombined([first, ...rest].map((write) => () => outcome(store.writeAllocations([write])))));
   }
   const claimOf = (consumer: string, provider: string, resourceClass: string, amount: number, instance?: InstanceRecord): AllocationWrite => ({
     consumer: { uuid: consumer, projectId: 'p', userId: 'u', generation: null },

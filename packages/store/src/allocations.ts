@@ -30,6 +30,9 @@ export class AllocationWriter {
 
   private flushScheduled = false;
 
+  /** The batch in flight (its commit and the flush after it), for `drain`. */
+  private inFlight: Promise<void> | undefined;
+
   async writeAllocations(writes: AllocationWrite[]): Promise<AllocationWriteResult> {
     validateWrites(writes);
     if (writes.length === 0) return { hosts: [] };
@@ -58,10 +61,20 @@ export class AllocationWriter {
     if (this.flushing || this.pendingWrites.length === 0) return;
     this.flushing = true;
     const batch = this.pendingWrites.splice(0, this.ctx.options.combineWrites === false ? 1 : MAX_COMBINED_WRITES);
-    void this.commitCombined(batch).finally(() => {
+    this.inFlight = this.commitCombined(batch).finally(() => {
       this.flushing = false;
+      this.inFlight = undefined;
       this.flushPendingWrites();
     });
+  }
+
+  /**
+   * Sends the calls not sent yet (their flush waits for a microtask) and resolves once no batch
+   * is in flight: `close()` waits for it, so a call made before `close()` is written, not refused.
+   */
+  async drain(): Promise<void> {
+    this.flushPendingWrites();
+    while (this.inFlight) await this.inFlight.catch(() => undefined);
   }
 
   private async commitCombined(batch: PendingWrite[]): Promise<void> {

@@ -24,10 +24,11 @@ export interface StoreOptions {
   /** PostgreSQL schema to use (created if missing); lets tests run isolated. Default `public`. */
   schema?: string;
   /**
-   * Commit `writeAllocations` calls that arrive while another is in flight, or in the same
-   * tick (microtask turn) as each other, together in one transaction (each call still checked
-   * and answered on its own). Default true; false gives one transaction per call (for
-   * comparison in benchmarks).
+   * Commit `writeAllocations` calls together in one transaction (each call still checked and
+   * answered on its own): those that arrive while another is in flight, and those made before
+   * the store's flush, which is queued as a microtask when a call arrives and none is pending
+   * (so callers answered together, continuing in step, are combined again). Default true;
+   * false gives one transaction per call (for comparison in benchmarks).
    */
   combineWrites?: boolean;
   /**
@@ -419,7 +420,11 @@ export interface Store {
    * ERT_STORE_SCHEMA_NEWER (unknown migrations), each naming the store and the versions.
    */
   checkSchema(): Promise<void>;
-  /** Close the pool once the operations in progress are done. An operation begun during or after close fails at once (ERT_STORE_INVALID, "the store ... is closed"), never waits on the closing pool. */
+  /**
+   * Close the pool once the operations in progress are done; `writeAllocations` calls made
+   * before `close()` are sent and written first. An operation begun during or after close fails
+   * at once (ERT_STORE_INVALID, "the store ... is closed"), never waits on the closing pool.
+   */
   close(): Promise<void>;
 
   /* resource classes and traits */
@@ -591,8 +596,9 @@ export interface Store {
    * `allocations` delete the consumer. Instance records written (`instance`) and
    * removed (`removeInstance`) are part of the same transaction: a call's allocations and
    * records are all written or none is, even if the process dies. Calls made while another is in flight,
-   * or in the same tick, may be committed in one transaction, each checked on its own: one
-   * call's failure never affects another's result.
+   * or before the flush a call queues (`combineWrites`), may be committed in one transaction,
+   * each checked on its own: one call's refusal never affects another's result (a transaction
+   * whose commit is in doubt answers every call in it ERT_STORE_UNAVAILABLE).
    * Resolves with the hosts whose generation the call's transaction bumped (see
    * `AllocationWriteResult`), so a caller that already knows what it wrote (a scheduler
    * counting its own claims) can record the new generation instead of reloading the host.

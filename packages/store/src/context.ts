@@ -31,6 +31,8 @@ export class StoreContext {
   readonly classNames = new Map<number, string>();
   /** Set by `close()`: every operation is refused after it (ERT_STORE_INVALID). */
   closed = false;
+  /** Set by `close()` while it sends the claims made before it (`AllocationWriter.drain`): their transactions may still take connections. */
+  draining = false;
   /** A SQLite file's WAL checkpoints, off the writers' path (checkpointer.ts); closed by the store's `close()`. */
   readonly checkpointer: WalCheckpointer | undefined;
 
@@ -44,7 +46,7 @@ export class StoreContext {
     // closed, every operation fails at once instead.
     const client = this.knex.client as { acquireConnection(): Promise<unknown> };
     const acquire = client.acquireConnection.bind(client);
-    client.acquireConnection = () => (this.closed ? Promise.reject(new StoreError('ERT_STORE_INVALID', `the store ${this.describe()} is closed`)) : acquire());
+    client.acquireConnection = () => (this.closed && !this.draining ? Promise.reject(new StoreError('ERT_STORE_INVALID', `the store ${this.describe()} is closed`)) : acquire());
   }
 
   /** Where the store is, for messages: the SQLite file, or the PostgreSQL URL (password masked) and schema. */

@@ -131,6 +131,13 @@ export class KnexStore implements Store {
   async close(): Promise<void> {
     if (this.ctx.closed) return;
     this.ctx.closed = true;
+    // Claims made before close() are sent a microtask after they were made: written, not refused.
+    this.ctx.draining = true;
+    try {
+      await this.allocations.drain();
+    } finally {
+      this.ctx.draining = false;
+    }
     await this.ctx.knex.destroy();
     await this.ctx.checkpointer?.close();
   }

@@ -1,7 +1,7 @@
 /**
  * A lone claim on SQLite in one round trip (issue 15): one prepared statement inserts the claim
- * into `claim_inbox`, whose trigger (migration 0014) checks and writes it in that statement's
- * transaction. A lone claim in the quick claim's three trips (BEGIN IMMEDIATE, the read, the
+ * into the view `claim_inbox`, whose trigger (migrations 0014 and 0015) checks and writes it in
+ * that statement's transaction. A lone claim in the quick claim's three trips (BEGIN IMMEDIATE, the read, the
  * writes and COMMIT) took 0.5-0.7 ms at the median on the benchmarks' machine, in this one
  * 0.4-0.45 ms (docs/benchmarks.md).
  *
@@ -18,7 +18,7 @@ import { holdRowValues } from './holds.js';
 import { instanceRowValues } from './instances.js';
 
 /**
- * Fires the claim: ?1 the payload (migration 0014 describes it). `seen` is filled before the
+ * Fires the claim: ?1 the payload (migration 0014 describes it; 0015 makes `claim_inbox` a view, so no row is written). `seen` is filled before the
  * trigger runs: the providers' roots and the hosts' rows as the claim found them.
  */
 const CLAIM = `INSERT INTO claim_inbox (payload, seen) SELECT ?1, json_array(

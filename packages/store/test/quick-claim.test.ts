@@ -14,7 +14,8 @@
  *   connection had already changed, and failed as a conflict, not as capacity);
  * - PostgreSQL: the providers' FOR UPDATE removed: "reads under the lock" red (the claim did
  *   not wait for the other transaction and pushed the provider past its capacity);
- * - SQLite, the one-trip trigger (migration 0014): its capacity test, pool test,
+ * - SQLite, the one-trip trigger (migration 0014; since 0015 on a view, and the same mutations
+ *   seen red there): its capacity test, pool test,
  *   missing-or-sharing provider test or record's host bump left out: "same outcome" red; usage
  *   compared with one more than capacity, the max_unit or step_size test left out: "fills each
  *   inventory" red; the capacity test left out: "reads under the lock" red too;
@@ -28,6 +29,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TRAIT_SHARING_PROVIDER, type Flavor } from '@ert/plugin-api';
 import type { AllocationWrite, InstanceRecord, Store, StoreOptions } from '@ert/store';
 import type { KnexStore } from '../src/store.js';
+import { MIGRATIONS_TABLE, migrationSource } from '../src/migrations.js';
 import { backends, inv, isolatedOptions, openStore, rawConnection, rejection, firstAloneRestCombined } from './backends.js';
 import { createStore } from '@ert/store';
 
@@ -604,5 +606,43 @@ describe.each(backends)('quick claims on %s', (client) => {
     // The next claim commits: the connection was not left inside the failed transaction.
     await quick.writeAllocations([{ consumer: { uuid: 'fault-2', projectId: 'p', userId: 'u', generation: null }, allocations: [{ providerUuid: world.providers[0]!, resourceClass: 'VCPU', amount: 2 }] }]);
     expect(await quick.getUsages(world.providers[0]!)).toEqual({ VCPU: 2 });
+  });
+});
+
+// Migration 0015 turns 0014's inbox table into a view on a store that holds claims, and its
+// down turns it back: each form claims in one statement (a claim over capacity refused, the
+// next one placed), and the table form leaves no row behind. Seen red with 0015's view trigger
+// left without its statements (the claim was not written: usage 0).
+describe('the one-trip claim across migration 0015 (SQLite)', () => {
+  it('claims through the view after the upgrade and through the table after its down', async () => {
+    const { store, cleanup } = await openStore('sqlite3', 'inbox_view');
+    try {
+      const { knex } = store as KnexStore;
+      const migrations = { migrationSource, tableName: MIGRATIONS_TABLE };
+      await store.createProvider({ uuid: 'iv', name: 'iv' });
+      await store.setInventories('iv', undefined, { VCPU: inv(4) });
+      const form = async () => ((await knex.raw("SELECT type FROM sqlite_master WHERE name = 'claim_inbox'")) as Array<{ type: string }>)[0]?.type;
+      let n = 0;
+      const claim = (amount: number) => store.writeAllocations([{ consumer: { uuid: `iv-${++n}`, projectId: 'p', userId: 'u', generation: null }, allocations: [{ providerUuid: 'iv', resourceClass: 'VCPU', amount }] }]);
+      const trips: string[] = [];
+      onTrips(store, (sql) => trips.push(sql));
+      expect(await form()).toBe('view');
+      await claim(1);
+      expect(await rejection(claim(4))).toMatchObject({ code: 'ERT_STORE_CAPACITY_EXCEEDED' });
+      await knex.migrate.down(migrations);
+      expect(await form()).toBe('table');
+      await claim(1);
+      expect(((await knex('claim_inbox').count('* as n')) as Array<{ n: number }>)[0]!.n).toBe(0);
+      await knex.migrate.up(migrations);
+      expect(await form()).toBe('view');
+      await claim(1);
+      onTrips(store, undefined);
+      // Every lone claim went as the one statement first (the one over capacity declined by it).
+      expect(trips.filter((sql) => sql.startsWith('INSERT INTO claim_inbox'))).toHaveLength(4);
+      expect(await store.getUsages('iv')).toEqual({ VCPU: 3 });
+      expect((await store.schemaStatus()).pending).toEqual([]);
+    } finally {
+      await cleanup();
+    }
   });
 });

@@ -434,28 +434,11 @@ const hostChanges: Migration = {
 };
 
 /**
- * 0014: a lone claim on SQLite in one statement (`sqlite-claim.ts`, issue 15). Inserting a
- * row into `claim_inbox` runs the claim in its trigger, in that statement's transaction (in
- * autocommit a write statement takes the write lock before it reads, so every check below
- * sees what the last commit left and nobody writes until it ends). The row's `payload` is the
- * claim as JSON: `c` the consumer [uuid, project, user, type], `a` the allocations [[provider
- * uuid, class id, amount], ...], `i` the instance records [[host name, ...the instance columns
- * after host_id]] (zero or one), `h` the holds [[host name, instance uuid, hold, amount,
- * capacity], ...]. The trigger writes the consumer, the allocations, the providers' and hosts'
- * generation bumps, the record and its holds, and deletes the row. It stops the statement
- * (RAISE, or a unique, not-null or foreign key constraint), so that nothing is written and
- * the store checks the claim in full instead, when: a provider is missing or shares, an amount
- * breaks its inventory's min_unit, max_unit or step_size, a class has no inventory, usage
- * would pass capacity, a pool would pass its capacity, the consumer or the instance exists, a
- * unit is held, the record's host is missing. Each test is that of `checkFits` and
- * `HoldLedger.set`, or stricter. PostgreSQL: nothing (its claims take two round trips).
- * Needs SQLite 3.38 or later (`->>`; node-sqlite3 bundles a newer one). A later migration that
- * rebuilds or renames one of the tables the trigger names (knex's `alterTable` on SQLite copies
- * the table) must drop the trigger first and create it again after.
- */
-/**
  * The claim's statements (migration 0014 describes them), run by the trigger on `claim_inbox`
  * with the claim in `NEW.payload`: the same in 0014's table trigger and 0015's view trigger.
+ * Frozen: stores already migrated keep the trigger these made, so a change here must come with
+ * a new migration that creates the trigger again (and would change what 0014 and 0015 create
+ * on new stores: leave them on a copy of this text).
  */
 function claimTriggerBody(): string {
   const providers = `SELECT value->>0 FROM json_each(NEW.payload, '$.a')`;
@@ -500,6 +483,26 @@ async function createClaimInboxTable(knex: Knex): Promise<void> {
 END`);
 }
 
+/**
+ * 0014: a lone claim on SQLite in one statement (`sqlite-claim.ts`, issue 15). Inserting a
+ * row into `claim_inbox` runs the claim in its trigger, in that statement's transaction (in
+ * autocommit a write statement takes the write lock before it reads, so every check below
+ * sees what the last commit left and nobody writes until it ends). The row's `payload` is the
+ * claim as JSON: `c` the consumer [uuid, project, user, type], `a` the allocations [[provider
+ * uuid, class id, amount], ...], `i` the instance records [[host name, ...the instance columns
+ * after host_id]] (zero or one), `h` the holds [[host name, instance uuid, hold, amount,
+ * capacity], ...]. The trigger writes the consumer, the allocations, the providers' and hosts'
+ * generation bumps, the record and its holds, and deletes the row. It stops the statement
+ * (RAISE, or a unique, not-null or foreign key constraint), so that nothing is written and
+ * the store checks the claim in full instead, when: a provider is missing or shares, an amount
+ * breaks its inventory's min_unit, max_unit or step_size, a class has no inventory, usage
+ * would pass capacity, a pool would pass its capacity, the consumer or the instance exists, a
+ * unit is held, the record's host is missing. Each test is that of `checkFits` and
+ * `HoldLedger.set`, or stricter. PostgreSQL: nothing (its claims take two round trips).
+ * Needs SQLite 3.38 or later (`->>`; node-sqlite3 bundles a newer one). A later migration that
+ * rebuilds or renames one of the tables the trigger names (knex's `alterTable` on SQLite copies
+ * the table) must drop the trigger first and create it again after.
+ */
 const claimInbox: Migration = {
   async up(knex) {
     if (knex.client.config.client !== 'sqlite3') return;
@@ -515,7 +518,7 @@ const claimInbox: Migration = {
 /**
  * 0015: `claim_inbox` becomes a view whose INSTEAD OF INSERT trigger runs the same claim
  * (`claimTriggerBody`), so a claim writes no inbox row: the table's insert and delete cost a
- * page of the WAL at every commit, one of about eighteen (docs/benchmarks.md). The insert
+ * page of the WAL at every commit, one of the 13-17 a claim writes (docs/benchmarks.md). The insert
  * statement, its RETURNING and the trigger's tests are unchanged; the statement still takes
  * the write lock before it reads (the trigger's writes are the statement's). SQLite only.
  */

@@ -610,9 +610,11 @@ describe.each(backends)('quick claims on %s', (client) => {
 });
 
 // Migration 0015 turns 0014's inbox table into a view on a store that holds claims, and its
-// down turns it back: each form claims in one statement (a claim over capacity refused, the
-// next one placed), and the table form leaves no row behind. Seen red with 0015's view trigger
-// left without its statements (the claim was not written: usage 0).
+// down turns it back: in each form a claim that fits goes as the one statement alone (its
+// trigger wrote it), one over capacity is declined and refused, and the table form leaves no
+// row behind. Seen red: the view's trigger emptied (the claim over capacity taken), 0015's down
+// creating the table without its trigger or its trigger without the DELETE (a row left), a
+// trigger that declines every claim (three trips, not one).
 describe('the one-trip claim across migration 0015 (SQLite)', () => {
   it('claims through the view after the upgrade and through the table after its down', async () => {
     const { store, cleanup } = await openStore('sqlite3', 'inbox_view');
@@ -624,21 +626,28 @@ describe('the one-trip claim across migration 0015 (SQLite)', () => {
       const form = async () => ((await knex.raw("SELECT type FROM sqlite_master WHERE name = 'claim_inbox'")) as Array<{ type: string }>)[0]?.type;
       let n = 0;
       const claim = (amount: number) => store.writeAllocations([{ consumer: { uuid: `iv-${++n}`, projectId: 'p', userId: 'u', generation: null }, allocations: [{ providerUuid: 'iv', resourceClass: 'VCPU', amount }] }]);
-      const trips: string[] = [];
-      onTrips(store, (sql) => trips.push(sql));
+      /** One claim that fits: sent as the one statement and nothing else. */
+      const inOneStatement = async () => {
+        const trips: string[] = [];
+        onTrips(store, (sql) => trips.push(sql.split(' ', 3).join(' ')));
+        try {
+          await claim(1);
+        } finally {
+          onTrips(store, undefined);
+        }
+        expect(trips).toEqual(['INSERT INTO claim_inbox']);
+      };
       expect(await form()).toBe('view');
-      await claim(1);
+      await inOneStatement();
       expect(await rejection(claim(4))).toMatchObject({ code: 'ERT_STORE_CAPACITY_EXCEEDED' });
       await knex.migrate.down(migrations);
       expect(await form()).toBe('table');
-      await claim(1);
+      await inOneStatement();
+      expect(await rejection(claim(4))).toMatchObject({ code: 'ERT_STORE_CAPACITY_EXCEEDED' });
       expect(((await knex('claim_inbox').count('* as n')) as Array<{ n: number }>)[0]!.n).toBe(0);
       await knex.migrate.up(migrations);
       expect(await form()).toBe('view');
-      await claim(1);
-      onTrips(store, undefined);
-      // Every lone claim went as the one statement first (the one over capacity declined by it).
-      expect(trips.filter((sql) => sql.startsWith('INSERT INTO claim_inbox'))).toHaveLength(4);
+      await inOneStatement();
       expect(await store.getUsages('iv')).toEqual({ VCPU: 3 });
       expect((await store.schemaStatus()).pending).toEqual([]);
     } finally {

@@ -208,7 +208,8 @@ describe('ert serve: /metrics, /healthz, /readyz, request ids, SIGTERM', () => {
 
   // Seen to fail when broken: with `closeGracefully` (packages/cli/src/ops.ts) cutting the
   // connections at once (`closeAllConnections()` before `close()`), the PUT in flight failed
-  // with "fetch failed" (socket closed) instead of its 201.
+  // with "fetch failed" (socket closed) instead of its 201. The stop's logs: seen red without
+  // the 5 s "still stopping" report.
   it('SIGTERM: stops accepting, answers the request in flight, closes the store and exits 0', async () => {
     const { daemon, base } = await startServe();
     // Hold SQLite's write lock: the PUT below waits for it (store.busyTimeout, 20 s) and is in flight.
@@ -225,11 +226,15 @@ describe('ert serve: /metrics, /healthz, /readyz, request ids, SIGTERM', () => {
       // Not accepting any more (the listening socket is closed), while the PUT still waits.
       await expect(fetch(`${base}/healthz`)).rejects.toThrow();
       expect(daemon.child.exitCode).toBe(null);
+      // Each step of the stop is logged; one still waiting after 5 s says on what.
+      expect(daemon.stderr).toMatch(/"msg":"stopping: no longer accepting; answering the requests in flight"/);
+      await daemon.waitFor(/"connections":1,"msg":"still stopping: waiting for requests or connections"/, 10_000);
 
       await trx.rollback();
       const res = await put;
       expect(res.status).toBe(201);
       expect(await daemon.exited).toBe(0);
+      expect(daemon.stderr).toMatch(/"msg":"stopped: requests answered, server closed"/);
       expect(daemon.stdout).toMatch(/^stopped serving http:\/\/127\.0\.0\.1:\d+\/placement$/m);
     } finally {
       if (!trx.isCompleted()) await trx.rollback();

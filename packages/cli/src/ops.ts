@@ -48,11 +48,20 @@ export function serveOps(metrics: ErtMetrics, store: Store, readiness: Readiness
  * connections are cut.
  */
 export async function closeGracefully(server: { app: FastifyInstance; close(): Promise<void> }, graceMs = SHUTDOWN_GRACE_MS): Promise<void> {
-  const closing = server.close();
+  // Each step logged, so that a stop that hangs says where.
+  const started = performance.now();
+  server.app.log.info({ graceMs }, 'stopping: no longer accepting; answering the requests in flight');
+  const closing = server.close().then(() => server.app.log.info({ ms: Math.round(performance.now() - started) }, 'stopped: requests answered, server closed'));
   // Node closes the connections idle when `close` is called, not those that become idle after
   // (a keep-alive connection whose request was in flight): without this, `close` waits for the
   // client to hang up.
   const idle = setInterval(() => server.app.server.closeIdleConnections(), 50);
+  // A stop still waiting after 5 s says on what: the connections still open.
+  const slow = setInterval(
+    () => server.app.server.getConnections((_err, open) => server.app.log.warn({ ms: Math.round(performance.now() - started), connections: open }, 'still stopping: waiting for requests or connections')),
+    5_000,
+  );
+  slow.unref();
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<'late'>((resolve) => {
     timer = setTimeout(() => resolve('late'), graceMs);
@@ -67,5 +76,6 @@ export async function closeGracefully(server: { app: FastifyInstance; close(): P
   } finally {
     clearTimeout(timer);
     clearInterval(idle);
+    clearInterval(slow);
   }
 }

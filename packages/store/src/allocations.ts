@@ -20,9 +20,10 @@ export class AllocationWriter {
   constructor(private readonly ctx: StoreContext) {}
 
   /**
-   * Write-combining: calls that arrive while a write is in flight, or in the same tick, are
-   * committed together in the next transaction (each call's writes checked as a unit, in arrival order, so
-   * one call's failure does not affect the others and every caller gets its own result).
+   * Write-combining: calls that arrive while a write is in flight, or before the flush a call
+   * queues as a microtask (`scheduleFlush`), are committed together in the next transaction
+   * (each call's writes checked as a unit, in arrival order, so one call's failure does not
+   * affect the others and every caller gets its own result).
    */
   private readonly pendingWrites: PendingWrite[] = [];
 

@@ -390,8 +390,9 @@ async function runOpenLoop(config: ErtConfig, store: Store, args: Args, rate: nu
         .select({ flavor, ...(request?.hints ? { hints: request.hints } : {}), instances: [{ uuid, projectId: 'bench', userId: 'bench' }] })
         .then(
           () => {
-            latencies.push(performance.now() - due);
-            if (i >= rate) afterFirstSecond.push(performance.now() - due);
+            const ms = performance.now() - due;
+            latencies.push(ms);
+            if (i >= rate) afterFirstSecond.push(ms);
             mixed?.placed(uuid);
             if (request?.mustFail !== undefined) wrong++;
           },

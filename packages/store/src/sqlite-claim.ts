@@ -1,9 +1,9 @@
 /**
  * A lone claim on SQLite in one round trip (issue 15): one prepared statement inserts the claim
  * into the view `claim_inbox`, whose trigger (migrations 0014 and 0015) checks and writes it in
- * that statement's transaction. A lone claim in the quick claim's three trips (BEGIN IMMEDIATE, the read, the
- * writes and COMMIT) took 0.5-0.7 ms at the median on the benchmarks' machine, in this one
- * 0.4-0.45 ms (docs/benchmarks.md).
+ * that statement's transaction. A lone claim in the quick claim's three trips (BEGIN IMMEDIATE,
+ * the read, the writes and COMMIT) took 0.5-0.7 ms at the median on the benchmarks' machine, in
+ * this one 0.4-0.45 ms (docs/benchmarks.md).
  *
  * The trigger only takes claims that pass every check; anything else stops the statement
  * (nothing is written) and the caller runs the quick claim's full checks, which give the
@@ -18,8 +18,9 @@ import { holdRowValues } from './holds.js';
 import { instanceRowValues } from './instances.js';
 
 /**
- * Fires the claim: ?1 the payload (migration 0014 describes it; 0015 makes `claim_inbox` a view, so no row is written). `seen` is filled before the
- * trigger runs: the providers' roots and the hosts' rows as the claim found them.
+ * Fires the claim: ?1 the payload (migration 0014 describes it; 0015 makes `claim_inbox` a view,
+ * so no row is written). `seen` is filled before the trigger runs: the providers' roots and the
+ * hosts' rows as the claim found them.
  */
 const CLAIM = `INSERT INTO claim_inbox (payload, seen) SELECT ?1, json_array(
   (SELECT json_group_array(json_array(uuid, root_id)) FROM providers WHERE uuid IN (SELECT value->>0 FROM json_each(?1, '$.a'))),

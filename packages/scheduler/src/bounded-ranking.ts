@@ -205,15 +205,21 @@ export function rankBounded(ranker: BoundedRanker, index: HostIndex, memo: Memo,
       if (!changed.has(holders[k]!)) continue;
       const i = k >> 1;
       const value = k % 2 === 0 ? min[i]! : max[i]!;
-      const holder = holderOf(i, value);
+      const holder = holderOf(i, value, holders[k]!);
       if (holder < 0) return giveUp('kept: no other host holds a min or max');
       holders[k] = holder;
     }
-    /** A host that passes with score `value` for weigher `i` (evaluating at most HOLDER_EVALUATIONS), or -1. */
-    function holderOf(i: number, value: number): number {
+    /**
+     * A host that passes with score `value` for weigher `i` (evaluating at most
+     * HOLDER_EVALUATIONS), or -1: looked for from the slot after `previous` (the holder that
+     * changed) round to it. Hosts that shared its score are usually the next ones, while a scan
+     * from slot 0 passed every host claimed before it (a third of a decision at 100,000 hosts).
+     */
+    function holderOf(i: number, value: number, previous: number): number {
       const column = scoreColumns[i]!;
       let evaluations = 0;
-      for (let slot = 0; slot < n; slot++) {
+      for (let step = 1, slot = previous; step <= n; step++) {
+        slot = slot + 1 === n ? 0 : slot + 1;
         const st = state[slot];
         if (st === 0 || (st === 2 ? raw[slot * w + i] : column[slot]) !== value) continue;
         if (st === 2) return slot;
@@ -436,7 +442,8 @@ const HOLDER_EVALUATIONS = 4;
  * that ranking judges only the hosts changed since (through the index's change journal)
  * instead of passing over every slot. It holds while no changed host scores outside a min or
  * max, every min and max is still held by a host that passes (when its holder changed,
- * another host with that score: found in slot order, at most HOLDER_EVALUATIONS evaluated);
+ * another host with that score: found in slot order from the old holder on, at most
+ * HOLDER_EVALUATIONS evaluated);
  * otherwise the ranking starts anew. Weights of the unchanged hosts stay in the memo
  * (`Memo.weights`), computed with these min and max, so when the kept order runs short of the
  * hosts asked for, the next best are selected from every slot's kept state and weight (one

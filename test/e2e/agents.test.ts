@@ -20,7 +20,7 @@
 // ert_scheduler_hook_calls_total sample).
 import type { ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
@@ -87,6 +87,7 @@ describe(`ert host run --server: agents that report over HTTP (${PG_URL ? 'Postg
 
   it('places through the server, confirms on the hosts, skips a disabled host and survives a server restart', async () => {
     const dir = await scratchDir('ert-agents-');
+    cleanups.push(() => rm(dir, { recursive: true, force: true }));
     let store: StoreOptions = { client: 'sqlite3', connection: join(dir, 'ert.db') };
     if (PG_URL) {
       const schema = `agents_e2e_${process.pid}`;

@@ -2,7 +2,7 @@
 // from the xeon-2s-cat profile with the vcpu, memory and llc plugins: the backends, the root,
 // the flavors, and the scratch project with its store (a SQLite file, or a fresh PostgreSQL
 // schema when ERT_TEST_PG_URL is set).
-import { writeFile } from 'node:fs/promises';
+import { rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { expect } from 'vitest';
@@ -20,10 +20,12 @@ let schemas = 0;
 
 /**
  * A scratch directory whose ert.config.yaml tracks `xeon-1` on `backend`, its store migrated
- * (`ert db migrate`); a PostgreSQL schema is dropped by a function pushed on `cleanups`.
+ * (`ert db migrate`); the directory is removed, and a PostgreSQL schema dropped, by functions
+ * pushed on `cleanups`.
  */
 export async function xeonProject(backend: 'sqlite3' | 'pg', label: string, cleanups: Array<() => Promise<unknown>>): Promise<{ dir: string; storeOptions: StoreOptions }> {
   const dir = await scratchDir(`ert-${label}-`);
+  cleanups.push(() => rm(dir, { recursive: true, force: true }));
   let storeOptions: StoreOptions = { client: 'sqlite3', connection: join(dir, 'ert.db') };
   if (backend === 'pg') {
     const schema = `${label}_e2e_${process.pid}_${++schemas}`;

@@ -13,7 +13,7 @@
 // - trackers expiring only their own host's reservations (`reapEverywhere` ignored in
 //   reservations.ts): the killed batch's reservations on h1 stayed `scheduled` (second case).
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { stringify } from 'yaml';
@@ -48,6 +48,8 @@ describe.each(BACKENDS)('reservations across processes (%s)', (backend) => {
     for (const agent of agents.splice(0)) await agent.stop();
     for (const store of stores.splice(0)) await store.close();
     for (const schema of schemasMade.splice(0)) await dropPostgresSchema(process.env['ERT_TEST_PG_URL']!, schema);
+    if (dir !== '') await rm(dir, { recursive: true, force: true });
+    dir = '';
   });
 
   async function project(reservations: Record<string, string>): Promise<void> {

@@ -1,6 +1,6 @@
 /**
  * A lone claim on SQLite in one round trip (issue 15): one prepared statement inserts the claim
- * into the view `claim_inbox`, whose trigger (migrations 0014 and 0015) checks and writes it in
+ * into the view `claim_inbox`, whose trigger (migrations 0014 to 0016) checks and writes it in
  * that statement's transaction. A lone claim in the quick claim's three trips (BEGIN IMMEDIATE,
  * the read, the writes and COMMIT) took 0.5-0.7 ms at the median on the benchmarks' machine, in
  * this one 0.4-0.45 ms (docs/benchmarks.md).

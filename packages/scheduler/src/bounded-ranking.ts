@@ -211,11 +211,13 @@ export function rankBounded(ranker: BoundedRanker, index: HostIndex, memo: Memo,
     }
     /**
      * A host that passes with score `value` for weigher `i` (evaluating at most
-     * HOLDER_EVALUATIONS), or -1: looked for from the slot after `previous` (the holder that
-     * changed) round to it. Hosts that shared its score are usually the next ones, while a scan
-     * from slot 0 passed every host claimed before it (a third of a decision at 100,000 hosts).
+     * HOLDER_EVALUATIONS), or -1: `previous` (the holder that changed) when it passed again
+     * with that score, else looked for from the slot after it, round to it. Hosts that shared
+     * its score are usually the next ones, while a scan from slot 0 passed every host claimed
+     * before it (a third of a decision at 100,000 hosts).
      */
     function holderOf(i: number, value: number, previous: number): number {
+      if (state[previous] === 2 && raw[previous * w + i] === value) return previous;
       const column = scoreColumns[i]!;
       let evaluations = 0;
       for (let step = 1, slot = previous; step <= n; step++) {
@@ -441,9 +443,9 @@ const HOLDER_EVALUATIONS = 4;
  * What a bounded ranking keeps for the next ranking of the same memo (a repeated shape), so
  * that ranking judges only the hosts changed since (through the index's change journal)
  * instead of passing over every slot. It holds while no changed host scores outside a min or
- * max, every min and max is still held by a host that passes (when its holder changed,
- * another host with that score: found in slot order from the old holder on, at most
- * HOLDER_EVALUATIONS evaluated);
+ * max, every min and max is still held by a host that passes (when its holder changed: itself
+ * if it passed again with that score, else another host with it, found in slot order from the
+ * old holder on, round, at most HOLDER_EVALUATIONS evaluated);
  * otherwise the ranking starts anew. Weights of the unchanged hosts stay in the memo
  * (`Memo.weights`), computed with these min and max, so when the kept order runs short of the
  * hosts asked for, the next best are selected from every slot's kept state and weight (one

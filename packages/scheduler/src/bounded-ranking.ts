@@ -197,9 +197,9 @@ export function rankBounded(ranker: BoundedRanker, index: HostIndex, memo: Memo,
       }
       weighKept(slot);
     }
-    // A host that held a min or max changed: another host that passes must hold that value,
-    // or the normalisation may move. Hosts of one profile share their extremes: the first
-    // potential candidate with the value is usually it.
+    // A host that held a min or max changed: a host that passes (itself again, or another)
+    // must hold that value, or the normalisation may move. Hosts of one profile share their
+    // extremes: the first potential candidate with the value is usually it.
     const holders = from.holders.slice();
     for (let k = 0; k < holders.length; k++) {
       if (!changed.has(holders[k]!)) continue;

@@ -546,7 +546,7 @@ const claimInboxView: Migration = {
   },
 };
 
-/** The view's INSTEAD OF INSERT trigger (0015 on), running `body`. */
+/** The view's INSTEAD OF INSERT trigger (0015 on), running `body`. Frozen too: it is what 0015 and 0016 create. */
 async function createClaimViewTrigger(knex: Knex, body: string): Promise<void> {
   await knex.raw(`CREATE TRIGGER claim_inbox_claim INSTEAD OF INSERT ON claim_inbox BEGIN
   ${body}

@@ -209,7 +209,8 @@ describe('ert serve: /metrics, /healthz, /readyz, request ids, SIGTERM', () => {
   // Seen to fail when broken: with `closeGracefully` (packages/cli/src/ops.ts) cutting the
   // connections at once (`closeAllConnections()` before `close()`), the PUT in flight failed
   // with "fetch failed" (socket closed) instead of its 201. The stop's logs: seen red without
-  // the 5 s "still stopping" report.
+  // the 5 s "still stopping" report, and without its list of open connections (`trackConnections`
+  // not called in `serveOps`).
   it('SIGTERM: stops accepting, answers the request in flight, closes the store and exits 0', async () => {
     const { daemon, base } = await startServe();
     // Hold SQLite's write lock: the PUT below waits for it (store.busyTimeout, 20 s) and is in flight.
@@ -228,7 +229,12 @@ describe('ert serve: /metrics, /healthz, /readyz, request ids, SIGTERM', () => {
       expect(daemon.child.exitCode).toBe(null);
       // Each step of the stop is logged; one still waiting after 5 s says on what.
       expect(daemon.stderr).toMatch(/"msg":"stopping: no longer accepting; answering the requests in flight"/);
-      await daemon.waitFor(/"connections":1,"msg":"still stopping: waiting for requests or connections"/, 10_000);
+      await daemon.waitFor(/"connections":1,.*"msg":"still stopping: waiting for requests or connections"/, 10_000);
+      // ...naming the connection and the request it is still answering.
+      const report = daemon.stderr.split('\n').find((line) => line.includes('still stopping'))!;
+      const open = (JSON.parse(report) as { open: Array<{ peer: string; openMs: number; request?: string; requestMs?: number }> }).open;
+      expect(open).toEqual([{ peer: expect.stringMatching(/^127\.0\.0\.1:\d+$/), openMs: expect.any(Number), request: 'PUT /placement/resource_classes/CUSTOM_SLOW_SHUTDOWN', requestMs: expect.any(Number) }]);
+      expect(open[0]!.requestMs).toBeGreaterThanOrEqual(5_000);
 
       await trx.rollback();
       const res = await put;

@@ -7,6 +7,8 @@ import { createMetrics, instrumentRequests, registerOpsRoutes, storeCheck, type 
 import type { ErtConfig } from '@ert/core';
 import type { Store } from '@ert/store';
 import type { TrackerObserver } from '@ert/tracker';
+import type { Server } from 'node:http';
+import type { Socket } from 'node:net';
 
 /** A Fastify instance (the API's, or the metrics port's). */
 type FastifyInstance = RunningServer['app'];
@@ -36,9 +38,58 @@ export function trackerObserver(metrics: ErtMetrics): TrackerObserver {
  */
 export function serveOps(metrics: ErtMetrics, store: Store, readiness: ReadinessChecks = {}): (app: FastifyInstance) => void {
   return (app) => {
+    trackConnections(app.server);
     instrumentRequests(app, metrics);
     registerOpsRoutes(app, { metrics, readiness: { store: storeCheck(store), ...readiness } });
   };
+}
+
+/** A connection of a tracked server, and the request it is answering, if any. */
+interface OpenConnection {
+  since: number;
+  request?: { method: string; url: string; since: number };
+}
+
+/** What each tracked server's connections are doing (`trackConnections`). */
+const tracked = new WeakMap<Server, Map<Socket, OpenConnection>>();
+
+/**
+ * Track `server`'s connections from now on, so that a stop still waiting can say which
+ * connections hold it and on what request (`closeGracefully`'s "still stopping" report).
+ */
+function trackConnections(server: Server): void {
+  if (tracked.has(server)) return;
+  const open = new Map<Socket, OpenConnection>();
+  tracked.set(server, open);
+  server.on('connection', (socket: Socket) => {
+    open.set(socket, { since: performance.now() });
+    socket.once('close', () => open.delete(socket));
+  });
+  server.on('request', (req, res) => {
+    const connection = open.get(req.socket);
+    if (connection === undefined) return;
+    const request = { method: req.method ?? '?', url: req.url ?? '?', since: performance.now() };
+    connection.request = request;
+    const done = () => {
+      if (connection.request === request) delete connection.request;
+    };
+    res.once('finish', done);
+    res.once('close', done);
+  });
+}
+
+/** `server`'s open connections as a stop reports them: peer, age, the request in flight, bytes the client has not taken. */
+function describeConnections(server: Server): Array<{ peer: string; openMs: number; request?: string; requestMs?: number; unsentBytes?: number }> | undefined {
+  const open = tracked.get(server);
+  if (open === undefined) return undefined;
+  const now = performance.now();
+  return [...open].map(([socket, c]) => ({
+    peer: `${socket.remoteAddress ?? '?'}:${socket.remotePort ?? '?'}`,
+    openMs: Math.round(now - c.since),
+    ...(c.request ? { request: `${c.request.method} ${c.request.url}`, requestMs: Math.round(now - c.request.since) } : {}),
+    // Written but not taken by the client yet: a client that stopped reading.
+    ...(socket.writableLength > 0 ? { unsentBytes: socket.writableLength } : {}),
+  }));
 }
 
 /**
@@ -56,9 +107,16 @@ export async function closeGracefully(server: { app: FastifyInstance; close(): P
   // (a keep-alive connection whose request was in flight): without this, `close` waits for the
   // client to hang up.
   const idle = setInterval(() => server.app.server.closeIdleConnections(), 50);
-  // A stop still waiting after 5 s says on what: the connections still open.
+  // A stop still waiting after 5 s says on what: the connections still open and, where the
+  // server is tracked (`trackConnections`), each one's peer and request in flight.
   const slow = setInterval(
-    () => server.app.server.getConnections((_err, open) => server.app.log.warn({ ms: Math.round(performance.now() - started), connections: open }, 'still stopping: waiting for requests or connections')),
+    () =>
+      server.app.server.getConnections((_err, open) =>
+        server.app.log.warn(
+          { ms: Math.round(performance.now() - started), connections: open, open: describeConnections(server.app.server) },
+          'still stopping: waiting for requests or connections',
+        ),
+      ),
     5_000,
   );
   slow.unref();

@@ -103,12 +103,12 @@ interface CachedStatement {
  * Keeps the connection's prepared statements: knex runs each query through the driver's
  * `all`/`run`, which prepare the SQL, step it and finalize it every time, and preparing was
  * most of a short statement's cost (`npm run bench -- drivers`: a claim's statements 2x faster
- * prepared once). Same semantics: one statement per SQL text, re-bound by every call and reset
- * right after it (node-sqlite3 queues the calls on a statement, so two uses never interleave),
- * re-prepared by SQLite itself after a schema change. A call waits for its statement's preparation: a
- * statement that fails to prepare answers the calls waiting for it with the error (node-sqlite3
- * would never call them back) and is not kept. `close` finalizes what is kept first (SQLite
- * does not close a connection with statements left).
+ * prepared once). Same semantics: one statement per SQL text, re-bound by every call, and reset
+ * right after it unless it ran to its end (node-sqlite3 queues the calls on a statement, so two
+ * uses never interleave), re-prepared by SQLite itself after a schema change. A call waits for
+ * its statement's preparation: a statement that fails to prepare answers the calls waiting for
+ * it with the error (node-sqlite3 would never call them back) and is not kept. `close`
+ * finalizes what is kept first (SQLite does not close a connection with statements left).
  */
 function cacheStatements(conn: SqliteConnection): void {
   const statements = new Map<string, CachedStatement>();
@@ -140,10 +140,22 @@ function cacheStatements(conn: SqliteConnection): void {
     const kept = entry;
     const run = () => {
       if (kept.error !== undefined) return callback.call(undefined, kept.error);
-      kept.stmt[method](params, callback);
-      // Queued right behind the call, as the driver queues its finalize: a statement left
-      // unreset (one that failed, or even one run to its end) can keep its read snapshot open,
-      // and this connection would then never see another process's commits.
+      if (method === 'all') {
+        // `all` steps the statement until SQLITE_DONE or an error, either of which ends it: it
+        // holds no read snapshot or lock after (sqlite3_stmt_busy is false). Resetting every
+        // call cost a second trip to the driver's thread pool (a few % of a lone claim,
+        // docs/benchmarks.md). A failed one is reset all the same, errors being rare, before
+        // its caller hears (and may call again).
+        kept.stmt.all(params, function (this: unknown, err, rows) {
+          if (err) kept.stmt.reset(() => undefined);
+          callback.call(this, err, rows);
+        });
+        return;
+      }
+      kept.stmt.run(params, callback);
+      // `run` steps once: a statement that returns rows is left mid-way, holding its read
+      // snapshot (this connection would then never see another's commits). Queued right behind
+      // the call, as the driver queues its finalize.
       kept.stmt.reset(() => undefined);
     };
     if (kept.waiting) kept.waiting.push(run);

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { STANDARD_RESOURCE_CLASSES, TRAIT_SHARING_PROVIDER, type Flavor } from '@ert/plugin-api';
 import { createStore, isStoreConflict, SQLITE_BUSY_TIMEOUT_MS, StoreError, type HostImport, type InstanceRecord, type Store } from '@ert/store';
+import sqlite3 from 'sqlite3';
 import type { KnexStore } from '../src/store.js';
 import { backends, claimPaths, inv, isolatedOptions, openStore, firstAloneRestCombined } from './backends.js';
 
@@ -160,9 +161,9 @@ describe('SQLite prepared statements', () => {
   // Mutations seen caught: the cache off (no statement kept); the prepare error not passed to
   // the calls waiting for it (node-sqlite3 never calls them back: timed out); close() without
   // finalizing (the pool's destroyFail: "unable to close due to unfinalized statements"). The
-  // reset after each call is guarded by 'migrations racing on sqlite3' above: without it an
-  // unreset statement kept the connection's read snapshot, it never saw the other
-  // connections' tables and got SQLITE_BUSY for the whole busy timeout.
+  // resets are guarded by 'migrations racing on sqlite3' above (without any, an unreset
+  // statement kept the connection's read snapshot: it never saw the other connections' tables
+  // and got SQLITE_BUSY for the whole busy timeout) and by the test below.
   it('prepares a repeated claim once, reports a bad statement every time, and closes cleanly', async () => {
     const { store, options, cleanup } = await openStore('sqlite3', 'statements');
     try {
@@ -213,6 +214,64 @@ describe('SQLite prepared statements', () => {
         await reopened.close();
       }
     } finally {
+      await cleanup();
+    }
+  });
+});
+
+describe('SQLite prepared statements: no read snapshot left open', () => {
+  // A kept statement that is left mid-way holds its connection's read snapshot: the connection
+  // then never sees another's commits, and the WAL can never be reset. `all` steps a statement
+  // to its end, which ends it, so a successful `all` is not reset (a second trip to the
+  // driver's thread pool); a failed one, and every `run` (it steps once), are.
+  // The probe: a TRUNCATE checkpoint from another connection, which reports busy while any
+  // reader holds a snapshot of the WAL. Seen red: the reset after `run` removed ("run that
+  // stopped at its first row"); the test's SELECT left mid-way (`get`, one step, in place of
+  // `all` in cacheStatements: "all that ran to its end"). Not red with the reset after a
+  // failed `all` removed: SQLite ends a statement at its error too; that reset is a spare.
+  it('a successful all, a failed all and a run that stopped at its first row leave no snapshot', async () => {
+    const { store, options, cleanup } = await openStore('sqlite3', 'snapshots');
+    const other = new sqlite3.Database(options.connection as string);
+    try {
+      const { knex } = store as unknown as KnexStore;
+      type Conn = { all(sql: string, params: unknown[], cb: (err: Error | null, rows?: unknown[]) => void): void; run(sql: string, params: unknown[], cb: (err: Error | null) => void): void };
+      const conn = (await knex.client.acquireConnection()) as Conn;
+      const call = (method: 'all' | 'run', sql: string) =>
+        new Promise<{ err: Error | null; rows?: unknown[] }>((resolve) => (method === 'all' ? conn.all(sql, [], (err, rows) => resolve({ err, rows })) : conn.run(sql, [], (err) => resolve({ err }))));
+      /** Whether the other connection's TRUNCATE checkpoint finds no reader (tried for up to 3 s: the store's own checkpointer may hold the checkpoint a moment). */
+      const released = async () => {
+        for (const started = Date.now(); Date.now() - started < 3000; await new Promise((r) => setTimeout(r, 20))) {
+          const [row] = await new Promise<Array<{ busy: number; log: number }>>((resolve, reject) =>
+            other.all('PRAGMA wal_checkpoint(TRUNCATE)', (err: Error | null, rows: Array<{ busy: number; log: number }>) => (err ? reject(err) : resolve(rows))),
+          );
+          if (row!.busy === 0 && row!.log === 0) return true;
+        }
+        return false;
+      };
+      try {
+        expect((await call('run', 'CREATE TABLE snap (x integer)')).err).toBeNull();
+        expect((await call('run', 'INSERT INTO snap VALUES (1), (2), (3)')).err).toBeNull();
+        expect(await released(), 'nothing read yet').toBe(true);
+        // Something in the WAL again, then each kind of call.
+        expect((await call('run', 'INSERT INTO snap VALUES (4)')).err).toBeNull();
+        const read = await call('all', 'SELECT x FROM snap ORDER BY x');
+        expect(await released(), 'all that ran to its end').toBe(true);
+        expect(read).toEqual({ err: null, rows: [{ x: 1 }, { x: 2 }, { x: 3 }, { x: 4 }] });
+        expect((await call('run', 'INSERT INTO snap VALUES (5)')).err).toBeNull();
+        // An error after the first row: integer overflow.
+        expect((await call('all', 'SELECT CASE WHEN x = 3 THEN abs(-9223372036854775807 - 1) ELSE x END AS y FROM snap ORDER BY x')).err?.message).toMatch(/integer overflow/);
+        expect(await released(), 'all that failed mid-way').toBe(true);
+        expect((await call('run', 'INSERT INTO snap VALUES (6)')).err).toBeNull();
+        expect((await call('run', 'SELECT x FROM snap ORDER BY x')).err).toBeNull();
+        expect(await released(), 'run that stopped at its first row').toBe(true);
+        // And the connection still sees another's commits.
+        await new Promise<void>((resolve, reject) => other.run('INSERT INTO snap VALUES (7)', (err: Error | null) => (err ? reject(err) : resolve())));
+        expect((await call('all', 'SELECT count(*) AS n FROM snap')).rows).toEqual([{ n: 7 }]);
+      } finally {
+        knex.client.releaseConnection(conn);
+      }
+    } finally {
+      await new Promise((resolve) => other.close(resolve));
       await cleanup();
     }
   });

@@ -1,6 +1,6 @@
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { definePlugin } from '@ert/plugin-api';
-import type { HostState } from '@ert/plugin-api';
+import type { HostState, RequestSpec } from '@ert/plugin-api';
 import type { Store, StoreOptions } from '@ert/store';
 import { createScheduler, NoValidHostError } from '../src/index.js';
 import type { ExplanationSummary, Scheduler } from '../src/index.js';
@@ -104,6 +104,37 @@ describe('scheduler hooks that fail', () => {
     expect(weighed.rejected).toEqual([
       { host: 'b', filter: 'weighers', reason: 'weigher "flaky-weigher" hook weigh failed: Plugin "flaky-weigher" hook "weigh" failed: b: first weigh fails' },
     ]);
+  });
+
+  it("a hook failure's message goes when its host is evaluated again: the explanation gives what the new evaluation saw", async () => {
+    // The memo keeps a hook failure's message by slot (`memo.failures`); a host evaluated again
+    // (it changed) drops it first. Here `a`'s filter throws for `small` once, then rejects it
+    // with a reason of its own; a claim of another flavor on `a` makes the memo of `small`
+    // evaluate `a` again. Seen red with `memo.failures.delete(slot)` removed from
+    // Ranker.evaluate: the second explanation gave the first evaluation's failure.
+    let failed = false;
+    const moody = definePlugin({
+      name: 'moody',
+      filter: () => ({
+        filter(host: HostState, spec: RequestSpec) {
+          if (host.name !== 'a' || spec.flavor.name !== 'small') return undefined;
+          if (!failed) {
+            failed = true;
+            throw new Error('a: first call fails');
+          }
+          return 'a: rejected for small now';
+        },
+      }),
+    });
+    const { s } = await setup('stale-failure', { filters: ['resources', moody], weighers: [{ name: 'free-ram', plugin: freeRam }] });
+    const reasonOfA = async () => (await s.explain({ flavor: small, instances: instances(1) })).rejected.find((r) => r.host === 'a')?.reason;
+    expect(await reasonOfA()).toBe('filter "moody" hook filter failed: Plugin "moody" hook "filter" failed: a: first call fails');
+    // Unchanged, `a` is not evaluated again: the kept message is still the reason.
+    expect(await reasonOfA()).toBe('filter "moody" hook filter failed: Plugin "moody" hook "filter" failed: a: first call fails');
+    // `a` (the most free RAM) takes another flavor's instance: it changed.
+    const [placed] = await s.select({ flavor: flavor('other', 1, 512), instances: instances(1) });
+    expect(placed!.host).toBe('a');
+    expect(await reasonOfA()).toBe('a: rejected for small now');
   });
 
   // Mutation seen caught: `!Number.isFinite(score)` dropped from Ranker.evaluate (only the

@@ -28,8 +28,16 @@ export function servedAt(child: ChildProcess, timeoutMs = 30_000): Promise<{ ori
 
 /**
  * SIGTERM every child still running, and wait until each has exited (stopDaemon: a hang fails
- * naming it, with the end of what it logged when `servedAt` watched it).
+ * naming it, with the end of what it logged when `servedAt` watched it; `withinMs` each, 20 s
+ * unless given). A stop that reported waiting ("still stopping", every 5 s, naming the open
+ * connections) has those lines printed, so that a slow stop that passed is still on record.
  */
-export async function stopAll(children: readonly ChildProcess[]): Promise<void> {
-  for (const child of children) await stopDaemon(child, `ert ${child.spawnargs.slice(2).join(' ')}`, { output: stderrOf.get(child) });
+export async function stopAll(children: readonly ChildProcess[], opts: { withinMs?: number } = {}): Promise<void> {
+  for (const child of children) {
+    const what = `ert ${child.spawnargs.slice(2).join(' ')}`;
+    const output = stderrOf.get(child);
+    await stopDaemon(child, what, { output, ...opts });
+    const waited = (output?.() ?? '').split('\n').filter((line) => line.includes('still stopping'));
+    if (waited.length > 0) console.log(`${what} took more than 5 s to stop:\n${waited.join('\n')}`);
+  }
 }

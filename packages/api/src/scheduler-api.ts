@@ -317,11 +317,15 @@ export function schedulerApi(ctx: SchedulerApiContext): (app: FastifyInstance) =
   const handlers: Record<string, Handler> = {
     select: async (request, raw) => {
       const body = raw as RequestBody;
-      const req = scheduleRequest(body, request.credentials!);
       const started = performance.now();
-      const observe = (outcome: DecisionEvent['outcome']) => ctx.onDecision?.({ outcome, seconds: (performance.now() - started) / 1000, instances: req.instances.length });
+      let instances: number | undefined;
+      const observe = (outcome: DecisionEvent['outcome']) => ctx.onDecision?.({ outcome, seconds: (performance.now() - started) / 1000, ...(instances !== undefined ? { instances } : {}) });
       let selections;
+      // Inside: a request refused as it is read (an unknown flavor, a bad extra spec) is a
+      // decision that ended in an error, as the decisions' list records it (decisions.ts).
       try {
+        const req = scheduleRequest(body, request.credentials!);
+        instances = req.instances.length;
         selections = await (
           await scheduler()
         ).select(req, body.wait ? { awaitConfirmation: true, ...(body.confirm_timeout_ms !== undefined ? { confirmTimeout: body.confirm_timeout_ms } : {}) } : {});

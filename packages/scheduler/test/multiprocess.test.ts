@@ -1,9 +1,8 @@
-import { spawn } from 'node:child_process';
-import type { ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildPackage } from '../../../test/build.js';
+import { startWorker, type Worker } from '../../../test/worker.js';
 import { BACKENDS, hostImport, openStore, tempDir, uuidFor } from './helpers.js';
 
 /*
@@ -41,27 +40,8 @@ interface WorkerResult {
 }
 
 /** Starts a worker; resolves `ready` once it has opened its scheduler, `done` with its report. */
-function startWorker(storeOptions: object, id: number): { child: ChildProcess; ready: Promise<void>; done: Promise<WorkerResult> } {
-  const env = { ...process.env };
-  delete env.NODE_OPTIONS;
-  const child = spawn(process.execPath, [worker, JSON.stringify(storeOptions), String(id), String(PER_WORKER), String(LANES)], { env, stdio: ['pipe', 'pipe', 'pipe'] });
-  let out = '';
-  let err = '';
-  let markReady: () => void;
-  const ready = new Promise<void>((resolve) => (markReady = resolve));
-  child.stdout!.on('data', (d: Buffer) => {
-    out += d.toString();
-    if (out.startsWith('ready\n')) markReady();
-  });
-  child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
-  const done = new Promise<WorkerResult>((resolve, reject) => {
-    child.on('error', reject);
-    child.on('close', (code) => {
-      if (code !== 0) reject(new Error(`worker ${id} exited with ${code}: ${err}`));
-      else resolve(JSON.parse(out.trim().split('\n').pop()!) as WorkerResult);
-    });
-  });
-  return { child, ready: Promise.race([ready, done.then(() => undefined)]), done };
+function startSchedulerWorker(storeOptions: object, id: number): Worker<WorkerResult> {
+  return startWorker<WorkerResult>(worker, [JSON.stringify(storeOptions), String(id), String(PER_WORKER), String(LANES)], `worker ${id}`);
 }
 
 beforeAll(() => {
@@ -77,7 +57,7 @@ describe.each(BACKENDS)('several scheduler processes on one %s store', (client) 
     try {
       const names = Array.from({ length: HOSTS }, (_, i) => `m${String(i).padStart(2, '0')}`);
       await store.importHosts(names.map((name) => hostImport({ name, inventories: { VCPU: VCPUS_PER_HOST, MEMORY_MB: 65536 } })));
-      const workers = Array.from({ length: WORKERS }, (_, i) => startWorker(options, i + 1));
+      const workers = Array.from({ length: WORKERS }, (_, i) => startSchedulerWorker(options, i + 1));
       // The barrier: every worker has its scheduler loaded before any starts.
       await Promise.all(workers.map((w) => w.ready));
       for (const w of workers) w.child.stdin!.end('go\n');

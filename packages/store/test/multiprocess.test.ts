@@ -1,9 +1,8 @@
-import { spawn } from 'node:child_process';
-import type { ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Allocation, Store } from '@ert/store';
 import { buildPackage } from '../../../test/build.js';
+import { startWorker, type Worker } from '../../../test/worker.js';
 import { backends, inv, openStore } from './backends.js';
 import { storePackageDir } from './build.js';
 
@@ -47,32 +46,9 @@ interface WorkerResult {
   maxInFlight: number;
 }
 
-/** Starts one hammer process with a clean node (no vitest loader flags). */
-function startWorker(options: unknown, id: number): { child: ChildProcess; ready: Promise<void>; done: Promise<WorkerResult> } {
-  const env = { ...process.env };
-  delete env.NODE_OPTIONS;
-  const child = spawn(
-    process.execPath,
-    [path.join(storePackageDir, 'test', 'fixtures', 'hammer.mjs'), JSON.stringify(options), String(id), String(ITERATIONS), String(LANES), JSON.stringify(HOSTS)],
-    { env, stdio: ['pipe', 'pipe', 'pipe'] },
-  );
-  let out = '';
-  let err = '';
-  let markReady: () => void;
-  const ready = new Promise<void>((resolve) => (markReady = resolve));
-  child.stdout!.on('data', (d: Buffer) => {
-    out += d.toString();
-    if (out.startsWith('ready\n')) markReady();
-  });
-  child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
-  const done = new Promise<WorkerResult>((resolve, reject) => {
-    child.on('error', reject);
-    child.on('close', (code) => {
-      if (code === 0) resolve(JSON.parse(out.trim().split('\n').pop()!) as WorkerResult);
-      else reject(new Error(`hammer ${id} exited with ${String(code)}: ${err}`));
-    });
-  });
-  return { child, ready: Promise.race([ready, done.then(() => undefined)]), done };
+/** Starts one hammer process (a clean node: no vitest loader flags). */
+function startHammer(options: unknown, id: number): Worker<WorkerResult> {
+  return startWorker<WorkerResult>(path.join(storePackageDir, 'test', 'fixtures', 'hammer.mjs'), [JSON.stringify(options), String(id), String(ITERATIONS), String(LANES), JSON.stringify(HOSTS)], `hammer ${id}`);
 }
 
 beforeAll(() => {
@@ -115,7 +91,7 @@ describe.each(backends)('several processes claiming on %s', (client) => {
         polls++;
       }
     })();
-    const workers = Array.from({ length: WORKERS }, (_, id) => startWorker(options, id));
+    const workers = Array.from({ length: WORKERS }, (_, id) => startHammer(options, id));
     const results = await (async () => {
       // The barrier: every process has its store open before any starts.
       await Promise.all(workers.map((w) => w.ready));

@@ -141,11 +141,12 @@ function cacheStatements(conn: SqliteConnection): void {
     const run = () => {
       if (kept.error !== undefined) return callback.call(undefined, kept.error);
       if (method === 'all') {
-        // `all` steps the statement until SQLITE_DONE or an error, either of which ends it: it
-        // holds no read snapshot or lock after (sqlite3_stmt_busy is false). Resetting every
-        // call cost a second trip to the driver's thread pool (a few % of a lone claim,
-        // docs/benchmarks.md). A failed one is reset all the same, errors being rare, before
-        // its caller hears (and may call again).
+        // `all` steps the statement until it stops returning rows. SQLITE_DONE ends it: it
+        // holds no read snapshot or lock after (sqlite3_stmt_busy is false), so a successful
+        // call is not reset (that cost a second trip to the driver's thread pool, a few % of a
+        // lone claim: docs/benchmarks.md). An error may not end it (SQLITE_BUSY leaves it
+        // active, and then no later statement of the connection commits): a failed call is
+        // reset, before its caller hears (and may call again).
         kept.stmt.all(params, function (this: unknown, err, rows) {
           if (err) kept.stmt.reset(() => undefined);
           callback.call(this, err, rows);

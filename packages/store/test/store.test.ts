@@ -220,53 +220,91 @@ describe('SQLite prepared statements', () => {
 });
 
 describe('SQLite prepared statements: no read snapshot left open', () => {
-  // A kept statement that is left mid-way holds its connection's read snapshot: the connection
-  // then never sees another's commits, and the WAL can never be reset. `all` steps a statement
-  // to its end, which ends it, so a successful `all` is not reset (a second trip to the
-  // driver's thread pool); a failed one, and every `run` (it steps once), are.
-  // The probe: a TRUNCATE checkpoint from another connection, which reports busy while any
-  // reader holds a snapshot of the WAL. Seen red: the reset after `run` removed ("run that
-  // stopped at its first row"); the test's SELECT left mid-way (`get`, one step, in place of
-  // `all` in cacheStatements: "all that ran to its end"). Not red with the reset after a
-  // failed `all` removed: SQLite ends a statement at its error too; that reset is a spare.
+  // A kept statement left active holds its connection's read snapshot: the connection then
+  // never sees another's commits, and the WAL can never be reset. A successful `all` stepped
+  // its statement to SQLITE_DONE, which ends it, so it is not reset (that was a second trip to
+  // the driver's thread pool); a failed `all` is (SQLITE_BUSY leaves a statement active), and
+  // every `run` (it steps once: a statement that returns rows is left mid-way).
+  // Two probes after each call: another connection's TRUNCATE checkpoint, busy while a reader
+  // holds a snapshot of frames not yet copied back (each call comes right after a write, so
+  // there are some), and the connection seeing another's commit. Seen red: the reset after
+  // `run` removed ("run that stopped at its first row"); the reset after a failed `all`
+  // removed ("all that met the write lock": an integer overflow ends the statement, a busy
+  // lock does not); the test's SELECT left mid-way (`get`, one step, in place of `all` in
+  // cacheStatements: "all that ran to its end").
   it('a successful all, a failed all and a run that stopped at its first row leave no snapshot', async () => {
     const { store, options, cleanup } = await openStore('sqlite3', 'snapshots');
     const other = new sqlite3.Database(options.connection as string);
+    const otherRun = (sql: string) => new Promise<void>((resolve, reject) => other.run(sql, (err: Error | null) => (err ? reject(err) : resolve())));
     try {
       const { knex } = store as unknown as KnexStore;
       type Conn = { all(sql: string, params: unknown[], cb: (err: Error | null, rows?: unknown[]) => void): void; run(sql: string, params: unknown[], cb: (err: Error | null) => void): void };
       const conn = (await knex.client.acquireConnection()) as Conn;
       const call = (method: 'all' | 'run', sql: string) =>
         new Promise<{ err: Error | null; rows?: unknown[] }>((resolve) => (method === 'all' ? conn.all(sql, [], (err, rows) => resolve({ err, rows })) : conn.run(sql, [], (err) => resolve({ err }))));
-      /** Whether the other connection's TRUNCATE checkpoint finds no reader (tried for up to 3 s: the store's own checkpointer may hold the checkpoint a moment). */
-      const released = async () => {
-        for (const started = Date.now(); Date.now() - started < 3000; await new Promise((r) => setTimeout(r, 20))) {
-          const [row] = await new Promise<Array<{ busy: number; log: number }>>((resolve, reject) =>
-            other.all('PRAGMA wal_checkpoint(TRUNCATE)', (err: Error | null, rows: Array<{ busy: number; log: number }>) => (err ? reject(err) : resolve(rows))),
-          );
-          if (row!.busy === 0 && row!.log === 0) return true;
-        }
+      /** Tried for up to 3 s: `run`'s reset is queued behind it and may not have run yet. */
+      const within3s = async (test: () => Promise<boolean>) => {
+        for (const started = Date.now(); Date.now() - started < 3000; await new Promise((r) => setTimeout(r, 20))) if (await test()) return true;
         return false;
+      };
+      let rows = 0;
+      /** Whether the other connection's TRUNCATE checkpoint finds no reader, and this connection sees the other's next commit. */
+      const released = async () => {
+        const checkpointed = await within3s(async () => {
+          // Busy: a row with busy 1, or SQLITE_BUSY itself.
+          const [row] = await new Promise<Array<{ busy: number; log: number }>>((resolve, reject) =>
+            other.all('PRAGMA wal_checkpoint(TRUNCATE)', (err: Error | null, found: Array<{ busy: number; log: number }>) =>
+              err ? (/SQLITE_BUSY/.test(err.message) ? resolve([{ busy: 1, log: -1 }]) : reject(err)) : resolve(found),
+            ),
+          );
+          return row!.busy === 0 && row!.log === 0;
+        });
+        // A statement left active after SQLITE_BUSY has kept the other connection from writing too.
+        const wrote = await otherRun('INSERT INTO snap VALUES (0)').then(
+          () => true,
+          (err: Error) => {
+            if (/SQLITE_BUSY/.test(err.message)) return false;
+            throw err;
+          },
+        );
+        if (!wrote) return { checkpointed, seen: false };
+        rows++;
+        const seen = await within3s(async () => ((await call('all', 'SELECT count(*) AS n FROM snap')).rows as Array<{ n: number }>)[0]!.n === rows);
+        return { checkpointed, seen };
+      };
+      const write = async () => {
+        expect((await call('run', 'INSERT INTO snap VALUES (1)')).err).toBeNull();
+        rows++;
       };
       try {
         expect((await call('run', 'CREATE TABLE snap (x integer)')).err).toBeNull();
-        expect((await call('run', 'INSERT INTO snap VALUES (1), (2), (3)')).err).toBeNull();
-        expect(await released(), 'nothing read yet').toBe(true);
-        // Something in the WAL again, then each kind of call.
-        expect((await call('run', 'INSERT INTO snap VALUES (4)')).err).toBeNull();
-        const read = await call('all', 'SELECT x FROM snap ORDER BY x');
-        expect(await released(), 'all that ran to its end').toBe(true);
-        expect(read).toEqual({ err: null, rows: [{ x: 1 }, { x: 2 }, { x: 3 }, { x: 4 }] });
-        expect((await call('run', 'INSERT INTO snap VALUES (5)')).err).toBeNull();
-        // An error after the first row: integer overflow.
-        expect((await call('all', 'SELECT CASE WHEN x = 3 THEN abs(-9223372036854775807 - 1) ELSE x END AS y FROM snap ORDER BY x')).err?.message).toMatch(/integer overflow/);
-        expect(await released(), 'all that failed mid-way').toBe(true);
-        expect((await call('run', 'INSERT INTO snap VALUES (6)')).err).toBeNull();
-        expect((await call('run', 'SELECT x FROM snap ORDER BY x')).err).toBeNull();
-        expect(await released(), 'run that stopped at its first row').toBe(true);
-        // And the connection still sees another's commits.
-        await new Promise<void>((resolve, reject) => other.run('INSERT INTO snap VALUES (7)', (err: Error | null) => (err ? reject(err) : resolve())));
-        expect((await call('all', 'SELECT count(*) AS n FROM snap')).rows).toEqual([{ n: 7 }]);
+        await write();
+        expect(await released(), 'nothing read yet').toEqual({ checkpointed: true, seen: true });
+
+        await write();
+        const read = await call('all', 'SELECT x FROM snap ORDER BY rowid');
+        expect(await released(), 'all that ran to its end').toEqual({ checkpointed: true, seen: true });
+        expect(read.rows).toHaveLength(rows - 1);
+
+        // An error after the first row (an integer overflow): SQLite ends the statement.
+        await write();
+        expect((await call('all', 'SELECT CASE WHEN rowid = 2 THEN abs(-9223372036854775807 - 1) ELSE x END AS y FROM snap ORDER BY rowid')).err?.message).toMatch(/integer overflow/);
+        expect(await released(), 'all that failed mid-way').toEqual({ checkpointed: true, seen: true });
+
+        // The write lock held by the other connection (SQLITE_BUSY): SQLite leaves the statement
+        // active, and while it is, no later statement of the connection commits (the write below
+        // would keep its transaction open).
+        await write();
+        expect((await call('all', 'PRAGMA busy_timeout = 50')).err).toBeNull();
+        await otherRun('BEGIN IMMEDIATE');
+        expect((await call('all', 'INSERT INTO snap VALUES (2)')).err?.message).toMatch(/SQLITE_BUSY/);
+        await otherRun('ROLLBACK');
+        await write();
+        expect(await released(), 'all that met the write lock').toEqual({ checkpointed: true, seen: true });
+
+        await write();
+        expect((await call('run', 'SELECT x FROM snap')).err).toBeNull();
+        expect(await released(), 'run that stopped at its first row').toEqual({ checkpointed: true, seen: true });
       } finally {
         knex.client.releaseConnection(conn);
       }

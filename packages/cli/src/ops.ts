@@ -55,9 +55,11 @@ const tracked = new WeakMap<Server, Map<Socket, OpenConnection>>();
 
 /**
  * Track `server`'s connections from now on, so that a stop still waiting can say which
- * connections hold it and on what request (`closeGracefully`'s "still stopping" report).
+ * connections hold it and on what request (`closeGracefully`'s "still stopping" report). Call
+ * it before the server accepts (`serveOps` does for `ert serve`; `ert host run` right after its
+ * metrics port listens).
  */
-function trackConnections(server: Server): void {
+export function trackConnections(server: Server): void {
   if (tracked.has(server)) return;
   const open = new Map<Socket, OpenConnection>();
   tracked.set(server, open);
@@ -93,10 +95,10 @@ function describeConnections(server: Server): Array<{ peer: string; openMs: numb
 }
 
 /**
- * Stop an HTTP server gracefully: it stops accepting at once (new connections are refused,
- * idle keep-alive connections closed), requests in flight are answered and their connections
- * closed once idle, and this resolves when the last one is. After `graceMs` the remaining
- * connections are cut.
+ * Stop an HTTP server gracefully (`ert serve`'s API, `ert host run`'s metrics port): it stops
+ * accepting at once (new connections are refused, idle keep-alive connections closed),
+ * requests in flight are answered and their connections closed once idle, and this resolves
+ * when the last one is. After `graceMs` the remaining connections are cut.
  */
 export async function closeGracefully(server: { app: FastifyInstance; close(): Promise<void> }, graceMs = SHUTDOWN_GRACE_MS): Promise<void> {
   // Each step logged, so that a stop that hangs says where.

@@ -8,7 +8,7 @@ import { Backoff, type ErtConfig } from '@ert/core';
 import { messageOf } from '@ert/plugin-api';
 import { isStoreUnavailable, type HostStore } from '@ert/store';
 import { CliError, CliErrorCode } from '../errors.js';
-import { observedStore, processMetrics, trackerObserver } from '../ops.js';
+import { closeGracefully, observedStore, processMetrics, trackConnections, trackerObserver } from '../ops.js';
 
 interface HostOptions {
   root?: string;
@@ -111,6 +111,7 @@ export async function hostRunCommand(ctx: CommandContext, opts: HostRunOptions):
       };
       const logger = { level: ctx.globals.logLevel ?? options.config.log.level, stream: process.stderr };
       ops = await startOpsServer({ host: opts.metricsHost, port: metricsPort, metrics, readiness: { store: storeCheck(store), tracker: tracking }, logger, events: { log, state } });
+      trackConnections(ops.app.server);
       ctx.out.status(`ert: metrics on ${ops.url}/metrics (/healthz, /readyz; events at /events)`);
     }
     if (opts.eventsSocket !== undefined) {
@@ -139,7 +140,9 @@ export async function hostRunCommand(ctx: CommandContext, opts: HostRunOptions):
     await tracker.stop();
     // Ends the event streams too (their clients see the end of the stream, not a reset connection).
     await socket?.close();
-    await ops?.close();
+    // As ert serve stops: a scrape in flight is answered, and its keep-alive connection closed
+    // once idle (a plain close waited for the scraper to hang up, up to the 72 s keep-alive).
+    if (ops) await closeGracefully(ops);
   }
   ctx.out.result({ host: tracker.hostName, stopped: true }, () => `stopped tracking ${tracker.hostName}\n`);
 }

@@ -7,7 +7,7 @@ import { createMetrics, instrumentRequests, registerOpsRoutes, storeCheck, type 
 import type { ErtConfig } from '@ert/core';
 import type { Store } from '@ert/store';
 import type { TrackerObserver } from '@ert/tracker';
-import type { Server } from 'node:http';
+import type { Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 
 /** A Fastify instance (the API's, or the metrics port's). */
@@ -44,10 +44,11 @@ export function serveOps(metrics: ErtMetrics, store: Store, readiness: Readiness
   };
 }
 
-/** A connection of a tracked server, and the request it is answering, if any. */
+/** A connection of a tracked server, and its latest request's response (in flight until it has finished). */
 interface OpenConnection {
   since: number;
-  request?: { method: string; url: string; since: number };
+  response?: ServerResponse;
+  responseSince?: number;
 }
 
 /** What each tracked server's connections are doing (`trackConnections`). */
@@ -67,16 +68,13 @@ export function trackConnections(server: Server): void {
     open.set(socket, { since: performance.now() });
     socket.once('close', () => open.delete(socket));
   });
+  // Two field writes a request: whether it is still in flight is read from its response when
+  // a stop reports.
   server.on('request', (req, res) => {
     const connection = open.get(req.socket);
     if (connection === undefined) return;
-    const request = { method: req.method ?? '?', url: req.url ?? '?', since: performance.now() };
-    connection.request = request;
-    const done = () => {
-      if (connection.request === request) delete connection.request;
-    };
-    res.once('finish', done);
-    res.once('close', done);
+    connection.response = res;
+    connection.responseSince = performance.now();
   });
 }
 
@@ -88,7 +86,7 @@ function describeConnections(server: Server): Array<{ peer: string; openMs: numb
   return [...open].map(([socket, c]) => ({
     peer: `${socket.remoteAddress ?? '?'}:${socket.remotePort ?? '?'}`,
     openMs: Math.round(now - c.since),
-    ...(c.request ? { request: `${c.request.method} ${c.request.url}`, requestMs: Math.round(now - c.request.since) } : {}),
+    ...(c.response && !c.response.writableFinished ? { request: `${c.response.req.method ?? '?'} ${c.response.req.url ?? '?'}`, requestMs: Math.round(now - c.responseSince!) } : {}),
     // Written but not taken by the client yet: a client that stopped reading.
     ...(socket.writableLength > 0 ? { unsentBytes: socket.writableLength } : {}),
   }));

@@ -51,7 +51,12 @@ describe('the metrics port stopped by closeGracefully', () => {
 
     const closing = closeGracefully(ops, 20_000).then(() => 'closed' as const);
     // The stop has begun (no longer accepting) while /readyz waits for its check.
-    await expect.poll(() => new Promise<boolean>((resolve) => net.connect(port, '127.0.0.1').on('connect', () => resolve(false)).on('error', () => resolve(true)))).toBe(true);
+    const refused = () =>
+      new Promise<boolean>((resolve) => {
+        const probe = net.connect(port, '127.0.0.1');
+        probe.on('connect', () => (probe.destroy(), resolve(false))).on('error', () => resolve(true));
+      });
+    await expect.poll(refused).toBe(true);
     release();
     const outcome = await Promise.race([closing, new Promise<string>((resolve) => setTimeout(() => resolve('still open after 10 s'), 10_000).unref())]);
     expect(outcome).toBe('closed');

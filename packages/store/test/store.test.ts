@@ -297,6 +297,7 @@ describe('SQLite prepared statements: no read snapshot left open', () => {
         await write();
         expect((await call('all', 'PRAGMA busy_timeout = 50')).err).toBeNull();
         await otherRun('BEGIN IMMEDIATE');
+        // SQL of its own: `write`'s statement would be reset by its next call, hiding a missing reset.
         expect((await call('all', 'INSERT INTO snap VALUES (2)')).err?.message).toMatch(/SQLITE_BUSY/);
         await otherRun('ROLLBACK');
         await write();

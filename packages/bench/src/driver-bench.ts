@@ -21,6 +21,9 @@
  * - `better-sqlite3`: the same statements, prepared once, on better-sqlite3 (synchronous, in
  *   process), in `BEGIN IMMEDIATE` instead of the store's lock-taking UPDATE (12 statements).
  *
+ * - `trip`: a statement that does next to nothing, one at a time (`tripLatency`): the least a
+ *   trip to the driver's thread pool costs on this machine, the floor under every row above.
+ *
  * The raw runs check capacity in JavaScript as the store does (inventory and usage read under
  * the write lock). At the end every run's usage per provider must equal its claims (else exit
  * 1). better-sqlite3 is not a dependency of ert: install it beside (`npm i --no-save
@@ -169,6 +172,49 @@ async function timed(claims: number, one: (i: number) => Promise<void> | void, t
     latencies.push(performance.now() - t);
   }
   return summary(latencies, (performance.now() - start) / 1000, trips);
+}
+
+/** How long the main thread computes between two trips in `tripLatency`'s second run, in ms: about a decision's JavaScript at 10,000 hosts. */
+const BUSY_BETWEEN_TRIPS_MS = 0.3;
+
+/** A trip's latency, p50 and p99 in µs: `backToBack` the next call made as the last one's answer came; `afterBusy` after BUSY_BETWEEN_TRIPS_MS of work on the main thread. */
+interface TripLatency {
+  backToBackP50Us: number;
+  backToBackP99Us: number;
+  afterBusyP50Us: number;
+  afterBusyP99Us: number;
+}
+
+/**
+ * A round trip to node-sqlite3's thread pool and back, for a statement that does next to
+ * nothing (`SELECT ?1`, prepared once): the driver hands every statement to a pool thread and
+ * its answer back to the main thread, so this is the least any statement, a lone claim
+ * included, takes. Measured back to back, and with the main thread busy between calls, as a
+ * scheduler's decision keeps it (a thread left idle longer may take longer to wake, on a
+ * virtual machine especially: docs/benchmarks.md).
+ */
+async function tripLatency(file: string, trips: number): Promise<TripLatency> {
+  const db = await openSqlite3(file);
+  try {
+    const run = async (busyMs: number): Promise<[number, number]> => {
+      const latencies: number[] = [];
+      for (let i = 0; i < trips; i++) {
+        const until = performance.now() + busyMs;
+        while (performance.now() < until);
+        const t = performance.now();
+        await db.all('SELECT ?1 AS x', [i]);
+        latencies.push(performance.now() - t);
+      }
+      latencies.sort((a, b) => a - b);
+      const us = (q: number) => Math.round(latencies[Math.floor(q * latencies.length)]! * 1000);
+      return [us(0.5), us(0.99)];
+    };
+    const [backToBackP50Us, backToBackP99Us] = await run(0);
+    const [afterBusyP50Us, afterBusyP99Us] = await run(BUSY_BETWEEN_TRIPS_MS);
+    return { backToBackP50Us, backToBackP99Us, afterBusyP50Us, afterBusyP99Us };
+  } finally {
+    await db.close();
+  }
 }
 
 /** Counts the calls the store makes on its one pooled SQLite connection (`exec`, `all`, `run`: each a trip to the driver's thread). */
@@ -342,8 +388,11 @@ async function main(): Promise<void> {
         log(`  better-sqlite3: ${JSON.stringify(results['better-sqlite3'])}`);
       }
     }
+    // 4. The floor under every statement above: a trip to node-sqlite3's thread pool and back.
+    const trip = await tripLatency(copy('trip'), args.claims);
+    log(`  trip (SELECT ?1, one at a time): ${JSON.stringify(trip)}`);
     const wrong = Object.values(mismatches).reduce((a, b) => a + b, 0);
-    const out = { hosts: args.hosts, claims: args.claims, results, usageMismatches: mismatches, loadAverage: Math.round(loadavg()[0]! * 100) / 100 };
+    const out = { hosts: args.hosts, claims: args.claims, results, trip, usageMismatches: mismatches, loadAverage: Math.round(loadavg()[0]! * 100) / 100 };
     process.stdout.write(JSON.stringify(out, null, args.json ? 0 : 2) + '\n');
     if (wrong > 0) {
       process.stderr.write(`driver-bench: ${wrong} provider(s) whose usage does not equal the claims made\n`);

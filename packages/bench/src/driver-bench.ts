@@ -6,7 +6,7 @@
  * switched to. Five runs of C claims, one at a time, on copies of one SQLite file (N hosts,
  * each a root provider with VCPU and MEMORY_MB, imported through @ert/store; WAL,
  * synchronous=NORMAL, the store's pragmas), each claim VCPU 2 + MEMORY_MB 1024 on a random host
- * with its instance record, durable at commit:
+ * with its instance record, durable at commit, and a sixth of bare trips:
  *
  * - `store`: `store.writeAllocations`, the product's path (knex on node-sqlite3, every check of
  *   the store): a claim of a new consumer takes the quick claim, one trip to the driver
@@ -16,13 +16,14 @@
  * - `sqlite3`: the same 13 statements (the SQL the store sends, captured from knex) on
  *   node-sqlite3 directly, each awaited and prepared per call as knex does: the driver's cost
  *   without knex.
- * - `sqlite3-prepared`: the same, each statement prepared once, kept, and reset after each call
- *   (what the store's statement cache does, connection.ts).
+ * - `sqlite3-prepared`: the same, each statement prepared once and kept, reset only after a
+ *   call that failed (what the store's statement cache does, connection.ts).
  * - `better-sqlite3`: the same statements, prepared once, on better-sqlite3 (synchronous, in
  *   process), in `BEGIN IMMEDIATE` instead of the store's lock-taking UPDATE (12 statements).
  *
  * - `trip`: a statement that does next to nothing, one at a time (`tripLatency`): the least a
- *   trip to the driver's thread pool costs on this machine, the floor under every row above.
+ *   trip to the driver's thread pool costs on this machine, the floor under every node-sqlite3
+ *   row above.
  *
  * The raw runs check capacity in JavaScript as the store does (inventory and usage read under
  * the write lock). At the end every run's usage per provider must equal its claims (else exit
@@ -129,8 +130,17 @@ async function claimWith(db: { all(sql: string, params: unknown[]): unknown[] | 
   await db.all(SQL.bumpHosts, [provider!.root_id, hostRow!.id]);
 }
 
+/** A node-sqlite3 connection as the raw runs use it (`openSqlite3`). */
+interface RawSqlite3 {
+  all(sql: string, params: unknown[]): Promise<unknown[]>;
+  exec(sql: string): Promise<void>;
+  /** The work items handed to the driver's thread pool so far, with prepared statements: each `exec`, prepare, statement `all` and `reset`. */
+  operations(): number;
+  close(): Promise<void>;
+}
+
 /** node-sqlite3 without knex: `all` runs one statement and awaits its rows; `prepared`: statements prepared once and kept (else prepared per call, as knex does). */
-async function openSqlite3(file: string, prepared = true): Promise<{ all(sql: string, params: unknown[]): Promise<unknown[]>; exec(sql: string): Promise<void>; close(): Promise<void> }> {
+async function openSqlite3(file: string, prepared = true): Promise<RawSqlite3> {
   // The store's driver, resolved from @ert/store (ert's only user of it).
   const require = createRequire(createRequire(import.meta.url).resolve('@ert/store'));
   const sqlite3 = require('sqlite3') as typeof import('sqlite3');
@@ -138,17 +148,34 @@ async function openSqlite3(file: string, prepared = true): Promise<{ all(sql: st
     const d = new sqlite3.Database(file, (err) => (err ? reject(err) : resolve(d)));
   });
   const statements = new Map<string, import('sqlite3').Statement>();
+  let operations = 0;
   return {
     all: (sql, params) =>
       new Promise<unknown[]>((resolve, reject) => {
         if (!prepared) return db.all(sql, params, (err: Error | null, rows: unknown[]) => (err ? reject(err) : resolve(rows)));
         let stmt = statements.get(sql);
-        if (!stmt) statements.set(sql, (stmt = db.prepare(sql)));
-        stmt.all(params, (err: Error | null, rows: unknown[]) => (err ? reject(err) : resolve(rows)));
-        // As the store does: reset right behind the call, so no snapshot stays open.
-        stmt.reset();
+        if (!stmt) {
+          operations++;
+          statements.set(sql, (stmt = db.prepare(sql)));
+        }
+        const kept = stmt;
+        operations++;
+        // As the store does (connection.ts): a call that ran to its end holds no snapshot and is
+        // not reset (a reset is a work item of its own, which the next call on the statement
+        // waits for); a failed one is reset before its caller hears.
+        kept.all(params, (err: Error | null, rows: unknown[]) => {
+          if (err) {
+            operations++;
+            kept.reset();
+          }
+          return err ? reject(err) : resolve(rows);
+        });
       }),
-    exec: (sql) => new Promise<void>((resolve, reject) => db.exec(sql, (err) => (err ? reject(err) : resolve()))),
+    exec: (sql) => {
+      operations++;
+      return new Promise<void>((resolve, reject) => db.exec(sql, (err) => (err ? reject(err) : resolve())));
+    },
+    operations: () => operations,
     async close() {
       for (const stmt of statements.values()) await new Promise<void>((resolve) => stmt.finalize(() => resolve()));
       await new Promise<void>((resolve, reject) => db.close((err) => (err ? reject(err) : resolve())));
@@ -174,35 +201,43 @@ async function timed(claims: number, one: (i: number) => Promise<void> | void, t
   return summary(latencies, (performance.now() - start) / 1000, trips);
 }
 
-/** How long the main thread computes between two trips in `tripLatency`'s second run, in ms: about a decision's JavaScript at 10,000 hosts. */
-const BUSY_BETWEEN_TRIPS_MS = 0.3;
+/** How long the main thread computes between two trips in `tripLatency`'s second run, in ms: about a decision's own JavaScript at 10,000 hosts (0.1-0.2 ms, docs/benchmarks.md). */
+const BUSY_BETWEEN_TRIPS_MS = 0.2;
 
-/** A trip's latency, p50 and p99 in µs: `backToBack` the next call made as the last one's answer came; `afterBusy` after BUSY_BETWEEN_TRIPS_MS of work on the main thread. */
+/**
+ * A trip's latency, p50 and p99 in µs: `backToBack` the next call made as the last one's answer
+ * came; `afterBusy` after BUSY_BETWEEN_TRIPS_MS of work on the main thread. `operationsPerTrip`:
+ * the work items each timed call handed to the driver's pool (1: the statement alone).
+ */
 interface TripLatency {
   backToBackP50Us: number;
   backToBackP99Us: number;
   afterBusyP50Us: number;
   afterBusyP99Us: number;
+  operationsPerTrip: number;
 }
 
 /**
  * A round trip to node-sqlite3's thread pool and back, for a statement that does next to
- * nothing (`SELECT ?1`, prepared once): the driver hands every statement to a pool thread and
- * its answer back to the main thread, so this is the least any statement, a lone claim
- * included, takes. Measured back to back, and with the main thread busy between calls, as a
- * scheduler's decision keeps it (a thread left idle longer may take longer to wake, on a
- * virtual machine especially: docs/benchmarks.md).
+ * nothing (`SELECT ?1` on a database in memory, prepared once before the timed calls): the
+ * driver hands every statement to a pool thread and its answer back to the main thread, so
+ * this is the least a statement on node-sqlite3 takes, a lone claim's included. Timed back to
+ * back, and with the main thread busy between calls as a scheduler's decision keeps it.
  */
-async function tripLatency(file: string, trips: number): Promise<TripLatency> {
-  const db = await openSqlite3(file);
+async function tripLatency(trips: number): Promise<TripLatency> {
+  const db = await openSqlite3(':memory:');
   try {
+    const sql = 'SELECT ?1 AS x';
+    // Prepared (and the code warmed) before anything is timed.
+    await db.all(sql, [0]);
+    const before = db.operations();
     const run = async (busyMs: number): Promise<[number, number]> => {
       const latencies: number[] = [];
       for (let i = 0; i < trips; i++) {
         const until = performance.now() + busyMs;
         while (performance.now() < until);
         const t = performance.now();
-        await db.all('SELECT ?1 AS x', [i]);
+        await db.all(sql, [i]);
         latencies.push(performance.now() - t);
       }
       latencies.sort((a, b) => a - b);
@@ -211,7 +246,8 @@ async function tripLatency(file: string, trips: number): Promise<TripLatency> {
     };
     const [backToBackP50Us, backToBackP99Us] = await run(0);
     const [afterBusyP50Us, afterBusyP99Us] = await run(BUSY_BETWEEN_TRIPS_MS);
-    return { backToBackP50Us, backToBackP99Us, afterBusyP50Us, afterBusyP99Us };
+    const operationsPerTrip = (db.operations() - before) / (2 * trips);
+    return { backToBackP50Us, backToBackP99Us, afterBusyP50Us, afterBusyP99Us, operationsPerTrip };
   } finally {
     await db.close();
   }
@@ -389,7 +425,7 @@ async function main(): Promise<void> {
       }
     }
     // 4. The floor under every statement above: a trip to node-sqlite3's thread pool and back.
-    const trip = await tripLatency(copy('trip'), args.claims);
+    const trip = await tripLatency(args.claims);
     log(`  trip (SELECT ?1, one at a time): ${JSON.stringify(trip)}`);
     const wrong = Object.values(mismatches).reduce((a, b) => a + b, 0);
     const out = { hosts: args.hosts, claims: args.claims, results, trip, usageMismatches: mismatches, loadAverage: Math.round(loadavg()[0]! * 100) / 100 };

@@ -19,7 +19,10 @@ export async function upsertHost(ctx: StoreContext, host: { name: string; rootPr
     if (host.lastUpdate !== undefined) fields.last_update = host.lastUpdate;
     if (host.machine !== undefined) fields.machine = host.machine;
     if (existing) {
-      await trx('hosts').where('id', existing.id).update({ ...fields, generation: existing.generation + 1 });
+      // Bumped in the statement, not from the generation read above: on PostgreSQL a claim may
+      // bump the host between that read and this update (the row is not locked until here), and
+      // writing read + 1 would undo its bump (test/host-generation.test.ts).
+      await trx('hosts').where('id', existing.id).update({ ...fields, generation: trx.raw('generation + 1') });
     } else {
       await trx('hosts').insert({ name: host.name, status: 'up', last_update: Date.now(), generation: 0, ...fields });
     }

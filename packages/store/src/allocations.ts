@@ -4,7 +4,7 @@
  */
 import type { Allocation, AllocationWrite, AllocationWriteResult, ConsumerRecord, InstanceRecord, ReshapeInventory } from './api.js';
 import type { StoreContext } from './context.js';
-import { InventoryInUseError, StoreConflictError, StoreError, isStoreError, isStoreUnavailable } from './errors.js';
+import { InventoryInUseError, StoreConflictError, StoreError, isStoreError, isStoreUnavailable, type StoreErrorCode } from './errors.js';
 import { anyHolds, holdsOf } from './holds.js';
 import { inventoryFromRow, inventoryToRow, type InventoryRow } from './rows.js';
 import { chunks, inChunks, insertObjects, insertRows, type Trx } from './sql.js';
@@ -111,8 +111,7 @@ export class AllocationWriter {
         outcomes = await quickClaims(this.ctx, writes);
       } catch (err) {
         if (batch.length === 1) return batch[0]!.reject(err);
-        // The batch failed as a whole (a race with another process, or the connection).
-        return mayHaveCommitted(err) ? batch.forEach((call) => call.reject(err)) : oneByOne();
+        return failsEveryCall(err) ? batch.forEach((call) => call.reject(err)) : oneByOne();
       }
       if (outcomes !== undefined) return batch.forEach((call, i) => settle(call, outcomes[i]!));
     }
@@ -121,8 +120,7 @@ export class AllocationWriter {
       batch.forEach((call, i) => settle(call, outcomes[i]!));
     } catch (err) {
       if (batch.length === 1) return batch[0]!.reject(err);
-      // The combined transaction failed as a whole (a race with another process, or the connection).
-      if (mayHaveCommitted(err)) return batch.forEach((call) => call.reject(err));
+      if (failsEveryCall(err)) return batch.forEach((call) => call.reject(err));
       await oneByOne();
     }
   }
@@ -511,6 +509,35 @@ export type CallOutcome = { error: unknown } | { result: AllocationWriteResult }
  */
 function mayHaveCommitted(err: unknown): boolean {
   return isStoreUnavailable(err) && err.details['committed'] === 'unknown';
+}
+
+/**
+ * Errors of the store as a whole, not of one call: another process's write lock held past the
+ * busy timeout, the database full, read-only, damaged, missing or of another schema version.
+ * Each call of the batch would meet it again. Not ERT_STORE_UNAVAILABLE: a connection lost
+ * (nothing written, or the server said it rolled back) is most often that connection's, and
+ * the calls are applied again one by one on fresh ones (docs/operations.md).
+ */
+const STORE_WIDE_ERRORS: ReadonlySet<StoreErrorCode> = new Set<StoreErrorCode>([
+  'ERT_STORE_LOCKED',
+  'ERT_STORE_FULL',
+  'ERT_STORE_READ_ONLY',
+  'ERT_STORE_CORRUPT',
+  'ERT_STORE_MISSING',
+  'ERT_STORE_SCHEMA_OUTDATED',
+  'ERT_STORE_SCHEMA_NEWER',
+]);
+
+/**
+ * Whether a combined batch that failed as a whole answers every call with its error, rather
+ * than sending the calls again one transaction each: when the batch may have committed (a lost
+ * COMMIT answer: sending them again would apply them twice), and when the error is the store's
+ * (STORE_WIDE_ERRORS: one by one, each call would wait the busy timeout again, a batch of N
+ * taking N + 1 times as long to fail). A race with another process, a statement one call's
+ * input broke, or a lost connection, is sent again one by one.
+ */
+function failsEveryCall(err: unknown): boolean {
+  return mayHaveCommitted(err) || (isStoreError(err) && STORE_WIDE_ERRORS.has(err.code));
 }
 
 /** A consumer inside writeAllocations: `id` undefined until created; allocations by allocationKey. */

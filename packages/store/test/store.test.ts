@@ -3,7 +3,7 @@ import { STANDARD_RESOURCE_CLASSES, TRAIT_SHARING_PROVIDER, type Flavor } from '
 import { createStore, isStoreConflict, SQLITE_BUSY_TIMEOUT_MS, StoreError, type HostImport, type InstanceRecord, type Store } from '@ert/store';
 import sqlite3 from 'sqlite3';
 import type { KnexStore } from '../src/store.js';
-import { backends, claimPaths, inv, isolatedOptions, openStore, firstAloneRestCombined } from './backends.js';
+import { backends, claimPaths, inv, isolatedOptions, openStore, firstAloneRestCombined, rawConnection } from './backends.js';
 
 const flavor: Flavor = { name: 'small', vcpus: 2, memoryMb: 2048, diskGb: 20, extraSpecs: { 'trait:HW_CPU_X86_AVX2': 'required' } };
 
@@ -112,6 +112,45 @@ describe.each(claimPaths)('write-combining on $label', ({ client, extra }) => {
       expect(transactions).toBe(rounds);
       expect((await store.getProvider('wc'))!.generation).toBe(before.generation + rounds);
     } finally {
+      await store.close();
+      await cleanup();
+    }
+  });
+});
+
+describe.each(claimPaths.filter((path) => path.client === 'sqlite3'))('a combined batch the store refuses as a whole, on $label', ({ extra }) => {
+  // Another process holds SQLite's write lock past the busy timeout: every call of a combined
+  // batch meets it, so each is answered with ERT_STORE_LOCKED at once. Seen red with every batch
+  // that failed as a whole sent again one call at a time (allocations.ts `failsEveryCall` true only
+  // for a lost COMMIT): eleven transactions, each waiting the busy timeout, not two.
+  it('answers every call with the lock error, not one transaction each', async () => {
+    const { options, cleanup } = isolatedOptions('sqlite3', 'locked-batch');
+    let transactions = 0;
+    const store = await createStore({
+      ...options,
+      ...extra,
+      busyTimeoutMs: 200,
+      onTransaction: ({ kind, operation }) => void (kind === 'write' && operation === 'writeAllocations' && transactions++),
+    });
+    const other = await rawConnection(options);
+    try {
+      await store.migrate();
+      await store.createProvider({ uuid: 'lk', name: 'lk' });
+      await store.setInventories('lk', undefined, { VCPU: inv(100) });
+      await other.run('BEGIN IMMEDIATE');
+      const calls = await firstAloneRestCombined(
+        Array.from({ length: 10 }, (_, i) => () =>
+          store.writeAllocations([{ consumer: { uuid: `lk-${i}`, projectId: 'p', userId: 'u', generation: null }, allocations: [{ providerUuid: 'lk', resourceClass: 'VCPU', amount: 1 }] }]),
+        ),
+      );
+      const codes = (await Promise.allSettled(calls)).map((r) => (r.status === 'rejected' ? (r.reason as { code?: string }).code : 'written'));
+      expect(codes).toEqual(Array(10).fill('ERT_STORE_LOCKED'));
+      // The first call alone, then the other nine combined: nothing sent again.
+      expect(transactions).toBe(2);
+      await other.run('ROLLBACK');
+      expect(await store.getUsages('lk')).toEqual({});
+    } finally {
+      await other.close();
       await store.close();
       await cleanup();
     }

@@ -7,7 +7,7 @@ import type { StoreContext } from './context.js';
 import { InventoryInUseError, StoreConflictError, StoreError, isStoreError, isStoreUnavailable, type StoreErrorCode } from './errors.js';
 import { anyHolds, holdsOf } from './holds.js';
 import { inventoryFromRow, inventoryToRow, type InventoryRow } from './rows.js';
-import { chunks, inChunks, insertObjects, insertRows, type Trx } from './sql.js';
+import { chunks, groupBy, inChunks, insertObjects, insertRows, type Trx } from './sql.js';
 import { checkConsumerGeneration, checkFits, checkInventories, checkName, invalid, notFound, validateWrites } from './validate.js';
 import { usagesOf } from './providers.js';
 import { holdLedger, upsertInstancesIn } from './instances.js';
@@ -291,15 +291,13 @@ export class AllocationWriter {
     if (sharing.length > 0) await this.ctx.bumpHostsOf(trx, sharing);
     // Each successful call: the hosts it changed, `shared` when another call changed them too.
     const hostById = new Map(bumped.map((r) => [r.id, r]));
-    const hostByRoot = new Map(bumped.map((r) => [r.root_provider_id, r]));
+    // A root may carry more than one host: a claim on it changed them all.
+    const hostsByRoot = groupBy(bumped, (r) => r.root_provider_id);
     const writers = new Map<number, number>();
     const hostsOfCall = outcomes.map((outcome) => {
       if ('error' in outcome) return [];
       const ids = new Set<number>();
-      for (const provider of outcome.providers) {
-        const host = hostByRoot.get(rootOf.get(provider)!);
-        if (host) ids.add(host.id);
-      }
+      for (const provider of outcome.providers) for (const host of hostsByRoot.get(rootOf.get(provider)!) ?? []) ids.add(host.id);
       for (const instance of outcome.instances) {
         ids.add(hostIds.get(instance.host)!);
         const previous = previousHosts.get(instance.uuid);

@@ -44,7 +44,7 @@ import { rollbackRaw, type RawConnection, type StoreContext } from './context.js
 import { HOLDS_TABLE, HOLD_COLUMNS, HoldLedger, anyHolds, holdRowValues, holdsOf, type HoldRow } from './holds.js';
 import { INSTANCE_COLUMNS, instanceRowValues } from './instances.js';
 import { inventoryFromRow, type InventoryRow } from './rows.js';
-import { insertSql, sqlLiteral, valuesSql } from './sql.js';
+import { groupBy, insertSql, sqlLiteral, valuesSql } from './sql.js';
 import { isStoreError } from './errors.js';
 import { checkConsumerGeneration, checkFits, notFound } from './validate.js';
 import { claimInOneTrip } from './sqlite-claim.js';
@@ -218,14 +218,11 @@ function inventoriesOf(rows: Array<InventoryRow & { used: unknown }>): ClaimStat
 
 /**
  * The hosts a successful claim tells of, in the general path's order: those whose trees it
- * claimed on (`hostOf` a provider's uuid), then its record's.
+ * claimed on (`hostsOf` a provider's uuid: every host rooted on its tree), then its record's.
  */
-function hostsTold<H>(write: AllocationWrite, hostOf: (providerUuid: string) => H | undefined, recordHost: H | undefined): H[] {
+function hostsTold<H>(write: AllocationWrite, hostsOf: (providerUuid: string) => readonly H[] | undefined, recordHost: H | undefined): H[] {
   const hosts = new Set<H>();
-  for (const alloc of write.allocations) {
-    const host = hostOf(alloc.providerUuid);
-    if (host !== undefined) hosts.add(host);
-  }
+  for (const alloc of write.allocations) for (const host of hostsOf(alloc.providerUuid) ?? []) hosts.add(host);
   if (recordHost !== undefined) hosts.add(recordHost);
   return [...hosts];
 }
@@ -272,7 +269,7 @@ export function quickClaims(ctx: StoreContext, calls: AllocationWrite[][]): Prom
       const write = writes[0]!;
       const seen = await claimInOneTrip(ctx, raw.conn, write);
       if (seen !== undefined) {
-        const byRoot = new Map(seen.hosts.map((h) => [h.rootId, h]));
+        const byRoot = groupBy(seen.hosts, (h) => h.rootId);
         const recordHost = write.instance && seen.hosts.find((h) => h.name === write.instance!.host);
         // The statement held the write lock: each host's generation is the one seen plus one.
         const hosts = hostsTold(write, (uuid) => byRoot.get(seen.rootOf.get(uuid)!), recordHost).map((h) => ({ name: h.name, generationBefore: h.generation, generation: h.generation + 1, shared: false }));
@@ -292,7 +289,8 @@ export function quickClaims(ctx: StoreContext, calls: AllocationWrite[][]): Prom
     if (state.instanceExists || state.unlocked || state.providers.some((p) => p.sharing)) return undefined;
     const providers = new Map(state.providers.map((p) => [p.uuid, p]));
     const hostByName = new Map(state.hosts.map((h) => [h.name, h]));
-    const hostByRoot = new Map(state.hosts.map((h) => [h.rootId, h]));
+    // A root may carry more than one host: a claim on it changes them all.
+    const hostsByRoot = groupBy(state.hosts, (h) => h.rootId);
     const ledger = keys.holdHosts.length > 0 ? HoldLedger.fromRows(state.holds) : undefined;
 
     // The general path's checks, in its order, each call against the calls before it that succeeded.
@@ -317,7 +315,7 @@ export function quickClaims(ctx: StoreContext, calls: AllocationWrite[][]): Prom
         if (instance && !instanceHost) throw notFound('host', instance.host, { host: instance.host, instance: instance.uuid });
         // The last check: `set` changes nothing when it throws, so a refused call leaves the ledger as it was.
         if (instance && ledger && anyHolds([instance])) ledger.set(instance.uuid, instanceHost!, holdsOf(instance));
-        outcomes.push({ hosts: hostsTold(write, (uuid) => hostByRoot.get(providers.get(uuid)!.rootId), instanceHost) });
+        outcomes.push({ hosts: hostsTold(write, (uuid) => hostsByRoot.get(providers.get(uuid)!.rootId), instanceHost) });
       } catch (err) {
         if (!isStoreError(err)) throw err;
         outcomes.push({ error: err });

@@ -4,7 +4,7 @@ import { TRAIT_SHARING_PROVIDER } from '@ert/plugin-api';
 import type { HostChangeSet, HostSnapshot, ProviderSnapshot } from './api.js';
 import type { StoreContext } from './context.js';
 import { ENDED_STATES, hostFromRow, inventoryFromRow, statsRecords, type HostRow, type InventoryRow, type ProviderRow, type StatsRow } from './rows.js';
-import { inChunks, type Trx } from './sql.js';
+import { groupBy, inChunks, type Trx } from './sql.js';
 
 /** `Store.hostGenerations`: the whole list `hostChanges` reads without a token. */
 export async function hostGenerations(ctx: StoreContext): Promise<Map<string, number>> {
@@ -219,15 +219,4 @@ function depthOf(row: ProviderRow, rowsById: Map<number, ProviderRow>): number {
     p = parent;
   }
   return depth;
-}
-
-function groupBy<T, K>(items: T[], key: (item: T) => K): Map<K, T[]> {
-  const out = new Map<K, T[]>();
-  for (const item of items) {
-    const k = key(item);
-    const list = out.get(k);
-    if (list) list.push(item);
-    else out.set(k, [item]);
-  }
-  return out;
 }

@@ -1,4 +1,4 @@
-/** Set-based SQL helpers shared by the store's parts: IN lists and multi-row inserts in bounded chunks. */
+/** Set-based SQL helpers shared by the store's parts: IN lists and multi-row inserts in bounded chunks, rows grouped by a key. */
 import { createRequire } from 'node:module';
 import type { Knex } from 'knex';
 import { StoreError } from './errors.js';
@@ -17,6 +17,18 @@ const INSERT_PARAMS = 30_000;
 export function chunks<T>(items: readonly T[], size = IN_CHUNK): T[][] {
   const out: T[][] = [];
   for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
+  return out;
+}
+
+/** `items` by `key`, each group in the items' order. */
+export function groupBy<T, K>(items: readonly T[], key: (item: T) => K): Map<K, T[]> {
+  const out = new Map<K, T[]>();
+  for (const item of items) {
+    const k = key(item);
+    const list = out.get(k);
+    if (list) list.push(item);
+    else out.set(k, [item]);
+  }
   return out;
 }
 

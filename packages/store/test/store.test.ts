@@ -157,6 +157,64 @@ describe.each(claimPaths.filter((path) => path.client === 'sqlite3'))('a combine
   });
 });
 
+describe.each(claimPaths)('a root provider carrying two hosts, on $label', ({ client, extra }) => {
+  // A claim on such a root bumps both hosts' generations; its answer must name both, and another
+  // call of the same transaction that changed one of them must be told it is shared. Seen red
+  // with each root mapped to one host (the last read, in allocations.ts, quick-claim.ts and the
+  // one-statement claim's answer): the lone claim named only h1-twin, and B was told h1 not shared.
+  it('names both hosts in a claim on it, and tells another call of its batch that one is shared', async () => {
+    let transactions = 0;
+    const { store, cleanup } = await openStore(client, 'twin-hosts', {
+      ...extra,
+      onTransaction: ({ kind, operation }) => void (kind === 'write' && operation === 'writeAllocations' && transactions++),
+    });
+    try {
+      for (const host of ['h0', 'h1']) {
+        await store.createProvider({ uuid: `r-${host}`, name: host });
+        await store.setInventories(`r-${host}`, undefined, { VCPU: inv(64) });
+        await store.upsertHost({ name: host, rootProviderUuid: `r-${host}` });
+      }
+      await store.upsertHost({ name: 'h1-twin', rootProviderUuid: 'r-h1' });
+      const generations = async () => new Map((await store.listHosts()).map((h) => [h.name, h.generation]));
+      const told = (result: { hosts: Array<{ name: string }> }) => [...result.hosts].sort((x, y) => x.name.localeCompare(y.name));
+      const claim = (uuid: string, root: string, record?: string) =>
+        store.writeAllocations([
+          {
+            consumer: { uuid, projectId: 'p', userId: 'u', generation: null },
+            allocations: [{ providerUuid: root, resourceClass: 'VCPU', amount: 1 }],
+            ...(record ? { instance: { uuid, host: record, projectId: 'p', userId: 'u', flavor: { name: 'f', vcpus: 1, memoryMb: 1, diskGb: 0, extraSpecs: {} }, state: 'active' as const, assignments: {} } } : {}),
+          },
+        ]);
+
+      let g = await generations();
+      const alone = await claim('lone', 'r-h1');
+      expect(told(alone)).toEqual([
+        { name: 'h1', generationBefore: g.get('h1')!, generation: g.get('h1')! + 1, shared: false },
+        { name: 'h1-twin', generationBefore: g.get('h1-twin')!, generation: g.get('h1-twin')! + 1, shared: false },
+      ]);
+
+      g = await generations();
+      transactions = 0;
+      // A on h1's root; B on h0's, its record on h1: one transaction, h1 changed by both.
+      const [a, b] = await Promise.all([claim('a', 'r-h1'), claim('b', 'r-h0', 'h1')]);
+      expect(transactions).toBe(1);
+      expect(told(a)).toEqual([
+        { name: 'h1', generationBefore: g.get('h1')!, generation: g.get('h1')! + 1, shared: true },
+        { name: 'h1-twin', generationBefore: g.get('h1-twin')!, generation: g.get('h1-twin')! + 1, shared: false },
+      ]);
+      expect(told(b)).toEqual([
+        { name: 'h0', generationBefore: g.get('h0')!, generation: g.get('h0')! + 1, shared: false },
+        { name: 'h1', generationBefore: g.get('h1')!, generation: g.get('h1')! + 1, shared: true },
+      ]);
+      // What the answers say is what the store holds.
+      const now = await generations();
+      for (const host of ['h0', 'h1', 'h1-twin']) expect(now.get(host), host).toBe(g.get(host)! + 1);
+    } finally {
+      await cleanup();
+    }
+  });
+});
+
 describe.each(backends)('two connections creating the same consumer on %s', (client) => {
   it('lets exactly one win; the other gets a retriable conflict', async () => {
     const { options, cleanup } = isolatedOptions(client, 'consumer_race');

@@ -270,6 +270,11 @@ export function mapDriverError(err: unknown, what: string, sqlite?: { file: stri
   if (code === '23503' || (code === 'SQLITE_CONSTRAINT' && /FOREIGN KEY/.test(message))) {
     return conflict('a referenced row was removed concurrently or is still referenced');
   }
+  // PostgreSQL's data exceptions (class 22): a value it cannot store as given (a NUL in text,
+  // a string longer than its column, a number out of range), which the checks before let by.
+  if (sqlite === undefined && typeof code === 'string' && /^22[0-9A-Z]{3}$/.test(code)) {
+    return new StoreError('ERT_STORE_INVALID', `${what}: the database refused a value (${message.replace(/^.* - /, '')})`, { driverCode: code }, { cause: err });
+  }
   return err;
 }
 

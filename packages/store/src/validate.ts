@@ -53,6 +53,8 @@ export function validateWrites(writes: AllocationWrite[]): void {
       checkName('projectId', write.consumer.projectId);
       checkName('userId', write.consumer.userId);
     }
+    // The column holds 255 characters: PostgreSQL refuses more, SQLite would keep them.
+    if (write.consumer.consumerType !== undefined && write.consumer.consumerType !== null) checkName('consumerType', write.consumer.consumerType);
     const seen = new Set<string>();
     for (const a of write.allocations) {
       checkName('provider', a.providerUuid, 36);

@@ -3,7 +3,7 @@ import { STANDARD_RESOURCE_CLASSES, TRAIT_SHARING_PROVIDER, type Flavor } from '
 import { createStore, isStoreConflict, SQLITE_BUSY_TIMEOUT_MS, StoreError, type HostImport, type InstanceRecord, type Store } from '@ert/store';
 import sqlite3 from 'sqlite3';
 import type { KnexStore } from '../src/store.js';
-import { backends, claimPaths, inv, isolatedOptions, openStore, firstAloneRestCombined, rawConnection } from './backends.js';
+import { backends, claimPaths, inv, isolatedOptions, openStore, firstAloneRestCombined, rawConnection, rejection } from './backends.js';
 
 const flavor: Flavor = { name: 'small', vcpus: 2, memoryMb: 2048, diskGb: 20, extraSpecs: { 'trait:HW_CPU_X86_AVX2': 'required' } };
 
@@ -209,6 +209,38 @@ describe.each(claimPaths)('a root provider carrying two hosts, on $label', ({ cl
       // What the answers say is what the store holds.
       const now = await generations();
       for (const host of ['h0', 'h1', 'h1-twin']) expect(now.get(host), host).toBe(g.get(host)! + 1);
+    } finally {
+      await cleanup();
+    }
+  });
+});
+
+describe.each(claimPaths)('values a claim cannot store, on $label', ({ client, extra }) => {
+  // Refused as ERT_STORE_INVALID naming the value, on both claim paths, nothing written. Seen red
+  // with the consumer type unchecked (SQLite kept 256 characters; PostgreSQL's general path threw
+  // its raw 22001) and with PostgreSQL's data exceptions not mapped (its general path threw the
+  // driver's 22021 for a NUL, where the quick claim said ERT_STORE_INVALID).
+  it('refuses a consumer type over 255 characters, and on PostgreSQL a NUL in a string', async () => {
+    const { store, cleanup } = await openStore(client, 'unstorable', extra);
+    try {
+      await store.createProvider({ uuid: 'us', name: 'us' });
+      await store.setInventories('us', undefined, { VCPU: inv(8) });
+      const claim = (uuid: string, consumer: { projectId?: string; consumerType?: string }) =>
+        store.writeAllocations([{ consumer: { uuid, projectId: 'p', userId: 'u', generation: null, ...consumer }, allocations: [{ providerUuid: 'us', resourceClass: 'VCPU', amount: 1 }] }]);
+      const long = await rejection(claim('long-type', { consumerType: 'T'.repeat(256) }));
+      expect(long.code).toBe('ERT_STORE_INVALID');
+      expect(long.message).toMatch(/consumerType must be a non-empty string of at most 255 characters/);
+      await claim('type-255', { consumerType: 'T'.repeat(255) });
+      const nul = claim('nul', { projectId: 'p\u0000q' });
+      if (client === 'pg') {
+        const refused = await rejection(nul);
+        expect(refused.code).toBe('ERT_STORE_INVALID');
+        expect(refused.message).toMatch(/NUL|0x00|invalid byte sequence/);
+      } else {
+        // SQLite stores it as given.
+        await nul;
+      }
+      expect(await store.getUsages('us')).toEqual({ VCPU: client === 'pg' ? 1 : 2 });
     } finally {
       await cleanup();
     }

@@ -291,8 +291,8 @@ export class AllocationWriter {
     if (sharing.length > 0) await this.ctx.bumpHostsOf(trx, sharing);
     // Each successful call: the hosts it changed, `shared` when another call changed them too.
     const hostById = new Map(bumped.map((r) => [r.id, r]));
-    // A root may carry more than one host: a claim on it changed them all.
-    const hostsByRoot = groupBy(bumped, (r) => r.root_provider_id);
+    // A root may carry more than one host: a claim on it changed them all (told in id order).
+    const hostsByRoot = groupBy([...bumped].sort((a, b) => a.id - b.id), (r) => r.root_provider_id);
     const writers = new Map<number, number>();
     const hostsOfCall = outcomes.map((outcome) => {
       if ('error' in outcome) return [];
@@ -510,21 +510,15 @@ function mayHaveCommitted(err: unknown): boolean {
 }
 
 /**
- * Errors of the store as a whole, not of one call: another process's write lock held past the
- * busy timeout, the database full, read-only, damaged, missing or of another schema version.
- * Each call of the batch would meet it again. Not ERT_STORE_UNAVAILABLE: a connection lost
- * (nothing written, or the server said it rolled back) is most often that connection's, and
- * the calls are applied again one by one on fresh ones (docs/operations.md).
+ * Errors of the store as a whole, not of one call, which each call of the batch would meet
+ * again: another process's write lock held past the busy timeout, a file this process cannot
+ * write. Not ERT_STORE_UNAVAILABLE: a connection lost (nothing written, or the server said it
+ * rolled back) is most often that connection's, and the calls are applied again one by one on
+ * fresh ones (docs/operations.md). Not ERT_STORE_FULL or ERT_STORE_CORRUPT: a batch needs more
+ * pages than one call, or touches a damaged page one call does not, and each fails at once, so
+ * one by one costs little and may write the calls that fit.
  */
-const STORE_WIDE_ERRORS: ReadonlySet<StoreErrorCode> = new Set<StoreErrorCode>([
-  'ERT_STORE_LOCKED',
-  'ERT_STORE_FULL',
-  'ERT_STORE_READ_ONLY',
-  'ERT_STORE_CORRUPT',
-  'ERT_STORE_MISSING',
-  'ERT_STORE_SCHEMA_OUTDATED',
-  'ERT_STORE_SCHEMA_NEWER',
-]);
+const STORE_WIDE_ERRORS: ReadonlySet<StoreErrorCode> = new Set<StoreErrorCode>(['ERT_STORE_LOCKED', 'ERT_STORE_READ_ONLY']);
 
 /**
  * Whether a combined batch that failed as a whole answers every call with its error, rather
@@ -532,7 +526,7 @@ const STORE_WIDE_ERRORS: ReadonlySet<StoreErrorCode> = new Set<StoreErrorCode>([
  * COMMIT answer: sending them again would apply them twice), and when the error is the store's
  * (STORE_WIDE_ERRORS: one by one, each call would wait the busy timeout again, a batch of N
  * taking N + 1 times as long to fail). A race with another process, a statement one call's
- * input broke, or a lost connection, is sent again one by one.
+ * input broke, a lost connection, a full or damaged file: sent again one by one.
  */
 function failsEveryCall(err: unknown): boolean {
   return mayHaveCommitted(err) || (isStoreError(err) && STORE_WIDE_ERRORS.has(err.code));

@@ -138,8 +138,9 @@ export interface ConsumerRef {
    */
   generation?: number | null;
   /**
-   * Placement's `consumer_type` (1.38, `^[A-Z0-9_]+$`): set when given; undefined keeps the
-   * consumer's current type (none for a new consumer: read back as null).
+   * Placement's `consumer_type` (1.38, `^[A-Z0-9_]+$`): set when given (1 to 255 characters,
+   * else ERT_STORE_INVALID); undefined keeps the consumer's current type (none for a new
+   * consumer: read back as null).
    */
   consumerType?: string;
 }

@@ -20,7 +20,8 @@ import { ErtError, isErtError } from '@ert/plugin-api';
  * - ERT_STORE_NOT_FOUND: a provider, host, consumer or instance that does not exist.
  * - ERT_STORE_INVALID: malformed input (bad class or trait name, invalid inventory,
  *   amount breaking min_unit / max_unit / step_size, duplicate entries), or a value the
- *   database cannot store as given (PostgreSQL: a NUL in a string; details driverCode).
+ *   database refused as given (PostgreSQL's data exceptions, SQLSTATE class 22: a NUL in a
+ *   string, a string longer than its column, a number out of range; details driverCode).
  * - ERT_STORE_LOCKED: another process held the SQLite write lock for longer than the busy
  *   timeout (details file, waitedMs, holders: [{ pid, command }] when /proc/locks names them).
  *   Not a lost race: retrying elsewhere would wait again.

@@ -269,7 +269,7 @@ export function quickClaims(ctx: StoreContext, calls: AllocationWrite[][]): Prom
       const write = writes[0]!;
       const seen = await claimInOneTrip(ctx, raw.conn, write);
       if (seen !== undefined) {
-        const byRoot = groupBy(seen.hosts, (h) => h.rootId);
+        const byRoot = groupBy([...seen.hosts].sort((a, b) => a.id - b.id), (h) => h.rootId);
         const recordHost = write.instance && seen.hosts.find((h) => h.name === write.instance!.host);
         // The statement held the write lock: each host's generation is the one seen plus one.
         const hosts = hostsTold(write, (uuid) => byRoot.get(seen.rootOf.get(uuid)!), recordHost).map((h) => ({ name: h.name, generationBefore: h.generation, generation: h.generation + 1, shared: false }));
@@ -289,8 +289,9 @@ export function quickClaims(ctx: StoreContext, calls: AllocationWrite[][]): Prom
     if (state.instanceExists || state.unlocked || state.providers.some((p) => p.sharing)) return undefined;
     const providers = new Map(state.providers.map((p) => [p.uuid, p]));
     const hostByName = new Map(state.hosts.map((h) => [h.name, h]));
-    // A root may carry more than one host: a claim on it changes them all.
-    const hostsByRoot = groupBy(state.hosts, (h) => h.rootId);
+    // A root may carry more than one host: a claim on it changes them all (told in id order, as
+    // the general path tells them).
+    const hostsByRoot = groupBy([...state.hosts].sort((a, b) => a.id - b.id), (h) => h.rootId);
     const ledger = keys.holdHosts.length > 0 ? HoldLedger.fromRows(state.holds) : undefined;
 
     // The general path's checks, in its order, each call against the calls before it that succeeded.

@@ -10,7 +10,8 @@
  * the claim's generation after two changes, so the scheduler, told that generation by its claim,
  * would never see the status change. SQLite holds its write lock for the whole transaction, so
  * the two cannot interleave there; the test runs on PostgreSQL (ERT_TEST_PG_URL), with each claim
- * path.
+ * path (the scheduler's store knows the class ids first, so the quick claim is the one taken),
+ * and waits for the server to show each backend waiting rather than for a fixed time.
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { createStore, type Store } from '@ert/store';
@@ -18,7 +19,34 @@ import { claimPaths, inv, isolatedOptions, rawConnection } from './backends.js';
 
 const pgPaths = claimPaths.filter((path) => path.client === 'pg');
 const ROOT = '5c1d7a4e-0000-4000-8000-000000000001';
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+type Probe = Awaited<ReturnType<typeof rawConnection>>;
+
+/** How many backends wait, directly or behind another waiter, for a lock `holder` (a backend pid) holds. */
+async function waitingBehind(probe: Probe, holder: number): Promise<number> {
+  const { rows } = (await probe.run('SELECT pid, pg_blocking_pids(pid) AS blockers FROM pg_stat_activity WHERE datname = current_database()')) as {
+    rows: Array<{ pid: number; blockers: number[] }>;
+  };
+  const behind = new Set([holder]);
+  for (let grew = true; grew; ) {
+    grew = false;
+    for (const row of rows) {
+      if (behind.has(row.pid) || !row.blockers.some((pid) => behind.has(pid))) continue;
+      behind.add(row.pid);
+      grew = true;
+    }
+  }
+  return behind.size - 1;
+}
+
+/** Waits until `count` backends wait behind `holder` (the server's own view, not a sleep). */
+async function untilWaiting(probe: Probe, holder: number, count: number): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while ((await waitingBehind(probe, holder)) < count) {
+    if (Date.now() > deadline) throw new Error(`fewer than ${count} backend(s) waiting behind ${holder} after 10 s`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
 
 describe.skipIf(pgPaths.length === 0)('a claim and upsertHost on one host at once (PostgreSQL)', () => {
   const cleanups: Array<() => Promise<unknown>> = [];
@@ -39,8 +67,15 @@ describe.skipIf(pgPaths.length === 0)('a claim and upsertHost on one host at onc
       await tracker.createProvider({ uuid: ROOT, name: 'h' });
       await tracker.setInventories(ROOT, 0, { VCPU: inv(8) });
       const start = await tracker.upsertHost({ name: 'h', rootProviderUuid: ROOT });
+      // The scheduler's store learns the class ids here, as a running scheduler has: a store that
+      // does not know a claim's class sends it through the general transaction.
+      await scheduler.getInventories(ROOT);
       const holder = await rawConnection(options);
       cleanups.push(() => holder.close());
+      const probe = await rawConnection(options);
+      cleanups.push(() => probe.close());
+      const { rows } = (await holder.run('SELECT pg_backend_pid() AS pid')) as { rows: Array<{ pid: number }> };
+      const holderPid = rows[0]!.pid;
 
       // Another writer holds the host's row, so the claim's bump and then the upsert's update
       // queue behind it, the upsert having read the host already.
@@ -50,10 +85,10 @@ describe.skipIf(pgPaths.length === 0)('a claim and upsertHost on one host at onc
       const claim = scheduler
         .writeAllocations([{ consumer: { uuid: 'c-1', projectId: 'p', userId: 'u', generation: null }, allocations: [{ providerUuid: ROOT, resourceClass: 'VCPU', amount: 1 }] }])
         .finally(() => (claimDone = true));
-      await sleep(300);
+      await untilWaiting(probe, holderPid, 1);
       const upsert = tracker.upsertHost({ name: 'h', rootProviderUuid: ROOT, status: 'disabled' }).finally(() => (upsertDone = true));
-      await sleep(300);
-      // The overlap this is about: both still wait for the row.
+      await untilWaiting(probe, holderPid, 2);
+      // The overlap this is about: both wait for the row, the claim first.
       expect({ claimDone, upsertDone }).toEqual({ claimDone: false, upsertDone: false });
       await holder.run('COMMIT');
 

@@ -183,9 +183,15 @@ async function openSqlite3(file: string, prepared = true): Promise<RawSqlite3> {
   };
 }
 
-function summary(latencies: number[], seconds: number, trips: number | (() => number)): RunResult {
+/** The `q` quantile (0 to 1) of `latencies` in ms, nearest rank. */
+function quantiles(latencies: readonly number[]): (q: number) => number {
   const sorted = [...latencies].sort((a, b) => a - b);
-  const at = (q: number) => Math.round(sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]! * 1000) / 1000;
+  return (q) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
+}
+
+function summary(latencies: number[], seconds: number, trips: number | (() => number)): RunResult {
+  const quantile = quantiles(latencies);
+  const at = (q: number) => Math.round(quantile(q) * 1000) / 1000;
   const tripsPerClaim = typeof trips === 'number' ? trips : Math.round((trips() / latencies.length) * 100) / 100;
   return { claimsPerSecond: Math.round(latencies.length / seconds), p50Ms: at(0.5), p99Ms: at(0.99), tripsPerClaim };
 }
@@ -240,9 +246,8 @@ async function tripLatency(trips: number): Promise<TripLatency> {
         await db.all(sql, [i]);
         latencies.push(performance.now() - t);
       }
-      latencies.sort((a, b) => a - b);
-      const us = (q: number) => Math.round(latencies[Math.floor(q * latencies.length)]! * 1000);
-      return [us(0.5), us(0.99)];
+      const quantile = quantiles(latencies);
+      return [Math.round(quantile(0.5) * 1000), Math.round(quantile(0.99) * 1000)];
     };
     const [backToBackP50Us, backToBackP99Us] = await run(0);
     const [afterBusyP50Us, afterBusyP99Us] = await run(BUSY_BETWEEN_TRIPS_MS);

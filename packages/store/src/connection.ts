@@ -272,7 +272,7 @@ export function mapDriverError(err: unknown, what: string, sqlite?: { file: stri
   }
   // PostgreSQL's data exceptions (class 22): a value it cannot store as given (a NUL in text,
   // a string longer than its column, a number out of range), which the checks before let by.
-  if (sqlite === undefined && typeof code === 'string' && /^22[0-9A-Z]{3}$/.test(code)) {
+  if (code !== undefined && /^22[0-9A-Z]{3}$/.test(code)) {
     return new StoreError('ERT_STORE_INVALID', `${what}: the database refused a value (${message.replace(/^.* - /, '')})`, { driverCode: code }, { cause: err });
   }
   return err;

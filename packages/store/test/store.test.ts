@@ -124,17 +124,14 @@ describe.each(claimPaths.filter((path) => path.client === 'sqlite3'))('a combine
   // that failed as a whole sent again one call at a time (allocations.ts `failsEveryCall` true only
   // for a lost COMMIT): eleven transactions, each waiting the busy timeout, not two.
   it('answers every call with the lock error, not one transaction each', async () => {
-    const { options, cleanup } = isolatedOptions('sqlite3', 'locked-batch');
     let transactions = 0;
-    const store = await createStore({
-      ...options,
+    const { store, options, cleanup } = await openStore('sqlite3', 'locked-batch', {
       ...extra,
       busyTimeoutMs: 200,
       onTransaction: ({ kind, operation }) => void (kind === 'write' && operation === 'writeAllocations' && transactions++),
     });
     const other = await rawConnection(options);
     try {
-      await store.migrate();
       await store.createProvider({ uuid: 'lk', name: 'lk' });
       await store.setInventories('lk', undefined, { VCPU: inv(100) });
       await other.run('BEGIN IMMEDIATE');
@@ -151,7 +148,6 @@ describe.each(claimPaths.filter((path) => path.client === 'sqlite3'))('a combine
       expect(await store.getUsages('lk')).toEqual({});
     } finally {
       await other.close();
-      await store.close();
       await cleanup();
     }
   });

@@ -10,7 +10,7 @@ import { inventoryFromRow, inventoryToRow, type InventoryRow } from './rows.js';
 import { chunks, groupBy, inChunks, insertObjects, insertRows, type Trx } from './sql.js';
 import { checkConsumerGeneration, checkFits, checkInventories, checkName, invalid, notFound, validateWrites } from './validate.js';
 import { usagesOf } from './providers.js';
-import { holdLedger, upsertInstancesIn } from './instances.js';
+import { holdLedger, lockRecords, upsertInstancesIn } from './instances.js';
 import { quickClaimable, quickClaims } from './quick-claim.js';
 
 /** Most writeAllocations calls combined in one transaction. */
@@ -153,7 +153,14 @@ export class AllocationWriter {
       .orderBy('id');
     if (pg) providerQuery.forUpdate();
     const providers: Array<{ id: number; uuid: string; name: string; root_id: number; sharing: number | boolean }> = await providerQuery;
+    const recordUuids = all.flatMap((w) => [...(w.instance ? [w.instance.uuid] : []), ...(w.removeInstance ? [w.consumer.uuid] : [])]);
+    // The records' hosts now (PostgreSQL: the rows locked until commit).
+    let recordHosts = new Map<string, number>();
     if (pg) {
+      // The instance records written or removed, before the consumers are read again: a writer
+      // that wrote a record of the same uuid (a consumer that did not exist when read above, so
+      // no provider of it is locked) has committed by then, and its consumer is seen.
+      recordHosts = await lockRecords(this.ctx, trx, recordUuids);
       // Lock the consumers and read them again: they are now stable until commit.
       consumers = await this.readConsumers(trx, consumerUuids, true);
       const locked = new Set(providers.map((p) => p.id));
@@ -177,6 +184,12 @@ export class AllocationWriter {
     const instanceHosts = [...new Set(all.flatMap((w) => (w.instance ? [w.instance.host] : [])))];
     const hostRows: Array<{ id: number; name: string }> = await inChunks(instanceHosts, (part) => trx('hosts').select('id', 'name').whereIn('name', part));
     const hostIds = new Map(hostRows.map((r) => [r.name, r.id]));
+    await this.ctx.lockHostsToBump(
+      trx,
+      [...new Set(providers.map((p) => p.root_id))],
+      [...new Set([...hostIds.values(), ...recordHosts.values()])],
+      providers.filter((p) => Boolean(p.sharing)).map((p) => p.id),
+    );
     // Exclusive holds (pinned CPUs, cache ways, pools), only when some record names one:
     // releasing never conflicts, and rows of removed records go with them (foreign key).
     const ledger = anyHolds(all.flatMap((w) => (w.instance ? [w.instance] : [])))
@@ -257,9 +270,8 @@ export class AllocationWriter {
     // Instance records removed (`removeInstance`): their hosts read first, then the rows deleted
     // unless a later call of the batch wrote the record again.
     const removedUuids = [...new Set(outcomes.flatMap((o) => ('removed' in o ? o.removed : [])))];
-    const removedRows: Array<{ uuid: string; host_id: number }> = await inChunks(removedUuids, (part) => trx('instances').select('uuid', 'host_id').whereIn('uuid', part));
-    const removedHosts = new Map(removedRows.map((r) => [r.uuid, r.host_id]));
-    const gone = removedRows.filter((r) => records.get(r.uuid) === null).map((r) => r.uuid);
+    const removedHosts = await lockRecords(this.ctx, trx, removedUuids);
+    const gone = [...removedHosts.keys()].filter((uuid) => records.get(uuid) === null);
     for (const part of chunks(gone)) await trx('instances').whereIn('uuid', part).delete();
     const written = [...records.values()].filter((r): r is InstanceRecord => r !== null);
     const previousHosts = written.length > 0 ? await upsertInstancesIn(this.ctx, trx, written, hostIds, { bumpHosts: false }) : new Map<string, number>();

@@ -633,9 +633,11 @@ export interface Store {
   /**
    * Create or update a host row (the compute host's record, keyed by name). The root must be
    * a root provider (else ERT_STORE_INVALID). A new host is `up` with lastUpdate = now unless
-   * given; an update keeps the fields not given and bumps the generation.
+   * given; an update keeps the fields not given and bumps the generation. With `keepDisabled`,
+   * a stored `disabled` status stays and `status` applies only otherwise (a host that reports
+   * in is up again, but an operator's disable outlives it, even one committed while this runs).
    */
-  upsertHost(host: { name: string; rootProviderUuid: string; status?: HostStatus; lastUpdate?: number; machine?: string }): Promise<HostRecord>;
+  upsertHost(host: { name: string; rootProviderUuid: string; status?: HostStatus; keepDisabled?: boolean; lastUpdate?: number; machine?: string }): Promise<HostRecord>;
   /** The host with this name; undefined when there is none. */
   getHost(name: string): Promise<HostRecord | undefined>;
   /** Every host, sorted by name, with its stored status (not the scheduler's effective one). */
@@ -655,7 +657,11 @@ export interface Store {
    * provider's owner, so a caller can say what other writers had put there. Unknown host: NOT_FOUND.
    */
   deleteHost(name: string, options?: { force?: boolean }): Promise<HostDeletion>;
-  /** Mark `up` hosts whose lastUpdate is older than `before` (epoch ms) as stale; returns their names. */
+  /**
+   * Mark `up` hosts whose lastUpdate is older than `before` (epoch ms) as stale (bumping their
+   * generations); returns their names, sorted. A host disabled or reported meanwhile by another
+   * writer is left as that writer left it.
+   */
   markStaleHosts(before: number): Promise<string[]>;
 
   /* stats (validated by the writer's caller against the plugin's schema) */

@@ -279,8 +279,15 @@ export class StoreContext {
     return providerRecordFromRow(row);
   }
 
-  async providerRow(db: Db, uuid: string): Promise<ProviderRow> {
-    const row: ProviderRow | undefined = await db('providers').where('uuid', uuid).first();
+  /**
+   * The provider's row; ERT_STORE_NOT_FOUND when there is none. `lock` (PostgreSQL; SQLite's
+   * write transactions hold the whole file): the row is locked `share` or `update` until commit,
+   * and read as the writer that held it last left it.
+   */
+  async providerRow(db: Db, uuid: string, lock?: 'share' | 'update'): Promise<ProviderRow> {
+    const query = db('providers').where('uuid', uuid).first();
+    if (lock !== undefined && this.client === 'pg') query[lock === 'share' ? 'forShare' : 'forUpdate']();
+    const row: ProviderRow | undefined = await query;
     if (!row) throw notFound('provider', uuid, { provider: uuid });
     return row;
   }
@@ -315,19 +322,29 @@ export class StoreContext {
     for (const part of chunks(providerIds, 1000)) {
       await trx('hosts')
         .whereIn('root_provider_id', (q) => q.select('root_id').from('providers').whereIn('id', part))
-        .orWhereIn('root_provider_id', (q) =>
-          q
-            .select('member.root_id')
-            .from('provider_traits as pt')
-            .join('traits as t', 't.id', 'pt.trait_id')
-            .join('provider_aggregates as shared', 'shared.provider_id', 'pt.provider_id')
-            .join('provider_aggregates as pa', 'pa.aggregate_id', 'shared.aggregate_id')
-            .join('providers as member', 'member.id', 'pa.provider_id')
-            .whereIn('pt.provider_id', part)
-            .where('t.name', TRAIT_SHARING_PROVIDER),
-        )
+        .orWhereIn('root_provider_id', (q) => sharingMemberRoots(q, part))
         .increment('generation', 1);
     }
+  }
+
+  /**
+   * PostgreSQL: locks, in id order and in one statement, every host a claim may bump: those
+   * rooted at `rootIds`, those of `hostIds`, and (`bumpHostsOf`) those that see the sharing
+   * providers `sharingIds`. Two claims that bumped their own hosts first and then each
+   * other's (sharing providers of one aggregate) deadlocked; locked up front in one order,
+   * the second waits. A no-op on SQLite (the write lock holds the file).
+   */
+  async lockHostsToBump(trx: Trx, rootIds: number[], hostIds: number[], sharingIds: number[]): Promise<void> {
+    if (this.client !== 'pg' || rootIds.length + hostIds.length + sharingIds.length === 0) return;
+    await trx('hosts')
+      .select('id')
+      .where((q) => {
+        if (rootIds.length > 0) q.orWhereIn('root_provider_id', rootIds);
+        if (hostIds.length > 0) q.orWhereIn('id', hostIds);
+        if (sharingIds.length > 0) q.orWhereIn('root_provider_id', (sub) => sharingMemberRoots(sub, sharingIds));
+      })
+      .orderBy('id')
+      .forUpdate();
   }
 
   /** A select column `sharing`: whether provider `p` has the sharing trait. */
@@ -349,4 +366,17 @@ export class StoreContext {
       .join('providers as p', 'p.id', 'h.root_provider_id')
       .select('h.id', 'h.name', 'h.root_provider_id', 'h.status', 'h.last_update', 'h.generation', 'h.machine', 'h.status_reason', 'p.uuid as root_uuid');
   }
+}
+
+/** The roots of every provider in an aggregate with one of the sharing providers `sharingIds` (for a subquery). */
+function sharingMemberRoots(q: Knex.QueryBuilder, sharingIds: number[]): Knex.QueryBuilder {
+  return q
+    .select('member.root_id')
+    .from('provider_traits as pt')
+    .join('traits as t', 't.id', 'pt.trait_id')
+    .join('provider_aggregates as shared', 'shared.provider_id', 'pt.provider_id')
+    .join('provider_aggregates as pa', 'pa.aggregate_id', 'shared.aggregate_id')
+    .join('providers as member', 'member.id', 'pa.provider_id')
+    .whereIn('pt.provider_id', sharingIds)
+    .where('t.name', TRAIT_SHARING_PROVIDER);
 }

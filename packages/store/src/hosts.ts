@@ -7,7 +7,7 @@ import { HOST_STATUSES, hostRecordFromRow, inventoryToRow, statsRecords, type Ho
 import { chunks, inChunks, insertObjects, insertRows, type Trx } from './sql.js';
 import { checkName, invalid, notFound, validateImport } from './validate.js';
 
-export async function upsertHost(ctx: StoreContext, host: { name: string; rootProviderUuid: string; status?: HostStatus; lastUpdate?: number; machine?: string }): Promise<HostRecord> {
+export async function upsertHost(ctx: StoreContext, host: { name: string; rootProviderUuid: string; status?: HostStatus; keepDisabled?: boolean; lastUpdate?: number; machine?: string }): Promise<HostRecord> {
   checkName('host', host.name);
   if (host.status !== undefined && !HOST_STATUSES.has(host.status)) throw invalid(`host ${host.name}: unknown status ${JSON.stringify(host.status)}`, { host: host.name });
   return ctx.write(`upsertHost ${host.name}`, async (trx) => {
@@ -22,7 +22,10 @@ export async function upsertHost(ctx: StoreContext, host: { name: string; rootPr
       // Bumped in the statement, not from the generation read above: on PostgreSQL a claim may
       // bump the host between that read and this update (the row is not locked until here), and
       // writing read + 1 would undo its bump (test/host-generation.test.ts).
-      await trx('hosts').where('id', existing.id).update({ ...fields, generation: trx.raw('generation + 1') });
+      // `keepDisabled` is decided in the update itself, which sees an operator's disable
+      // committed after the read above (PostgreSQL re-reads the row it waited for).
+      const status = host.status !== undefined && host.keepDisabled ? { status: trx.raw(`CASE WHEN status = 'disabled' THEN status ELSE ? END`, [host.status]) } : {};
+      await trx('hosts').where('id', existing.id).update({ ...fields, ...status, generation: trx.raw('generation + 1') });
     } else {
       await trx('hosts').insert({ name: host.name, status: 'up', last_update: Date.now(), generation: 0, ...fields });
     }
@@ -101,13 +104,21 @@ export async function setHostStatus(ctx: StoreContext, name: string, status: Hos
 }
 
 export async function markStaleHosts(ctx: StoreContext, before: number): Promise<string[]> {
-  return ctx.write('markStaleHosts', async (trx) => {
-    const rows: Array<{ id: number; name: string }> = await trx('hosts').where('status', 'up').where('last_update', '<', before).select('id', 'name');
-    for (const part of chunks(rows.map((r) => r.id))) {
-      await trx('hosts').whereIn('id', part).update({ status: 'stale', generation: trx.raw('generation + 1') });
-    }
-    return rows.map((r) => r.name).sort();
-  });
+  return ctx.write(
+    'markStaleHosts',
+    async (trx) => {
+      // One statement: PostgreSQL tests its condition again on a row another writer changed
+      // meanwhile, so an operator's disable or a fresh report committed first is kept. A read
+      // and then an update by id marked such a host stale (test/host-generation.test.ts).
+      const rows: Array<{ name: string }> = await trx('hosts')
+        .where('status', 'up')
+        .where('last_update', '<', before)
+        .update({ status: 'stale', generation: trx.raw('generation + 1') })
+        .returning('name');
+      return rows.map((r) => r.name).sort();
+    },
+    { firstStatementWrites: true },
+  );
 }
 
 export async function writeStats(ctx: StoreContext, host: string, plugin: string, schemaVersion: number, data: JsonValue): Promise<void> {

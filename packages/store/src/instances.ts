@@ -18,10 +18,27 @@ export async function holdLedger(ctx: StoreContext, trx: Trx, hostIds: number[],
   return HoldLedger.read(trx, ids, uuids);
 }
 
+/**
+ * The stored records of `uuids`: uuid -> host id. PostgreSQL: their rows are locked (in uuid
+ * order), so a record is not moved or removed by another writer between this read and this
+ * transaction's own write, which would leave the host it moved to unbumped or remove the record
+ * another writer just wrote. The lock order of every write is providers, then instance
+ * records, then consumers, then hosts.
+ */
+export async function lockRecords(ctx: StoreContext, trx: Trx, uuids: string[]): Promise<Map<string, number>> {
+  const rows: Array<{ uuid: string; host_id: number }> = await inChunks([...new Set(uuids)].sort(), (part) => {
+    const query = trx('instances').select('uuid', 'host_id').whereIn('uuid', part).orderBy('uuid');
+    return ctx.client === 'pg' ? query.forUpdate() : query;
+  });
+  return new Map(rows.map((r) => [r.uuid, r.host_id]));
+}
+
 export async function upsertInstance(ctx: StoreContext, instance: InstanceRecord): Promise<void> {
   checkInstance(instance);
   await ctx.write(`upsertInstance ${instance.uuid}`, async (trx) => {
     const host = await ctx.hostRow(trx, instance.host);
+    // PostgreSQL: the record's row before the host rows the holds lock (the lock order).
+    if (ctx.client === 'pg') await lockRecords(ctx, trx, [instance.uuid]);
     if (anyHolds([instance])) {
       const ledger = await holdLedger(ctx, trx, [host.id], [instance.uuid]);
       ledger.set(instance.uuid, host, holdsOf(instance));
@@ -65,8 +82,7 @@ export async function upsertInstancesIn(
   hostIds: Map<string, number>,
   options: { bumpHosts?: boolean } = {},
 ): Promise<Map<string, number>> {
-  const uuids = instances.map((i) => i.uuid);
-  const previous: Array<{ uuid: string; host_id: number }> = await inChunks(uuids, (part) => trx('instances').select('uuid', 'host_id').whereIn('uuid', part));
+  const previous = await lockRecords(ctx, trx, instances.map((i) => i.uuid));
   const now = Date.now();
   const updated = INSTANCE_COLUMNS.filter((c) => c !== 'uuid' && c !== 'created_at');
   // The last record of an instance wins (several calls combined in one transaction).
@@ -79,12 +95,12 @@ export async function upsertInstancesIn(
     { upsert: { key: 'uuid', columns: updated } },
   );
   // Holds of records that existed are replaced; a new record has none to remove.
-  await writeHolds(trx, latest, hostIds, new Set(previous.map((p) => p.uuid)));
+  await writeHolds(trx, latest, hostIds, new Set(previous.keys()));
   if (options.bumpHosts !== false) {
-    const bumped = new Set([...instances.map((i) => hostIds.get(i.host)!), ...previous.map((p) => p.host_id)]);
+    const bumped = new Set([...instances.map((i) => hostIds.get(i.host)!), ...previous.values()]);
     for (const part of chunks([...bumped])) await trx('hosts').whereIn('id', part).increment('generation', 1);
   }
-  return new Map(previous.map((p) => [p.uuid, p.host_id]));
+  return previous;
 }
 
 export async function getInstance(ctx: StoreContext, uuid: string): Promise<InstanceRecord | undefined> {
@@ -107,9 +123,11 @@ export function instanceQuery(ctx: StoreContext, db: Db) {
 
 export async function deleteInstance(ctx: StoreContext, uuid: string): Promise<void> {
   await ctx.write(`deleteInstance ${uuid}`, async (trx) => {
-    const row: { host_id: number } | undefined = await trx('instances').where('uuid', uuid).first('host_id');
-    if (!row) return;
+    // Locked, so the host bumped is the one the record is on when it goes, not one it was on
+    // before another writer moved it.
+    const host = (await lockRecords(ctx, trx, [uuid])).get(uuid);
+    if (host === undefined) return;
     await trx('instances').where('uuid', uuid).delete();
-    await trx('hosts').where('id', row.host_id).increment('generation', 1);
+    await trx('hosts').where('id', host).increment('generation', 1);
   });
 }

@@ -113,7 +113,8 @@ export async function createProvider(ctx: StoreContext, provider: NewProvider): 
   if (provider.owner !== undefined) checkName('owner', provider.owner, 64);
   return ctx.write(`createProvider ${provider.name}`, async (trx) => {
     let parent: ProviderRow | undefined;
-    if (provider.parentUuid !== undefined) parent = await ctx.providerRow(trx, provider.parentUuid);
+    // Locked: a parent moved to another tree meanwhile would leave the child under the old root.
+    if (provider.parentUuid !== undefined) parent = await ctx.providerRow(trx, provider.parentUuid, 'share');
     const existing = await trx('providers').select('uuid', 'name').where('uuid', provider.uuid).orWhere('name', provider.name).first();
     if (existing) {
       const duplicate = existing.uuid === provider.uuid ? 'uuid' : 'name';
@@ -166,7 +167,19 @@ export async function updateProvider(ctx: StoreContext, uuid: string, changes: {
       await trx('providers').where('id', row.id).update({ name: changes.name });
     }
     if (changes.parentUuid !== undefined) {
-      const parent = changes.parentUuid === null ? undefined : await ctx.providerRow(trx, changes.parentUuid);
+      if (ctx.client === 'pg') {
+        // The tree is locked first (in id order, as claims lock providers), so a child created
+        // under one of its providers meanwhile (it locks its parent) is either committed and
+        // read below, or waits and takes its parent's new root; and the row is read again. No
+        // KEY: that child's foreign-key check on its root must not wait for this lock while this
+        // waits for its parent (a deadlock).
+        await trx('providers').where('root_id', row.root_id).orderBy('id').select('id').forNoKeyUpdate();
+        const now = await ctx.providerRow(trx, uuid);
+        if (now.root_id !== row.root_id || now.parent_id !== row.parent_id) {
+          throw new StoreConflictError('ERT_STORE_CONFLICT', `provider ${row.name} (${uuid}) was moved by another writer meanwhile`, { provider: uuid });
+        }
+      }
+      const parent = changes.parentUuid === null ? undefined : await ctx.providerRow(trx, changes.parentUuid, 'share');
       if ((parent?.id ?? null) !== (row.parent_id ?? null)) {
         const host: { name: string } | undefined = await trx('hosts').where('root_provider_id', row.id).first('name');
         if (host && parent) throw invalid(`provider ${row.name} (${uuid}) is the root of host ${host.name}: it cannot get a parent`, { provider: uuid, host: host.name });

@@ -97,6 +97,52 @@ export async function rawConnection(options: StoreOptions): Promise<{ run(sql: s
 }
 
 /**
+ * PostgreSQL: a connection that holds row locks (`holder`, whose backend pid is `pid`) and a
+ * probe that asks the server who waits for them, for tests that line writers up behind a lock
+ * instead of sleeping. Both closed by `close`.
+ */
+export async function lockHolder(options: StoreOptions): Promise<{
+  holder: Awaited<ReturnType<typeof rawConnection>>;
+  /** Waits until `count` backends wait, directly or behind another waiter, for the holder's locks (10 s at most). */
+  untilWaiting(count: number): Promise<void>;
+  close(): Promise<void>;
+}> {
+  const holder = await rawConnection(options);
+  const probe = await rawConnection(options);
+  const { rows } = (await holder.run('SELECT pg_backend_pid() AS pid')) as { rows: Array<{ pid: number }> };
+  const pid = rows[0]!.pid;
+  const waitingBehind = async (): Promise<number> => {
+    const { rows: backends } = (await probe.run('SELECT pid, pg_blocking_pids(pid) AS blockers FROM pg_stat_activity WHERE datname = current_database()')) as {
+      rows: Array<{ pid: number; blockers: number[] }>;
+    };
+    const behind = new Set([pid]);
+    for (let grew = true; grew; ) {
+      grew = false;
+      for (const row of backends) {
+        if (behind.has(row.pid) || !row.blockers.some((blocker) => behind.has(blocker))) continue;
+        behind.add(row.pid);
+        grew = true;
+      }
+    }
+    return behind.size - 1;
+  };
+  return {
+    holder,
+    async untilWaiting(count) {
+      const deadline = Date.now() + 10_000;
+      while ((await waitingBehind()) < count) {
+        if (Date.now() > deadline) throw new Error(`fewer than ${count} backend(s) waiting behind ${pid} after 10 s`);
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+    },
+    async close() {
+      await holder.close();
+      await probe.close();
+    },
+  };
+}
+
+/**
  * Makes `calls` so that the store sends the first alone and combines the rest into one batch
  * behind it: the store flushes what is pending once the microtasks queued before have run
  * (allocations.ts `scheduleFlush`), so the first call is sent during one tick, and the others,

@@ -15,38 +15,10 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { createStore, type Store } from '@ert/store';
-import { claimPaths, inv, isolatedOptions, rawConnection } from './backends.js';
+import { claimPaths, inv, isolatedOptions, lockHolder } from './backends.js';
 
 const pgPaths = claimPaths.filter((path) => path.client === 'pg');
 const ROOT = '5c1d7a4e-0000-4000-8000-000000000001';
-
-type Probe = Awaited<ReturnType<typeof rawConnection>>;
-
-/** How many backends wait, directly or behind another waiter, for a lock `holder` (a backend pid) holds. */
-async function waitingBehind(probe: Probe, holder: number): Promise<number> {
-  const { rows } = (await probe.run('SELECT pid, pg_blocking_pids(pid) AS blockers FROM pg_stat_activity WHERE datname = current_database()')) as {
-    rows: Array<{ pid: number; blockers: number[] }>;
-  };
-  const behind = new Set([holder]);
-  for (let grew = true; grew; ) {
-    grew = false;
-    for (const row of rows) {
-      if (behind.has(row.pid) || !row.blockers.some((pid) => behind.has(pid))) continue;
-      behind.add(row.pid);
-      grew = true;
-    }
-  }
-  return behind.size - 1;
-}
-
-/** Waits until `count` backends wait behind `holder` (the server's own view, not a sleep). */
-async function untilWaiting(probe: Probe, holder: number, count: number): Promise<void> {
-  const deadline = Date.now() + 10_000;
-  while ((await waitingBehind(probe, holder)) < count) {
-    if (Date.now() > deadline) throw new Error(`fewer than ${count} backend(s) waiting behind ${holder} after 10 s`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
 
 describe.skipIf(pgPaths.length === 0)('a claim and upsertHost on one host at once (PostgreSQL)', () => {
   const cleanups: Array<() => Promise<unknown>> = [];
@@ -70,12 +42,8 @@ describe.skipIf(pgPaths.length === 0)('a claim and upsertHost on one host at onc
       // The scheduler's store learns the class ids here, as a running scheduler has: a store that
       // does not know a claim's class sends it through the general transaction.
       await scheduler.getInventories(ROOT);
-      const holder = await rawConnection(options);
-      cleanups.push(() => holder.close());
-      const probe = await rawConnection(options);
-      cleanups.push(() => probe.close());
-      const { rows } = (await holder.run('SELECT pg_backend_pid() AS pid')) as { rows: Array<{ pid: number }> };
-      const holderPid = rows[0]!.pid;
+      const { holder, untilWaiting, close } = await lockHolder(options);
+      cleanups.push(close);
 
       // Another writer holds the host's row, so the claim's bump and then the upsert's update
       // queue behind it, the upsert having read the host already.
@@ -85,9 +53,9 @@ describe.skipIf(pgPaths.length === 0)('a claim and upsertHost on one host at onc
       const claim = scheduler
         .writeAllocations([{ consumer: { uuid: 'c-1', projectId: 'p', userId: 'u', generation: null }, allocations: [{ providerUuid: ROOT, resourceClass: 'VCPU', amount: 1 }] }])
         .finally(() => (claimDone = true));
-      await untilWaiting(probe, holderPid, 1);
+      await untilWaiting(1);
       const upsert = tracker.upsertHost({ name: 'h', rootProviderUuid: ROOT, status: 'disabled' }).finally(() => (upsertDone = true));
-      await untilWaiting(probe, holderPid, 2);
+      await untilWaiting(2);
       // The overlap this is about: both wait for the row, the claim first.
       expect({ claimDone, upsertDone }).toEqual({ claimDone: false, upsertDone: false });
       await holder.run('COMMIT');

@@ -271,13 +271,14 @@ class HostTracker implements Tracker {
     for (const provider of discovered.providers) await this.reconciler.reconcileProvider(store, provider, changes, problems);
     await this.reconciler.retireProviders(store, discovered.providers, changes, problems);
     // The host row comes before stats and instances, which the store keys by host.
-    const existing = await store.getHost(this.hostName);
     const now = this.clock.now();
     await store.upsertHost({
       name: this.hostName,
       rootProviderUuid: this.rootUuid,
-      // An operator's `disabled` stays; anything else is up again now that the host reported.
-      ...(existing?.status === 'disabled' ? {} : { status: 'up' as const }),
+      // Up again now that the host reported, but an operator's `disabled` stays: decided by the
+      // store in its update, so a disable committed during this sync is not overwritten.
+      status: 'up',
+      keepDisabled: true,
       lastUpdate: now,
       machine: this.machine,
     });

@@ -3,6 +3,7 @@ import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Store } from '@ert/store';
 import { authenticator, type Authenticator, type AuthMode, type Credentials } from './auth.js';
+import { acceptsJson } from './accept.js';
 import { ApiError, apiErrorOfStore, errorBody, unauthorizedBody } from './errors.js';
 import { formatVersion, inRange, negotiate, VERSION_HEADER, atLeast, v, type Version } from './microversion.js';
 import { LEGACY_POLICY, type Policy } from './policy.js';
@@ -10,6 +11,7 @@ import { Reads } from './reads.js';
 import { AGENT_PREFIX, agentApi } from './agent-api.js';
 import { schedulerApi, type SchedulerApiOptions } from './scheduler-api.js';
 import { SCHEDULER_PREFIX } from './scheduler-routes.js';
+import { SchedulerApiError, SchedulerApiErrorCodes, sendErtError } from './ert-errors.js';
 import { uiRoutes, type UiOptions } from './ui.js';
 import { JsonBytes, type ApiReply, type ApiRequest, type Method, type QuerySchema, type RouteDef, type VersionedHandler } from './route.js';
 import { allocationCandidateRoutes, buildCandidateIndex } from './routes/allocation-candidates.js';
@@ -35,6 +37,15 @@ export const PLACEMENT_ROUTES: readonly RouteDef[] = [
 ];
 
 const ALL_METHODS: readonly Method[] = ['GET', 'PUT', 'POST', 'DELETE', 'PATCH', 'HEAD', 'OPTIONS'];
+
+/**
+ * The largest body of a Placement request (413 above it). Placement has none of its own; the
+ * largest bodies real clients send are Nova's reshapes, every consumer of a compute node's
+ * tree in one request, about 370 bytes each (a VGPU on a child provider): 1 MiB, Fastify's
+ * default and still the limit of ert's own APIs, held about 2,800 consumers, 8 MiB holds about
+ * 22,000. Placement's bodies are read after authentication (its onRequest hook).
+ */
+const PLACEMENT_BODY_LIMIT = 8 * 1024 * 1024;
 
 export interface ApiOptions {
   store: Store;
@@ -81,17 +92,6 @@ export function normalizePrefix(prefix: string | undefined): string {
   const p = (prefix ?? '/placement').trim().replace(/\/+$/, '');
   if (p === '') return '';
   return p.startsWith('/') ? p : `/${p}`;
-}
-
-/** Whether an `Accept` header admits application/json (absent, `*\/*`, `application/*`, with q > 0). */
-export function acceptsJson(accept: string | undefined): boolean {
-  if (accept === undefined || accept.trim() === '') return true;
-  return accept.split(',').some((range) => {
-    const [type, ...params] = range.split(';').map((s) => s.trim().toLowerCase());
-    const q = params.find((p) => p.startsWith('q='));
-    if (q !== undefined && !(Number(q.slice(2)) > 0)) return false;
-    return type === 'application/json' || type === 'application/*' || type === '*/*';
-  });
 }
 
 /** Ajv's first error in the words of Python's jsonschema, which Placement's clients see. */
@@ -185,9 +185,10 @@ function bodyMessage(errors: ErrorObject[] | null | undefined, body: unknown): s
 
 /**
  * The Placement API as a Fastify instance (not listening yet). Per request: a request id,
- * authentication (401), microversion negotiation (400/406), then the route: `Accept`
- * (406), the handler for the version (404 below its range), policy (403), the query schema
- * of that version (400), the handler, and the reply's headers by version.
+ * authentication (401), microversion negotiation (400/406), a body without a content type
+ * (400), then the route: the handler for the version (404 below its range), `Accept` (406)
+ * and content type (415) where the handler checks them, policy (403), the query schema of
+ * that version (400), the handler, and the reply's headers by version.
  */
 export async function createApi(options: ApiOptions): Promise<FastifyInstance> {
   const prefix = normalizePrefix(options.prefix);
@@ -204,7 +205,24 @@ export async function createApi(options: ApiOptions): Promise<FastifyInstance> {
     genReqId: () => `req-${randomUUID()}`,
     exposeHeadRoutes: false,
     bodyLimit: 1024 * 1024,
+    // A `%` that starts no escape is a literal `%`, as Python's unquote reads the path for
+    // Placement (`/resource_providers/%zz` is an unknown provider, not a bad URL).
+    rewriteUrl: (req) => (req.url ?? '/').replace(/%(?![0-9A-Fa-f]{2})/g, '%25'),
+    // Path parameters as long as a request line can be (Node's 16 KiB of headers): trait and
+    // class names reach 255 characters, which Fastify's default of 100 answered with its own 414.
+    routerOptions: { maxParamLength: 16 * 1024 },
+    // What the router still cannot decode (an escape that is not UTF-8, `%ff`): 400 in the
+    // shape of the API the path is under, Placement's unless it is ert's own.
+    frameworkErrors: (err, request, reply) => {
+      everyResponse(request, reply);
+      if (underErtApi(request.url)) return sendErtError(reply, new SchedulerApiError(400, SchedulerApiErrorCodes.BAD_REQUEST, err.message));
+      const negotiated = negotiate(request.headers[VERSION_HEADER]);
+      if (negotiated.ok) request.placementVersion = negotiated.version;
+      return sendError(request, reply, new ApiError(400, err.message, undefined, {}, { vary: false }));
+    },
   });
+  /** Whether `url` is one of ert's own APIs' (their errors have their own shape), not Placement's or the root's. */
+  const underErtApi = (url: string): boolean => [SCHEDULER_PREFIX, AGENT_PREFIX].some((p) => url === p || url.startsWith(`${p}/`) || url.startsWith(`${p}?`));
   // Bodies are kept as text and parsed by `dispatch`, in Placement's order: its content-type
   // check comes before the policy, the JSON parse after (Fastify's own parsers would answer
   // 415 and 400 before either, in their own words).
@@ -240,10 +258,13 @@ export async function createApi(options: ApiOptions): Promise<FastifyInstance> {
     return send(reply, err.status, body, { ...versionHeaders(request, err.options.vary !== false), ...err.headers });
   };
 
-  // Every response, whatever the path: the local request id.
-  app.addHook('onRequest', async (request, reply) => {
+  /** Headers of every response, whatever the path: the local request id (and the worker). */
+  function everyResponse(request: FastifyRequest, reply: FastifyReply): void {
     reply.header('x-openstack-request-id', request.id);
     if (options.workerHeader) reply.header('x-ert-worker', String(process.pid));
+  }
+  app.addHook('onRequest', async (request, reply) => {
+    everyResponse(request, reply);
     const global = request.headers['x-openstack-request-id'];
     if (typeof global === 'string' && /^req-[0-9a-f-]{36}$/i.test(global)) request.log.info({ global_request_id: global }, 'global request id');
   });
@@ -284,12 +305,16 @@ export async function createApi(options: ApiOptions): Promise<FastifyInstance> {
           return send(reply, negotiated.status, body);
         }
         request.placementVersion = negotiated.version;
+        // PlacementHandler, before routing: every path and method, even those that take no body.
+        if (Number(request.headers['content-length'] ?? 0) > 0 && !request.headers['content-type']) {
+          return sendError(request, reply, new ApiError(400, 'content-type header required when content-length > 0', undefined, {}, { vary: false }));
+        }
         return undefined;
       });
 
       for (const route of PLACEMENT_ROUTES) {
         for (const [method, handlers] of Object.entries(route.handlers) as Array<[Method, readonly VersionedHandler[]]>) {
-          api.route({ method, url: route.path, handler: (request, reply) => dispatch(request, reply, handlers) });
+          api.route({ method, url: route.path, bodyLimit: PLACEMENT_BODY_LIMIT, handler: (request, reply) => dispatch(request, reply, handlers) });
         }
         // Methods Placement does not have on this path: 405 with its `allow`. Methods it has
         // that ert does not implement yet stay unregistered (404; docs/api.md lists them).
@@ -298,6 +323,7 @@ export async function createApi(options: ApiOptions): Promise<FastifyInstance> {
           api.route({
             method: [...notAllowed],
             url: route.path,
+            bodyLimit: PLACEMENT_BODY_LIMIT,
             handler: async (request, reply) => sendError(request, reply, new ApiError(405, '', undefined, { allow: route.placementMethods.join(', ') })),
           });
         }
@@ -308,22 +334,29 @@ export async function createApi(options: ApiOptions): Promise<FastifyInstance> {
     { prefix },
   );
 
-  async function dispatch(request: FastifyRequest, reply: FastifyReply, handlers: readonly VersionedHandler[]): Promise<FastifyReply> {
-    const version = request.placementVersion!;
-    if (!acceptsJson(request.headers.accept)) throw new ApiError(406, 'Only application/json is provided');
-    const handler = handlers.find((h) => inRange(version, h.range));
-    if (!handler) throw new ApiError(404, '');
-    const query = new URLSearchParams(request.url.includes('?') ? request.url.slice(request.url.indexOf('?') + 1) : '');
-    const params = request.params as Record<string, string>;
-    // `/resource_providers/` is no route of Placement's (Fastify would match it with an empty uuid).
-    if (Object.values(params).some((p) => p === '')) throw new ApiError(404, '', undefined, {}, { vary: false });
+  /** 406 for a handler that checks `Accept` and gets one without JSON; 415 for a handler that takes a body not sent as application/json. */
+  function checkMediaTypes(request: FastifyRequest, handler: VersionedHandler): void {
+    if (handler.accept && !acceptsJson(request.headers.accept)) throw new ApiError(406, 'Only application/json is provided');
     if (handler.body) {
       // webob's `content_type`: the media type without parameters.
       const contentType = (request.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
-      if (contentType !== 'application/json') {
-        throw new ApiError(415, `The media type ${contentType || 'None'} is not supported, use application/json`);
-      }
+      if (contentType !== 'application/json') throw new ApiError(415, `The media type ${contentType || 'None'} is not supported, use application/json`);
     }
+  }
+
+  async function dispatch(request: FastifyRequest, reply: FastifyReply, handlers: readonly VersionedHandler[]): Promise<FastifyReply> {
+    const version = request.placementVersion!;
+    const params = request.params as Record<string, string>;
+    // `/resource_providers/` is no route of Placement's (Fastify would match it with an empty uuid).
+    if (Object.values(params).some((p) => p === '')) throw new ApiError(404, '', undefined, {}, { vary: false });
+    const handler = handlers.find((h) => inRange(version, h.range));
+    // Placement's `check_accept` and `require_content` decorators, inside `version_handler`
+    // except on `.../aggregates` (route.ts `checksBeforeVersion`).
+    const beforeVersion = handlers.find((h) => h.checksBeforeVersion);
+    if (beforeVersion) checkMediaTypes(request, beforeVersion);
+    if (!handler) throw new ApiError(404, '');
+    if (!beforeVersion) checkMediaTypes(request, handler);
+    const query = new URLSearchParams(request.url.includes('?') ? request.url.slice(request.url.indexOf('?') + 1) : '');
     if (handler.policy.rule !== 'none') {
       // No target: Placement's default, the caller's own project and user.
       const target = handler.policy.target?.({ query, params });

@@ -18,6 +18,7 @@ export const TITLES: Readonly<Record<number, string>> = {
   405: 'Method Not Allowed',
   406: 'Not Acceptable',
   409: 'Conflict',
+  413: 'Request Entity Too Large',
   415: 'Unsupported Media Type',
   500: 'Internal Server Error',
 };
@@ -28,6 +29,7 @@ const EXPLANATIONS: Readonly<Record<number, string>> = {
   403: 'Access was denied to this resource.',
   404: 'The resource could not be found.',
   409: 'There was a conflict when trying to complete your request.',
+  413: 'The body of your request was too large for this server.',
   415: 'The request media type is not supported by this server.',
   500: 'The server has either erred or is incapable of performing the requested operation.',
 };

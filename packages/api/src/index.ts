@@ -4,7 +4,8 @@
  * handlers by microversion range); each handler validates, checks policy, reads the store
  * and serialises by microversion.
  */
-export { createApi, normalizePrefix, acceptsJson, PLACEMENT_ROUTES, type ApiOptions } from './app.js';
+export { createApi, normalizePrefix, PLACEMENT_ROUTES, type ApiOptions } from './app.js';
+export { acceptsJson } from './accept.js';
 export { serve, resolveAuth, type ServeOptions, type RunningServer, ServeError, ServeErrorCodes } from './serve.js';
 export {
   AUTH_MODES,

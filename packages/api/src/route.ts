@@ -8,10 +8,11 @@ import type { Version, VersionRange } from './microversion.js';
  * each method ert implements, handlers by microversion range. A request whose version is in
  * no range of its method is a 404 (Placement's `version_handler`); a method Placement does
  * not have on the path is a 405 with `allow`. Handlers are thin: the framework has already
- * negotiated the version, authenticated, checked `Accept`, checked the policy and validated
- * the query string against the handler's schema for that version, and for a handler with a
- * `body` schema: the content type (415), then the JSON (400 `Malformed JSON`) and its schema
- * (400 `JSON does not validate`), in Placement's order (content type before policy, body after).
+ * negotiated the version, authenticated, checked `Accept` (handlers with `accept`), checked
+ * the policy and validated the query string against the handler's schema for that version,
+ * and for a handler with a `body` schema: the content type (415), then the JSON (400
+ * `Malformed JSON`) and its schema (400 `JSON does not validate`), in Placement's order
+ * (version, then `Accept` and content type, then policy, body last).
  * A handler reads the store (through `Reads`) or writes it (`store`, the store contract) and
  * returns the body shaped for the version.
  */
@@ -72,6 +73,18 @@ export interface Policy {
 export interface VersionedHandler {
   range: VersionRange;
   policy: Policy;
+  /**
+   * Placement's handler checks `Accept` (`util.check_accept('application/json')`, 406 unless
+   * it admits JSON: accept.ts). 14 of its GETs do: all but `GET /traits/{n}` and the root
+   * document; no write does (any `Accept` is served).
+   */
+  accept?: boolean;
+  /**
+   * Placement's decorators check `Accept` and the content type before the microversion
+   * (`.../aggregates`, where they sit outside `version_handler`): below the range a bad
+   * `Accept` is 406 and a bad content type 415, not 404. Elsewhere the version comes first.
+   */
+  checksBeforeVersion?: boolean;
   /** The query-string schema at a version (undefined: no query parameters allowed... except as Placement: not validated). */
   query?: (version: Version) => QuerySchema;
   /**
@@ -85,7 +98,7 @@ export interface VersionedHandler {
 export interface RouteDef {
   /** Fastify path below the mount point, e.g. `/resource_providers/:uuid`. */
   path: string;
-  /** Every method Placement 8.0.0 has on this path (its `allow` header). */
+  /** Every method Placement 8.0.0 has on this path, in its order (handler.py's ROUTE_DECLARATIONS): the 405's `allow`. */
   placementMethods: readonly Method[];
   /** The methods ert implements, each with its handlers by version range. */
   handlers: Partial<Record<Method, readonly VersionedHandler[]>>;

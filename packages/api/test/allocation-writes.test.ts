@@ -286,4 +286,40 @@ describe.each(backends)('the allocation writes on %s', (client) => {
     await s.store.deleteAllocations(C.a);
     await s.store.setInventories(U.lonely, undefined, { VCPU: normalizeInventory({ total: 2 }) });
   });
+
+  it("POST /reshaper: the in-use message names every class still allocated once the reshape's allocations are written, in Placement's order; a ratio of 0 is accepted", async () => {
+    // Catches a message naming the store's one class, or the classes allocated before the
+    // reshape (VCPU moves away here, so Placement does not name it), or in another order than
+    // Placement's class ids (MEMORY_MB 1 before DISK_GB 2). Seen red with each of those.
+    const root = 'eeee0004-0000-4000-8000-000000000004';
+    const child = 'eeee0005-0000-4000-8000-000000000005';
+    await s.store.createProvider({ uuid: root, name: 'w-reshape' });
+    await s.store.createProvider({ uuid: child, name: 'w-reshape-child', parentUuid: root });
+    const inv = normalizeInventory({ total: 100 });
+    await s.store.setInventories(root, undefined, { VCPU: inv, MEMORY_MB: inv, DISK_GB: inv });
+    const consumer = (uuid: string) => ({ uuid, projectId: 'p9', userId: 'u9', generation: null });
+    const on = (resources: Record<string, number>) => Object.entries(resources).map(([resourceClass, amount]) => ({ providerUuid: root, resourceClass, amount }));
+    await s.store.writeAllocations([{ consumer: consumer(C.c), allocations: on({ VCPU: 1, MEMORY_MB: 10, DISK_GB: 10 }) }]);
+    await s.store.writeAllocations([{ consumer: consumer(C.d), allocations: on({ DISK_GB: 5, MEMORY_MB: 5 }) }]);
+    const gen = async (u: string) => (await req('GET', `/resource_providers/${u}`, '1.14')).body.generation as number;
+    const reshape = async (childInventory: Record<string, unknown>, allocations: Record<string, unknown>) =>
+      req('POST', '/reshaper', '1.30', {
+        inventories: {
+          [root]: { resource_provider_generation: await gen(root), inventories: {} },
+          [child]: { resource_provider_generation: await gen(child), inventories: { VCPU: { total: 4, ...childInventory } } },
+        },
+        allocations,
+      });
+    const moved = { [C.c]: { allocations: { [child]: { resources: { VCPU: 1 } } }, project_id: 'p9', user_id: 'u9', consumer_generation: 1 } };
+    const inUse = await reshape({}, moved);
+    expect(inUse.status).toBe(409);
+    expect(error(inUse).detail).toContain(`update conflict: Inventory for 'MEMORY_MB, DISK_GB' on resource provider '${root}' in use.`);
+    // Placement's reshaper has no capacity check at all: a ratio of 0 is stored (1.30 > 1.26).
+    await s.store.deleteAllocations(C.c);
+    await s.store.deleteAllocations(C.d);
+    expect((await reshape({ allocation_ratio: 0 }, {})).status).toBe(204);
+    expect((await req('GET', `/resource_providers/${child}/inventories/VCPU`, '1.30')).body.allocation_ratio).toBe(0);
+    await s.store.deleteProvider(child);
+    await s.store.deleteProvider(root);
+  });
 });

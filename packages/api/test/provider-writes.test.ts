@@ -103,6 +103,60 @@ describe.each(backends)('the provider writes on %s', (client) => {
     expect(del.body.errors[0].code).toBe('placement.resource_provider.inuse');
   });
 
+  it("inventories in use: Placement's message names every class removed that is allocated, in its class id order", async () => {
+    // Catches a message naming one class (ert named the store's first) or ordering them other
+    // than Placement's ids (os-resource-classes' order: VCPU 0, DISK_GB 2, PCPU 14; custom after),
+    // which Nova parses (_RE_INV_IN_USE). Seen red with the one-class message and with names sorted.
+    const u = 'eeee0002-0000-4000-8000-000000000002';
+    await s.store.createProvider({ uuid: u, name: 'w-inuse' });
+    const inv = { total: 8, reserved: 0, minUnit: 1, maxUnit: 8, stepSize: 1, allocationRatio: 1 };
+    await s.store.ensureResourceClasses(['CUSTOM_INUSE']);
+    await s.store.setInventories(u, undefined, { PCPU: inv, MEMORY_MB: inv, CUSTOM_INUSE: inv, DISK_GB: inv, VCPU: inv });
+    const consumer = { uuid: 'eeee00c2-0000-4000-8000-000000000002', projectId: 'p', userId: 'u', generation: null };
+    await s.store.writeAllocations([{ consumer, allocations: ['CUSTOM_INUSE', 'PCPU', 'DISK_GB', 'VCPU'].map((resourceClass) => ({ providerUuid: u, resourceClass, amount: 1 })) }]);
+    const classes = 'VCPU, DISK_GB, PCPU, CUSTOM_INUSE';
+    const { generation } = await s.store.getInventories(u);
+    const put = await req('PUT', `/resource_providers/${u}/inventories`, '1.26', { resource_provider_generation: generation, inventories: { MEMORY_MB: { total: 8 } } });
+    expect(put.status).toBe(409);
+    expect(put.body.errors[0].detail).toContain(`update conflict: Inventory for '${classes}' on resource provider '${u}' in use.`);
+    const kept = await req('PUT', `/resource_providers/${u}/inventories`, '1.26', { resource_provider_generation: generation, inventories: { DISK_GB: { total: 8 }, VCPU: { total: 8 } } });
+    expect(kept.body.errors[0].detail).toContain(`update conflict: Inventory for 'PCPU, CUSTOM_INUSE' on resource provider '${u}' in use.`);
+    const all = await req('DELETE', `/resource_providers/${u}/inventories`, '1.5');
+    expect(all.status).toBe(409);
+    expect(all.body.errors[0].detail).toContain(`Inventory for '${classes}' on resource provider '${u}' in use.`);
+    await s.store.deleteAllocations(consumer.uuid);
+    expect((await req('DELETE', `/resource_providers/${u}`, '1.0')).status).toBe(204);
+  });
+
+  it('allocation_ratio 0: 400 below 1.26 (capacity 0), accepted from 1.26 with capacity 0 (nothing fits); negative ratios refused', async () => {
+    // Catches the store's "allocationRatio must be a positive number" 400 at 1.26+, where
+    // Placement stores 0 (schemas/inventory.py has no minimum), and a ratio of 0 that would
+    // leave room. Seen red with the store's check without `zeroRatio` (400 at 1.26).
+    const u = 'eeee0003-0000-4000-8000-000000000003';
+    await s.store.createProvider({ uuid: u, name: 'w-ratio0' });
+    const zero = { resource_provider_generation: 0, inventories: { VCPU: { total: 4, allocation_ratio: 0 } } };
+    const old = await req('PUT', `/resource_providers/${u}/inventories`, '1.25', zero);
+    expect(old.status).toBe(400);
+    expect(old.body.errors[0].detail).toContain("Invalid inventory for 'VCPU' on resource provider");
+    const put = await req('PUT', `/resource_providers/${u}/inventories`, '1.26', zero);
+    expect(put.status).toBe(200);
+    expect(put.body.inventories.VCPU.allocation_ratio).toBe(0);
+    expect((await s.store.getInventories(u)).inventories.VCPU!.allocationRatio).toBe(0);
+    expect((await req('POST', `/resource_providers/${u}/inventories`, '1.26', { resource_class: 'DISK_GB', total: 10, allocation_ratio: 0 })).status).toBe(201);
+    expect((await req('PUT', `/resource_providers/${u}/inventories/DISK_GB`, '1.26', { resource_provider_generation: 2, total: 10, reserved: 10, allocation_ratio: 0 })).status).toBe(200);
+    const claim = await req('PUT', '/allocations/eeee00c3-0000-4000-8000-000000000003', '1.28', { allocations: { [u]: { resources: { VCPU: 1 } } }, project_id: 'p', user_id: 'u', consumer_generation: null });
+    expect(claim.status).toBe(409);
+    expect(claim.body.errors[0].detail).toContain('The requested amount would exceed the capacity.');
+    const listed = await req('GET', '/resource_providers?resources=VCPU:1', '1.26');
+    expect(listed.body.resource_providers.map((p: { uuid: string }) => p.uuid)).not.toContain(u);
+    const candidates = await req('GET', '/allocation_candidates?resources=VCPU:1', '1.26');
+    expect(Object.keys(candidates.body.provider_summaries)).not.toContain(u);
+    const negative = await req('PUT', `/resource_providers/${u}/inventories`, '1.39', { resource_provider_generation: 3, inventories: { VCPU: { total: 4, reserved: 4, allocation_ratio: -1 } } });
+    expect(negative.status).toBe(400);
+    expect(negative.body.errors[0].detail).toContain('allocationRatio must be a non-negative number, got -1');
+    expect((await req('DELETE', `/resource_providers/${u}`, '1.0')).status).toBe(204);
+  });
+
   it('aggregates: no generation before 1.19; from 1.19 a stale one is 409 and changes nothing', async () => {
     const agg = 'eeee00aa-0000-4000-8000-0000000000aa';
     const old = await req('PUT', `/resource_providers/${P}/aggregates`, '1.18', [agg]);

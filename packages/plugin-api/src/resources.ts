@@ -71,7 +71,10 @@ export interface Inventory {
   maxUnit: number;
   /** Allocations must be multiples of it; at least 1. */
   stepSize: number;
-  /** Overcommit factor applied to `total - reserved`; 0 < ratio <= MAX_ALLOCATION_RATIO. */
+  /**
+   * Overcommit factor applied to `total - reserved`; 0 < ratio <= MAX_ALLOCATION_RATIO, or 0
+   * (capacity 0) where `inventoryProblem` is told `zeroRatio` (the store, as Placement).
+   */
   allocationRatio: number;
 }
 
@@ -102,9 +105,12 @@ export const MAX_INVENTORY_AMOUNT = Number.MAX_SAFE_INTEGER;
 /**
  * Returns why an inventory is invalid, or undefined when it is valid. The message starts
  * with the field at fault. Bounds: integers 0..MAX_INVENTORY_AMOUNT, 0 < allocationRatio <=
- * MAX_ALLOCATION_RATIO, and the capacity itself at most MAX_INVENTORY_AMOUNT.
+ * MAX_ALLOCATION_RATIO, and the capacity itself at most MAX_INVENTORY_AMOUNT. With
+ * `zeroRatio`, an allocationRatio of 0 is valid too: capacity 0, nothing can be allocated.
+ * Placement stores it (its schema has no minimum), so the store accepts it; what plugins and
+ * provider config files state is checked without it.
  */
-export function inventoryProblem(inv: Inventory): string | undefined {
+export function inventoryProblem(inv: Inventory, options: { zeroRatio?: boolean } = {}): string | undefined {
   const ints: Array<keyof Inventory> = ['total', 'reserved', 'minUnit', 'maxUnit', 'stepSize'];
   for (const key of ints) {
     const v = inv[key];
@@ -117,8 +123,9 @@ export function inventoryProblem(inv: Inventory): string | undefined {
   if (inv.stepSize < 1) return `stepSize must be at least 1, got ${inv.stepSize}`;
   if (inv.maxUnit < inv.minUnit) return `maxUnit (${inv.maxUnit}) must not be below minUnit (${inv.minUnit})`;
   if (inv.reserved > inv.total) return `reserved (${inv.reserved}) must not exceed total (${inv.total})`;
-  if (!(typeof inv.allocationRatio === 'number' && Number.isFinite(inv.allocationRatio) && inv.allocationRatio > 0)) {
-    return `allocationRatio must be a positive number, got ${String(inv.allocationRatio)}`;
+  const ratio = inv.allocationRatio;
+  if (!(typeof ratio === 'number' && Number.isFinite(ratio) && (ratio > 0 || (options.zeroRatio === true && ratio === 0)))) {
+    return `allocationRatio must be a ${options.zeroRatio ? 'non-negative' : 'positive'} number, got ${String(ratio)}`;
   }
   if (inv.allocationRatio > MAX_ALLOCATION_RATIO) return `allocationRatio must be at most ${MAX_ALLOCATION_RATIO}, got ${String(inv.allocationRatio)}`;
   const capacity = capacityOf(inv);

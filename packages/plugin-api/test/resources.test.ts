@@ -35,9 +35,19 @@ describe('inventory arithmetic (Placement semantics)', () => {
 
   it('rejects invalid inventories with the field named', () => {
     expect(inventoryProblem(normalizeInventory({ total: 4, reserved: 5 }))).toMatch(/reserved/);
-    expect(inventoryProblem({ ...normalizeInventory({ total: 4 }), allocationRatio: 0 })).toMatch(/allocationRatio/);
+    expect(inventoryProblem({ ...normalizeInventory({ total: 4 }), allocationRatio: 0 })).toMatch(/allocationRatio must be a positive number, got 0/);
     expect(inventoryProblem({ ...normalizeInventory({ total: 4 }), stepSize: 0 })).toMatch(/stepSize/);
     expect(inventoryProblem(normalizeInventory({ total: 4 }))).toBeUndefined();
+  });
+
+  it('with zeroRatio (the store, as Placement), a ratio of 0 is valid and leaves no capacity; a negative one is not', () => {
+    // Catches the store refusing what Placement stores (PUT .../inventories at 1.26+ with
+    // allocation_ratio 0), and a ratio of 0 that would leave room. Seen red without the option.
+    const zero = normalizeInventory({ total: 4, allocationRatio: 0 });
+    expect(inventoryProblem(zero, { zeroRatio: true })).toBeUndefined();
+    expect(capacityOf(zero)).toBe(0);
+    expect(amountProblem(zero, 0, 1)).toBe('needs 1, 0 free of capacity 0');
+    expect(inventoryProblem({ ...zero, allocationRatio: -1 }, { zeroRatio: true })).toBe('allocationRatio must be a non-negative number, got -1');
   });
 
   it('accepts standard and CUSTOM_ classes only', () => {

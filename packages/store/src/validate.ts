@@ -28,7 +28,8 @@ export function checkInventories(providerName: string, inventories: Record<Resou
         resourceClass,
       });
     }
-    const problem = inventoryProblem(inv);
+    // A ratio of 0 (capacity 0) is Placement's to store: `PUT .../inventories` accepts it from 1.26.
+    const problem = inventoryProblem(inv, { zeroRatio: true });
     if (problem) throw invalid(`provider ${providerName}: ${resourceClass} inventory: ${problem}`, { provider: providerName, resourceClass });
   }
 }

@@ -96,6 +96,7 @@ export const allocationCandidateRoutes: RouteDef[] = [
         {
           range: { min: v('1.10') },
           policy: { rule: 'placement:allocation_candidates:list' },
+          accept: true,
           async handle(req) {
             let parsed;
             try {

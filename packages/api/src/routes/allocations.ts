@@ -76,6 +76,7 @@ export const allocationRoutes: RouteDef[] = [
         {
           range: { min: v('1.0') },
           policy: { rule: 'placement:allocations:list' },
+          accept: true,
           async handle(req) {
             const consumer = await req.reads.consumer(req.params.consumer!);
             if (!consumer) return { status: 200, body: { allocations: {} } };

@@ -4,6 +4,7 @@ import { isStoreError, type ProviderRecord } from '@ert/store';
 import { ApiError, CODES, badRequest } from '../errors.js';
 import { atLeast, v, type Version } from '../microversion.js';
 import type { ApiRequest, VersionedHandler } from '../route.js';
+import type { ConsumerWrite } from './allocation-writes.js';
 import { inventoryRecord, providerBody, providerOr404, sortedObject } from './common.js';
 
 /**
@@ -116,10 +117,30 @@ function raceConflict(err: unknown, lead: string): ApiError | undefined {
   return undefined;
 }
 
-/** Placement's `InventoryInUse` message. */
-function inUseMessage(err: unknown, uuid: string): string {
-  const rc = isStoreError(err) ? String((err.details as { resourceClass?: string }).resourceClass) : '?';
-  return `Inventory for '${rc}' on resource provider '${uuid}' in use.`;
+/** Placement's `InventoryInUse` text (exception.py), `classes` joined by ", ". */
+function inUseText(classes: readonly string[], uuid: string): string {
+  return `Inventory for '${classes.join(', ')}' on resource provider '${uuid}' in use.`;
+}
+
+/**
+ * Placement's `InventoryInUse` text for a write the store refused because it drops classes
+ * still allocated (`err`): every class of `uuid`'s inventory that `kept` lacks and that is
+ * allocated once `writes` replace their consumers' allocations (a reshape's; none for an
+ * inventory write), as `_delete_inventory_from_provider` names them: in class id order (the
+ * standard classes in os-resource-classes' order, then the custom ones, Placement's by
+ * creation, ert's by name). Nova parses it (`_RE_INV_IN_USE`). The store's one class when a
+ * concurrent write freed the others.
+ */
+export async function inUseMessage(req: ApiRequest, uuid: string, kept: Record<string, unknown>, err: unknown, writes: readonly ConsumerWrite[] = []): Promise<string> {
+  const [{ inventories }, usages] = await Promise.all([req.store.getInventories(uuid), req.store.getUsages(uuid)]);
+  const used = { ...usages };
+  for (const write of writes) {
+    for (const a of (await req.store.getAllocations(write.uuid)).allocations) if (a.providerUuid === uuid) used[a.resourceClass] = (used[a.resourceClass] ?? 0) - a.amount;
+    for (const [provider, resources] of write.allocations) if (provider === uuid) for (const [rc, amount] of Object.entries(resources)) used[rc] = (used[rc] ?? 0) + amount;
+  }
+  const dropped = new Set(Object.keys(inventories).filter((rc) => !(rc in kept) && (used[rc] ?? 0) > 0));
+  const classes = (await req.reads.resourceClasses()).filter((rc) => dropped.has(rc));
+  return inUseText(classes.length > 0 ? classes : [String(isStoreError(err) ? (err.details as { resourceClass?: string }).resourceClass : '?')], uuid);
 }
 
 /** The store's write of a whole inventory set, with Placement's answers to what it refuses. */
@@ -127,7 +148,7 @@ async function writeInventories(req: ApiRequest, uuid: string, generation: numbe
   try {
     return await req.store.setInventories(uuid, generation, inventories, { allowOverCapacity: true });
   } catch (err) {
-    if (storeCode(err) === 'ERT_STORE_INVENTORY_IN_USE') throw new ApiError(409, `${lead}${inUseMessage(err, uuid)}`, CODES.inventoryInUse);
+    if (storeCode(err) === 'ERT_STORE_INVENTORY_IN_USE') throw new ApiError(409, `${lead}${await inUseMessage(req, uuid, inventories, err)}`, CODES.inventoryInUse);
     throw raceConflict(err, 'update conflict') ?? err;
   }
 }
@@ -294,7 +315,7 @@ export const deleteInventories: VersionedHandler[] = [
       try {
         await req.store.setInventories(uuid, generation, {}, { allowOverCapacity: true });
       } catch (err) {
-        if (storeCode(err) === 'ERT_STORE_INVENTORY_IN_USE') throw new ApiError(409, inUseMessage(err, uuid), CODES.inventoryInUse);
+        if (storeCode(err) === 'ERT_STORE_INVENTORY_IN_USE') throw new ApiError(409, await inUseMessage(req, uuid, {}, err), CODES.inventoryInUse);
         if (raceConflict(err, '')) {
           throw new ApiError(
             409,
@@ -352,7 +373,7 @@ export const deleteInventory: VersionedHandler = {
       await req.store.setInventories(uuid, generation, rest, { allowOverCapacity: true });
     } catch (err) {
       // Placement answers an in-use class with `concurrent_update` here (PLACEMENT-API.md §4.6 #8).
-      if (storeCode(err) === 'ERT_STORE_INVENTORY_IN_USE') throw new ApiError(409, `Unable to delete inventory of class ${rc}: ${inUseMessage(err, uuid)}`, CODES.concurrentUpdate);
+      if (storeCode(err) === 'ERT_STORE_INVENTORY_IN_USE') throw new ApiError(409, `Unable to delete inventory of class ${rc}: ${inUseText([rc], uuid)}`, CODES.concurrentUpdate);
       throw raceConflict(err, `Unable to delete inventory of class ${rc}`) ?? err;
     }
     return { status: 204, cacheHeaders: false };
@@ -362,6 +383,8 @@ export const deleteInventory: VersionedHandler = {
 export const setAggregatesHandler: VersionedHandler = {
   range: { min: v('1.1') },
   policy: { rule: 'placement:resource_providers:aggregates:update' },
+  // Placement's require_content sits outside version_handler here: 415 before 404.
+  checksBeforeVersion: true,
   body: (version) =>
     atLeast(version, v('1.19'))
       ? {

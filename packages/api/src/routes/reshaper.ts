@@ -2,7 +2,7 @@ import { isStoreError, type ReshapeInventory } from '@ert/store';
 import { ApiError, CODES } from '../errors.js';
 import { v, type Version } from '../microversion.js';
 import type { ApiReply, ApiRequest, RouteDef } from '../route.js';
-import { PUT_INVENTORIES_SCHEMA, inventoryOf, type InventoryBody } from './provider-writes.js';
+import { PUT_INVENTORIES_SCHEMA, inUseMessage, inventoryOf, type InventoryBody } from './provider-writes.js';
 import { allocationError, consumerWrite, manyConsumersSchema, precheck, storeWrites, UUID_PATTERN, withRetries, type WriteMessages } from './allocation-writes.js';
 
 /** `POST_RESHAPER_SCHEMA` (1.30), `_V1_34` (mappings), `_V1_38` (consumer_type): allocations may be empty. */
@@ -66,8 +66,8 @@ async function reshape(req: ApiRequest): Promise<ApiReply> {
     await withRetries(() => req.store.reshape(inventories, storeWrites(writes)));
   } catch (err) {
     if (isStoreError(err) && err.code === 'ERT_STORE_INVENTORY_IN_USE') {
-      const d = err.details as Record<string, unknown>;
-      throw new ApiError(409, `update conflict: Inventory for '${String(d.resourceClass)}' on resource provider '${String(d.provider)}' in use.`, CODES.inventoryInUse);
+      const uuid = String((err.details as { provider?: string }).provider);
+      throw new ApiError(409, `update conflict: ${await inUseMessage(req, uuid, body.inventories[uuid]?.inventories ?? {}, err, writes)}`, CODES.inventoryInUse);
     }
     throw allocationError(err, MESSAGES) ?? err;
   }

@@ -46,6 +46,7 @@ export const resourceClassRoutes: RouteDef[] = [
         {
           range: { min: v('1.2') },
           policy: { rule: 'placement:resource_classes:list' },
+          accept: true,
           async handle(req) {
             const names = await req.reads.resourceClasses();
             return { status: 200, body: { resource_classes: names.map((n) => classBody(req.prefix, n)) } };
@@ -115,6 +116,7 @@ export const resourceClassRoutes: RouteDef[] = [
         {
           range: { min: v('1.2') },
           policy: { rule: 'placement:resource_classes:show' },
+          accept: true,
           async handle(req) {
             const name = req.params.name!;
             const names = await req.reads.resourceClasses();

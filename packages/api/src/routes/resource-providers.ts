@@ -105,6 +105,7 @@ export const resourceProviderRoutes: RouteDef[] = [
         {
           range: { min: v('1.0') },
           policy: { rule: 'placement:resource_providers:list' },
+          accept: true,
           query: listSchema,
           async handle(req) {
             const providers = await req.reads.providers();
@@ -120,7 +121,7 @@ export const resourceProviderRoutes: RouteDef[] = [
   },
   {
     path: '/resource_providers/:uuid',
-    placementMethods: ['GET', 'PUT', 'DELETE'],
+    placementMethods: ['GET', 'DELETE', 'PUT'],
     handlers: {
       PUT: [writes.updateProvider],
       DELETE: [writes.deleteProvider],
@@ -128,6 +129,7 @@ export const resourceProviderRoutes: RouteDef[] = [
         {
           range: { min: v('1.0') },
           policy: { rule: 'placement:resource_providers:show' },
+          accept: true,
           async handle(req) {
             const provider = await providerOr404(req, 'uncaught');
             return { status: 200, body: providerBody(provider, req.version, req.prefix) };
@@ -138,7 +140,7 @@ export const resourceProviderRoutes: RouteDef[] = [
   },
   {
     path: '/resource_providers/:uuid/inventories',
-    placementMethods: ['GET', 'PUT', 'POST', 'DELETE'],
+    placementMethods: ['GET', 'POST', 'PUT', 'DELETE'],
     handlers: {
       PUT: [writes.setInventoriesHandler],
       POST: [writes.addInventory],
@@ -147,6 +149,7 @@ export const resourceProviderRoutes: RouteDef[] = [
         {
           range: { min: v('1.0') },
           policy: { rule: 'placement:resource_providers:inventories:list' },
+          accept: true,
           async handle(req) {
             await providerOr404(req, 'spaced-colon');
             const { generation, inventories } = await req.reads.store.getInventories(req.params.uuid!);
@@ -167,6 +170,7 @@ export const resourceProviderRoutes: RouteDef[] = [
         {
           range: { min: v('1.0') },
           policy: { rule: 'placement:resource_providers:inventories:show' },
+          accept: true,
           async handle(req) {
             await providerOr404(req, 'spaced-colon');
             const rc = req.params.resourceClass!;
@@ -187,6 +191,7 @@ export const resourceProviderRoutes: RouteDef[] = [
         {
           range: { min: v('1.0') },
           policy: { rule: 'placement:resource_providers:usages' },
+          accept: true,
           async handle(req) {
             await providerOr404(req, 'colon');
             const uuid = req.params.uuid!;
@@ -208,6 +213,9 @@ export const resourceProviderRoutes: RouteDef[] = [
         {
           range: { min: v('1.1') },
           policy: { rule: 'placement:resource_providers:aggregates:list' },
+          accept: true,
+          // Placement's check_accept sits outside version_handler here: 406 before 404.
+          checksBeforeVersion: true,
           async handle(req) {
             const provider = await providerOr404(req, 'uncaught');
             const aggregates = await req.reads.store.getAggregates(provider.uuid);
@@ -229,6 +237,7 @@ export const resourceProviderRoutes: RouteDef[] = [
         {
           range: { min: v('1.6') },
           policy: { rule: 'placement:resource_providers:traits:list' },
+          accept: true,
           async handle(req) {
             const provider = await providerOr404(req, 'colon');
             const traits = await req.reads.store.getTraits(provider.uuid);
@@ -246,6 +255,7 @@ export const resourceProviderRoutes: RouteDef[] = [
         {
           range: { min: v('1.0') },
           policy: { rule: 'placement:resource_providers:allocations:list' },
+          accept: true,
           async handle(req) {
             const provider = await providerOr404(req, 'allocations');
             const [consumers, usages] = await Promise.all([req.reads.consumers(), req.reads.store.getUsages(provider.uuid)]);

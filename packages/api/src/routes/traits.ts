@@ -22,6 +22,7 @@ export const traitRoutes: RouteDef[] = [
         {
           range: { min: v('1.6') },
           policy: { rule: 'placement:traits:list' },
+          accept: true,
           query: () => ({
             type: 'object',
             properties: { name: { type: 'string' }, associated: { type: 'string' } },

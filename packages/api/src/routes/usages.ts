@@ -25,6 +25,7 @@ export const usageRoutes: RouteDef[] = [
           range: { min: v('1.9') },
           // The target project is the project_id asked for, read before the query is validated.
           policy: { rule: 'placement:usages', target: (req) => ({ projectId: req.query.getAll('project_id').at(-1) }) },
+          accept: true,
           query: usagesSchema,
           async handle(req) {
             const projectId = req.query.getAll('project_id').at(-1)!;

@@ -1,0 +1,47 @@
+/**
+ * The `Accept` check of Placement's GET handlers (`util.check_accept('application/json')`),
+ * as webob 1.8 (Debian bookworm's, under Placement 8.0.0) reads the header
+ * (webob/acceptparse.py): a header that is not valid RFC 7231 syntax is ignored, as is a
+ * missing one; a valid one (the empty string included) must admit application/json, judged
+ * by its most specific matching range.
+ */
+
+// RFC 7230 / 7231 grammar, as acceptparse.py spells it.
+const OWS = '[ \\t]*';
+const TOKEN = "[!#$%&'*+\\-.^_`|~0-9A-Za-z]+";
+const QUOTED_STRING = '"(?:[\\t \\x21\\x23-\\x5b\\x5d-\\x7e\\x80-\\xff]|\\\\[\\t \\x21-\\x7e\\x80-\\xff])*"';
+const PARAMETER = `${TOKEN}=(?:${TOKEN}|${QUOTED_STRING})`;
+/** media-range: groups 1 (type/subtype) and 2 (its parameters; `q` is never one). */
+const MEDIA_RANGE = `(${TOKEN}/${TOKEN})((?:${OWS};${OWS}(?![qQ]=)${PARAMETER})*)`;
+const QVALUE = '(?:0(?:\\.[0-9]{0,3})?)|(?:1(?:\\.0{0,3})?)';
+const ACCEPT_EXT = `${OWS};${OWS}${TOKEN}(?:=(?:${TOKEN}|${QUOTED_STRING}))?`;
+/** A media range and its accept-params: group 3 is the qvalue. */
+const ELEMENT = `${MEDIA_RANGE}(?:${OWS};${OWS}[qQ]=(${QVALUE})((?:${ACCEPT_EXT})*))?`;
+/** `#element` (RFC 7230 section 7): empty elements allowed, the empty header too. */
+const VALID_HEADER = new RegExp(`^(?:$|(?:,|${ELEMENT})(?:${OWS},(?:${OWS}${ELEMENT})?)*$)`);
+
+/**
+ * Whether Placement would serve JSON for this `Accept` header: true when it is absent or not
+ * valid syntax (webob ignores both), else when application/json's most specific matching range
+ * (`application/json` without parameters, then `application/*`, then `*\/*`) has q > 0. A range
+ * with media type parameters (`application/json; charset=utf-8`) does not match, and the empty
+ * header matches nothing: both 406, as in webob.
+ */
+export function acceptsJson(accept: string | undefined): boolean {
+  if (accept === undefined || !VALID_HEADER.test(accept)) return true;
+  let best: { specificity: number; q: number } | undefined;
+  for (const match of accept.matchAll(new RegExp(ELEMENT, 'g'))) {
+    const specificity = jsonSpecificity(match[1]!, match[2]!);
+    if (specificity === 0 || (best !== undefined && specificity <= best.specificity)) continue;
+    best = { specificity, q: match[3] === undefined ? 1 : Number(match[3]) };
+  }
+  return best !== undefined && best.q > 0;
+}
+
+/** How specifically a media range (`type/subtype`, then its parameters) names application/json, as webob ranks it; 0 when it does not. */
+function jsonSpecificity(range: string, parameters: string): number {
+  const [type, subtype] = range.toLowerCase().split('/');
+  if (type === 'application' && subtype === 'json') return parameters === '' ? 3 : 0;
+  if (type === 'application' && subtype === '*') return 2;
+  return type === '*' && subtype === '*' ? 1 : 0;
+}

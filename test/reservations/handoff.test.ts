@@ -84,14 +84,14 @@ describe.each(BACKENDS)('reservations: scheduled -> active / refused / expired (
     await scheduler.select({ flavor: flavor('wide', 10, 20), instances: [wide] });
     await h1.sync();
     const report = await h1.confirmScheduled();
-    expect(report).toEqual({ confirmed: [wide.uuid], refused: [{ uuid: big.uuid, reason: 'plugin disk: disk: needs 150 GB, 70 GB free' }], expired: [] });
+    expect(report).toEqual({ confirmed: [wide.uuid], refused: [{ uuid: big.uuid, reason: 'plugin disk: disk: needs 150 GB, 70 GB free' }], expired: [], failed: [] });
     expect(await world.store.getInstance(big.uuid)).toMatchObject({ host: 'h1', state: 'refused', reason: 'plugin disk: disk: needs 150 GB, 70 GB free' });
     expect(await world.store.getAllocations(big.uuid)).toEqual({ generation: null, allocations: [] });
     expect(await world.store.getInstance(wide.uuid)).toMatchObject({ host: 'h1', state: 'active' });
     expect([await world.used('h1', 'DISK_GB'), await world.used('h1', 'VCPU')]).toEqual([20, 10]);
     expect((await world.store.readStats('h1'))['cpu']!.data).toEqual({ used: 10, instances: [wide.uuid] });
     // Nothing left to do: a second pass changes nothing.
-    expect(await h1.confirmScheduled()).toEqual({ confirmed: [], refused: [], expired: [] });
+    expect(await h1.confirmScheduled()).toEqual({ confirmed: [], refused: [], expired: [], failed: [] });
   });
 
   it('a reservation nobody confirms expires: any tracker or scheduler that sees it past reservations.timeout releases it', async () => {

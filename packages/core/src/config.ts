@@ -135,6 +135,12 @@ export interface ErtConfig {
  */
 export const MAX_DURATION_MS = 2_147_483_647;
 
+/**
+ * Shortest `tracker.hookTimeout` and `scheduler.hookTimeout` accepted, after rounding to whole
+ * ms: the dispatcher reads 0 as "no limit", so a hook timeout cannot be turned off by config.
+ */
+export const MIN_HOOK_TIMEOUT_MS = 1;
+
 const nonEmptyString = { type: 'string', minLength: 1 };
 const duration = (fallback?: string) => ({
   type: ['string', 'number'],
@@ -522,15 +528,24 @@ export function configFromObject(input: unknown, source: ConfigSource): ErtConfi
     }
     return ms;
   };
+  // A hook timeout of 0 ms would be "no limit" to the dispatcher: a hook that hangs would hold
+  // every claim and stop() forever. Checked after rounding, so `0.4ms` is refused too.
+  const hookTimeoutAt = (path: string, value: string | number): number => {
+    const ms = durationAt(path, value);
+    if (ms < MIN_HOOK_TIMEOUT_MS) {
+      problems.push({ path, value, expected: `a duration of at least ${MIN_HOOK_TIMEOUT_MS} ms (a hook timeout cannot be turned off: 0 would let a hanging hook hold the tracker forever)` });
+    }
+    return ms;
+  };
   const t = data.tracker;
   const s = data.scheduler;
   const { busyTimeout, ...storeRest } = data.store as Record<string, unknown> & { busyTimeout: string | number };
   const busyTimeoutMs = durationAt('store.busyTimeout', busyTimeout);
   const interval = durationAt('tracker.interval', t.interval);
   const staleAfter = t.staleAfter === undefined ? Math.min(3 * interval, MAX_DURATION_MS) : durationAt('tracker.staleAfter', t.staleAfter);
-  const hookTimeout = durationAt('tracker.hookTimeout', t.hookTimeout);
+  const hookTimeout = hookTimeoutAt('tracker.hookTimeout', t.hookTimeout);
   const refreshInterval = durationAt('scheduler.refreshInterval', s.refreshInterval);
-  const schedulerHookTimeout = durationAt('scheduler.hookTimeout', s.hookTimeout);
+  const schedulerHookTimeout = hookTimeoutAt('scheduler.hookTimeout', s.hookTimeout);
   const reservationTimeout = durationAt('reservations.timeout', data.reservations.timeout);
   const reservationPoll = durationAt('reservations.pollInterval', data.reservations.pollInterval);
   if (problems.length > 0) throw configError(file, problems);

@@ -1,4 +1,4 @@
-import type { Logger } from '@ert/plugin-api';
+import { UNPRINTABLE_THROWN, type Logger } from '@ert/plugin-api';
 import { CoreErrorCodes, PluginHookError, messageOf } from './errors.js';
 
 /**
@@ -11,6 +11,13 @@ export type ResultValidator<T> = (result: T) => string | boolean | undefined | v
 export interface CallOptions<T> {
   /** Give up after this many ms (ERT_PLUGIN_HOOK_TIMEOUT); default the dispatcher's. 0 = no limit. */
   timeoutMs?: number;
+  /**
+   * Replaces the result with a copy of it before `validate` sees it, so that what is checked
+   * and used is data read from the plugin's object once (a getter cannot answer the check one
+   * thing and the caller another). A throw while copying (a getter that throws, a value the
+   * copy cannot hold) is ERT_PLUGIN_HOOK_INVALID_RESULT naming plugin and hook.
+   */
+  copy?: (result: T) => T;
   validate?: ResultValidator<T>;
 }
 
@@ -159,7 +166,7 @@ export class Dispatcher {
               try {
                 listener();
               } catch (err) {
-                this.logger?.warn({ plugin, hook, err }, `Plugin "${plugin}" hook "${hook}": a timeout listener failed: ${messageOf(err)}`);
+                this.warn(plugin, hook, { plugin, hook, err }, `Plugin "${plugin}" hook "${hook}": a timeout listener failed: ${messageOf(err)}`);
               }
             }
           }, timeoutMs);
@@ -168,22 +175,25 @@ export class Dispatcher {
       } else {
         result = (await running) as Awaited<T>;
       }
+      if (options.copy !== undefined) {
+        try {
+          result = options.copy(result);
+        } catch (err) {
+          throw invalidResult(plugin, hook, messageOf(err));
+        }
+      }
       if (options.validate !== undefined) {
         const problem = problemOf(options.validate, result);
-        if (problem !== undefined) {
-          throw new PluginHookError(
-            CoreErrorCodes.PLUGIN_HOOK_INVALID_RESULT,
-            `Plugin "${plugin}" hook "${hook}" returned an invalid result: ${problem}`,
-            { plugin, hook, problem },
-          );
-        }
+        if (problem !== undefined) throw invalidResult(plugin, hook, problem);
       }
       return result;
     } catch (err) {
+      // Failed whatever follows: the observer must never count this call as a success.
+      outcome = 'failed';
       timing.failures += 1;
       const error = this.wrap(plugin, hook, err);
       outcome = error.code === CoreErrorCodes.PLUGIN_HOOK_TIMEOUT ? 'timeout' : error.code === CoreErrorCodes.PLUGIN_HOOK_INVALID_RESULT ? 'invalid' : 'failed';
-      this.logger?.warn({ plugin, hook, code: error.code, err: error }, error.message);
+      this.warn(plugin, hook, { plugin, hook, code: error.code, err: error }, error.message);
       throw error;
     } finally {
       if (timer !== undefined) clearTimeout(timer);
@@ -213,10 +223,20 @@ export class Dispatcher {
       timing.failures += 1;
       throw this.wrap(plugin, hook, err);
     }
-    if (typeof result === 'object' && result !== null && typeof (result as { then?: unknown }).then === 'function') {
+    let thenable: boolean;
+    try {
+      thenable = typeof result === 'object' && result !== null && typeof (result as { then?: unknown }).then === 'function';
+    } catch (err) {
+      // A `then` getter that throws: the plugin's failure, not the caller's.
       timing.failures += 1;
+      throw this.wrap(plugin, hook, err);
+    }
+    if (thenable) {
+      timing.failures += 1;
+      // Its rejection is logged; the handler cannot throw (`warn` never does), or the
+      // rejection it handles would become an unhandled one and end the process.
       Promise.resolve(result as unknown as PromiseLike<unknown>).then(undefined, (err: unknown) =>
-        this.logger?.warn({ plugin, hook, err }, `Plugin "${plugin}" hook "${hook}" rejected after it was refused as a promise: ${messageOf(err)}`),
+        this.warn(plugin, hook, { plugin, hook, err }, `Plugin "${plugin}" hook "${hook}" rejected after it was refused as a promise: ${messageOf(err)}`),
       );
       throw new PluginHookError(
         CoreErrorCodes.PLUGIN_HOOK_INVALID_RESULT,
@@ -228,21 +248,35 @@ export class Dispatcher {
       const problem = problemOf(validate, result);
       if (problem !== undefined) {
         timing.failures += 1;
-        throw new PluginHookError(
-          CoreErrorCodes.PLUGIN_HOOK_INVALID_RESULT,
-          `Plugin "${plugin}" hook "${hook}" returned an invalid result: ${problem}`,
-          { plugin, hook, problem },
-        );
+        throw invalidResult(plugin, hook, problem);
       }
     }
     return result;
+  }
+
+  /**
+   * Log a warning; never throws. A logger can throw on what it is given (pino reads an error's
+   * cause's `message` and `stack`, which a plugin's getters may make throw): then the
+   * warning goes without the objects, and if that fails too, it is dropped.
+   */
+  private warn(plugin: string, hook: string, fields: Record<string, unknown>, message: string): void {
+    if (this.logger === undefined) return;
+    try {
+      this.logger.warn(fields, message);
+    } catch {
+      try {
+        this.logger.warn({ plugin, hook }, message);
+      } catch {
+        // A logger that cannot log is not the hook's caller's failure.
+      }
+    }
   }
 
   private observe(call: HookCallObservation): void {
     try {
       this.onCall!(call);
     } catch (err) {
-      this.logger?.warn({ plugin: call.plugin, hook: call.hook, err }, `the dispatcher's call observer threw: ${messageOf(err)}`);
+      this.warn(call.plugin, call.hook, { plugin: call.plugin, hook: call.hook, err }, `the dispatcher's call observer threw: ${messageOf(err)}`);
     }
   }
 
@@ -270,15 +304,30 @@ export class Dispatcher {
     return timing;
   }
 
+  /**
+   * `err` as the PluginHookError of this plugin's hook; never throws, whatever was thrown.
+   * A value whose message cannot be read is not kept as `cause`: loggers read a cause's
+   * message, and would throw where the dispatcher did not.
+   */
   private wrap(plugin: string, hook: string, err: unknown): PluginHookError {
-    if (err instanceof PluginHookError && err.details.plugin === plugin && err.details.hook === hook) return err;
+    try {
+      if (err instanceof PluginHookError && err.details.plugin === plugin && err.details.hook === hook) return err;
+    } catch {
+      // A Proxy whose getPrototypeOf trap throws: not ours, wrapped below.
+    }
+    const message = messageOf(err);
     return new PluginHookError(
       CoreErrorCodes.PLUGIN_HOOK_FAILED,
-      `Plugin "${plugin}" hook "${hook}" failed: ${messageOf(err)}`,
+      `Plugin "${plugin}" hook "${hook}" failed: ${message}`,
       { plugin, hook },
-      { cause: err },
+      message === UNPRINTABLE_THROWN ? {} : { cause: err },
     );
   }
+}
+
+/** ERT_PLUGIN_HOOK_INVALID_RESULT of a result refused by its validator or its copy. */
+function invalidResult(plugin: string, hook: string, problem: string): PluginHookError {
+  return new PluginHookError(CoreErrorCodes.PLUGIN_HOOK_INVALID_RESULT, `Plugin "${plugin}" hook "${hook}" returned an invalid result: ${problem}`, { plugin, hook, problem });
 }
 
 /** A new dispatcher with its own counters. */

@@ -391,6 +391,23 @@ describe('config bounds (issue 11)', () => {
     expect((await configError(from({ tracker: { interval: 2147483648 } }))).message).toContain('tracker.interval: got 2147483648');
   });
 
+  // The dispatcher reads a timeout of 0 as "no limit", so `hookTimeout: 0` silently turned
+  // timeouts off (a hanging `test` held every claim and stop() forever), and so did anything
+  // under 0.5 ms, rounded to 0. Seen red with `hookTimeoutAt` back to `durationAt`, for either
+  // key (the value was accepted: "expected undefined to be an instance of ConfigError").
+  it('a hook timeout below 1 ms (0, or a fraction that rounds to 0) is a config error naming the key', async () => {
+    for (const key of ['tracker.hookTimeout', 'scheduler.hookTimeout']) {
+      const [section, name] = key.split('.') as [string, string];
+      for (const value of [0, '0ms', '0s', '0.4ms', 0.4]) {
+        const err = await configError(from({ [section]: { [name]: value } }));
+        expect(err.code).toBe('ERT_CONFIG_INVALID');
+        expect(err.message).toContain(`${file}: ${key}: got ${JSON.stringify(value)}, expected a duration of at least 1 ms (a hook timeout cannot be turned off`);
+      }
+      expect(configFromObject({ [section]: { [name]: '0.5ms' } }, { configDir: '/x' })[section as 'tracker'].hookTimeout).toBe(1);
+      expect(configFromObject({ [section]: { [name]: 1 } }, { configDir: '/x' })[section as 'tracker'].hookTimeout).toBe(1);
+    }
+  });
+
   // Caught: the `busyTimeout` key removed from the store schema (an unknown-key error), and
   // `busyTimeoutMs` not passed on to StoreOptions (undefined).
   it('store.busyTimeout is a duration passed to the store in ms (default 5s)', () => {

@@ -1,5 +1,5 @@
-import { describe, expect, it } from 'vitest';
-import { PluginHookError, createDispatcher, type Dispatcher } from '../src/index.js';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { PluginHookError, createDispatcher, createLogger, type Dispatcher, type HookCallObservation } from '../src/index.js';
 
 async function hookError(promise: Promise<unknown> | (() => unknown)): Promise<PluginHookError> {
   let err: unknown;
@@ -186,5 +186,159 @@ describe('Dispatcher.callSync', () => {
     } finally {
       process.off('unhandledRejection', onUnhandled);
     }
+  });
+});
+
+/** Values a plugin can throw that have no readable text (each made fresh per use). */
+const UNPRINTABLE: Array<[string, () => unknown]> = [
+  ['Object.create(null)', () => Object.create(null)],
+  [
+    'an object whose toString throws',
+    () => ({
+      toString() {
+        throw new Error('toString exploded');
+      },
+    }),
+  ],
+  [
+    'a Proxy whose getPrototypeOf throws',
+    () =>
+      new Proxy(
+        {},
+        {
+          getPrototypeOf() {
+            throw new Error('getPrototypeOf exploded');
+          },
+        },
+      ),
+  ],
+  [
+    'an Error whose message getter throws',
+    () =>
+      Object.defineProperty(new Error('hidden'), 'message', {
+        get() {
+          throw new Error('message getter exploded');
+        },
+      }),
+  ],
+  [
+    // Read once by messageOf, then again by the logger (pino reads an error's cause's message).
+    'an Error whose message reads once, then throws',
+    () => {
+      let reads = 0;
+      return Object.defineProperty(new Error('hidden'), 'message', {
+        get() {
+          reads += 1;
+          if (reads > 1) throw new Error('message getter exploded on the second read');
+          return 'lying once';
+        },
+      });
+    },
+  ],
+];
+
+/** Whatever `fn` throws or rejects with (fails the test when it returns). */
+async function caught(fn: () => unknown): Promise<unknown> {
+  try {
+    await fn();
+  } catch (err) {
+    return err;
+  }
+  throw new Error('expected a throw');
+}
+
+/*
+ * A plugin that throws a value without readable text must still get a typed error naming
+ * plugin and hook, be counted as a failure, and never crash the process: `callSync` serves
+ * every scheduler hook, and an unhandled rejection ends `ert serve`. With the real pino logger
+ * (what `ert serve` and `ert host run` log with), which reads a cause's message again.
+ * Seen red: messageOf back to `instanceof Error ? .message : String()` (call() rejected with
+ * the bare TypeError "Cannot convert object to primitive value", and callSync's rejection
+ * handler threw: unhandled rejections); that and the `outcome = 'failed'` before `wrap`
+ * removed (the observer saw 'ok'); `Dispatcher.warn` without its try (the lying message:
+ * call() rejected with "message getter exploded on the second read", thrown by pino, and
+ * callSync's handler left an unhandled rejection); `wrap` keeping an unprintable value as
+ * `cause` (the caller's own pino call threw "message getter exploded").
+ */
+describe('Dispatcher: thrown values without readable text', () => {
+  let unhandled: unknown[] = [];
+  const onUnhandled = (reason: unknown) => unhandled.push(reason);
+  beforeEach(() => {
+    unhandled = [];
+    process.on('unhandledRejection', onUnhandled);
+  });
+  afterEach(() => {
+    process.off('unhandledRejection', onUnhandled);
+  });
+
+  for (const [what, make] of UNPRINTABLE) {
+    it(`${what}: call() and callSync() fail typed, naming plugin and hook, counted as failures, nothing unhandled`, async () => {
+      const lines: string[] = [];
+      const logger = createLogger({ level: 'warn', destination: { write: (line: string) => void lines.push(line) } });
+      const seen: HookCallObservation[] = [];
+      const d = createDispatcher({ logger, onCall: (call) => seen.push(call) });
+      const fromCall = [
+        await caught(() =>
+          d.call('gpu', 'test', () => {
+            throw make();
+          }),
+        ),
+        await caught(() => d.call('gpu', 'stats', () => Promise.reject(make()))),
+      ];
+      expect(seen.map((c) => [c.hook, c.outcome])).toEqual([
+        ['test', 'failed'],
+        ['stats', 'failed'],
+      ]);
+      for (const [i, hook] of (['test', 'stats'] as const).entries()) {
+        const err = fromCall[i] as PluginHookError;
+        expect(err).toBeInstanceOf(PluginHookError);
+        expect(err.code).toBe('ERT_PLUGIN_HOOK_FAILED');
+        expect(err.details).toEqual({ plugin: 'gpu', hook });
+        expect(err.message).toMatch(new RegExp(`^Plugin "gpu" hook "${hook}" failed: (<unprintable thrown value>|lying once)$`));
+        // The caller logs it too (the tracker does, with the same pino): an unprintable value is
+        // not kept as its cause, which pino would read.
+        if (err.message.endsWith('<unprintable thrown value>')) expect(() => logger.error({ err }, 'caller logs it')).not.toThrow();
+      }
+      const fromSync = (await caught(() =>
+        d.callSync('gpu', 'filter', () => {
+          throw make();
+        }),
+      )) as PluginHookError;
+      expect(fromSync).toBeInstanceOf(PluginHookError);
+      expect([fromSync.code, fromSync.details]).toEqual(['ERT_PLUGIN_HOOK_FAILED', { plugin: 'gpu', hook: 'filter' }]);
+      // A synchronous hook whose promise rejects later with such a value: refused now, its
+      // rejection logged when it comes, never unhandled.
+      const refused = (await caught(() => d.callSync('gpu', 'weigh', () => Promise.reject(make())))) as PluginHookError;
+      expect([refused.code, refused.details.hook]).toEqual(['ERT_PLUGIN_HOOK_INVALID_RESULT', 'weigh']);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(unhandled).toEqual([]);
+      expect(d.timings().map((t) => [t.hook, t.failures])).toEqual([
+        ['test', 1],
+        ['stats', 1],
+        ['filter', 1],
+        ['weigh', 1],
+      ]);
+      // Every call() failure and the late rejection were logged, naming plugin and hook.
+      const logged = lines.map((line) => JSON.parse(line) as { plugin?: string; hook?: string }).filter((l) => l.hook !== undefined);
+      expect(logged.map((l) => [l.plugin, l.hook])).toEqual([
+        ['gpu', 'test'],
+        ['gpu', 'stats'],
+        ['gpu', 'weigh'],
+      ]);
+    });
+  }
+
+  // Seen red with the `then` read outside callSync's try (the getter's own error escaped).
+  it('callSync: a result whose `then` getter throws is the plugin\'s failure, named', async () => {
+    const d = createDispatcher();
+    const err = (await caught(() =>
+      d.callSync('gpu', 'consume', () => ({
+        get then() {
+          throw new Error('then exploded');
+        },
+      })),
+    )) as PluginHookError;
+    expect(err).toBeInstanceOf(PluginHookError);
+    expect([err.code, err.details, err.message]).toEqual(['ERT_PLUGIN_HOOK_FAILED', { plugin: 'gpu', hook: 'consume' }, 'Plugin "gpu" hook "consume" failed: then exploded']);
   });
 });

@@ -190,6 +190,20 @@ describe('a resource plugin in a worker thread', () => {
     expect(badArgs.message).toMatch(/^Plugin "probe" hook "test" failed: the arguments of "test" cannot be passed to the plugin's worker thread/);
   });
 
+  // Seen red with toWire and the worker's `unclonable` report back on `String(err)`: the throw
+  // inside the worker crashed it ("the plugin's worker thread ended: its worker thread
+  // crashed: Cannot convert object to primitive value"), a restart for every such call.
+  it('a thrown value without readable text crosses as the fallback message, from the hook or from its result’s getter; the worker lives on', async () => {
+    const { call } = await probeRuntime();
+    const before = ((await call('stats')) as { threadId: number }).threadId;
+    const thrown = await failure(call('test', { mode: 'throw-unprintable' }));
+    expect([thrown.code, thrown.details, thrown.message]).toEqual(['ERT_PLUGIN_HOOK_FAILED', { plugin: 'probe', hook: 'test' }, 'Plugin "probe" hook "test" failed: <unprintable thrown value>']);
+    const getter = await failure(call('test', { mode: 'getter-throws-unprintable' }));
+    expect(getter.code).toBe('ERT_PLUGIN_HOOK_INVALID_RESULT');
+    expect(getter.message).toMatch(/^Plugin "probe" hook "test" returned an invalid result: it cannot be passed out .*: <unprintable thrown value>$/);
+    expect(((await call('stats')) as { threadId: number }).threadId).toBe(before);
+  });
+
   it.each([
     ['busy-loops', 'spin'],
     ['hangs', 'hang'],

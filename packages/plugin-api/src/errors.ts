@@ -23,12 +23,32 @@ export class ErtError<Code extends string = string> extends Error {
   }
 }
 
-/** True for any ErtError, including copies of this class loaded from another path. */
+/** True for any ErtError, including copies of this class loaded from another path. Never throws (false for a value whose traps or getters throw). */
 export function isErtError(value: unknown): value is ErtError {
-  return value instanceof Error && typeof (value as { code?: unknown }).code === 'string' && 'details' in value;
+  try {
+    return value instanceof Error && typeof (value as { code?: unknown }).code === 'string' && 'details' in value;
+  } catch {
+    return false;
+  }
 }
 
-/** The message of any thrown value (an Error's message, anything else as a string). */
+/** What `messageOf` says of a thrown value it cannot turn into text. */
+export const UNPRINTABLE_THROWN = '<unprintable thrown value>';
+
+/**
+ * The message of any thrown value (an Error's message, anything else as a string), or
+ * `UNPRINTABLE_THROWN`. Never throws: it runs in catch blocks, where a plugin may have thrown
+ * `Object.create(null)`, an object whose `toString` throws, an Error whose `message` getter
+ * throws or a Proxy whose traps throw.
+ */
 export function messageOf(thrown: unknown): string {
-  return thrown instanceof Error ? thrown.message : String(thrown);
+  try {
+    if (thrown instanceof Error) {
+      const message: unknown = thrown.message;
+      return typeof message === 'string' ? message : String(message);
+    }
+    return String(thrown);
+  } catch {
+    return UNPRINTABLE_THROWN;
+  }
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ErtError, isErtError, messageOf } from '@ert/plugin-api';
+import { ErtError, UNPRINTABLE_THROWN, isErtError, messageOf } from '@ert/plugin-api';
 
 class SampleError extends ErtError<'ERT_SAMPLE_A' | 'ERT_SAMPLE_B'> {}
 
@@ -24,4 +24,51 @@ describe('messageOf', () => {
     expect(messageOf(42)).toBe('42');
     expect(messageOf(undefined)).toBe('undefined');
   });
+});
+
+/** Values a plugin can throw that have no readable text: each made fresh per use. */
+const HOSTILE: Array<[string, () => unknown]> = [
+  ['Object.create(null)', () => Object.create(null)],
+  [
+    'an object whose toString throws',
+    () => ({
+      toString() {
+        throw new Error('toString exploded');
+      },
+    }),
+  ],
+  [
+    'a Proxy whose getPrototypeOf throws',
+    () =>
+      new Proxy(
+        {},
+        {
+          getPrototypeOf() {
+            throw new Error('getPrototypeOf exploded');
+          },
+        },
+      ),
+  ],
+  [
+    'an Error whose message getter throws',
+    () =>
+      Object.defineProperty(new Error('hidden'), 'message', {
+        get() {
+          throw new Error('message getter exploded');
+        },
+      }),
+  ],
+];
+
+// messageOf runs in catch blocks (the dispatcher's, the tracker's): a throw there replaces the
+// plugin's error with a bare TypeError naming nobody. Seen red with messageOf back to
+// `thrown instanceof Error ? thrown.message : String(thrown)` (each case threw), and
+// isErtError without its try (the Proxy case threw).
+describe('messageOf and isErtError never throw', () => {
+  for (const [what, make] of HOSTILE) {
+    it(`${what}: the fallback text, not a throw`, () => {
+      expect(messageOf(make())).toBe(UNPRINTABLE_THROWN);
+      expect(isErtError(make())).toBe(false);
+    });
+  }
 });

@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { validateStats } from '@ert/core';
-import { definePlugin, type Plugin } from '@ert/plugin-api';
+import { definePlugin, statsCopy, MAX_STATS_BYTES, type Plugin } from '@ert/plugin-api';
 import vcpu from '@ert/plugin-vcpu/compute';
 import memory from '@ert/plugin-memory/compute';
 import llc from '@ert/plugin-llc/compute';
@@ -18,9 +18,12 @@ import { assertValidStats, resourceContext, statsProblems } from '../src/index.j
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../config/hosts/xeon-2s-cat');
 
+/** The host writer's verdict: the JSON copy the tracker takes of a `stats()` result, then validateStats on it. */
 function coreVerdict(plugin: Plugin<any, any, any>, data: unknown): boolean {
+  const copy = statsCopy(data);
+  if ('problem' in copy) return false;
   try {
-    validateStats(plugin, data);
+    validateStats(plugin, copy.data);
     return true;
   } catch {
     return false;
@@ -69,5 +72,26 @@ describe('statsProblems agrees with @ert/core validateStats', () => {
     expect(() => assertValidStats(computeUnits, { model: null })).toThrow(/Plugin "compute-units" stats \(schema version 1\) are invalid: stats\.perCore: must have required property/);
     expect(statsProblems(definePlugin({ name: 'none' }), {})).toEqual(['plugin "none" reported stats but declares no stats schema']);
     expect(coreVerdict(definePlugin({ name: 'none' }), {})).toBe(false);
+  });
+});
+
+// The host checks and writes a JSON copy of the stats, refusing what JSON cannot hold as it is
+// and stats over MAX_STATS_BYTES; the kit must refuse the same. Seen red with statsProblems
+// validating `data` itself again (NaN, Infinity and `toJSON`'s answer passed; the BigInt, the
+// cycle and the 300 KiB stats passed too).
+describe('statsProblems refuses what the host cannot write as checked', () => {
+  const plugin = definePlugin({ name: 'gauge', stats: { version: 1, schema: { type: 'object', required: ['load'], properties: { load: { type: 'number' }, note: {} } } } });
+  const cycle: Record<string, unknown> = { load: 1 };
+  cycle['note'] = cycle;
+  it.each([
+    ['NaN', { load: Number.NaN }, 'stats.load is NaN, which JSON cannot hold'],
+    ['Infinity', { load: 1, note: [Number.NEGATIVE_INFINITY] }, 'stats.note[0] is -Infinity, which JSON cannot hold'],
+    ['a BigInt', { load: 1, note: { n: 1n } }, 'stats.note.n is a BigInt, which JSON cannot hold'],
+    ['a cycle', cycle, expect.stringMatching(/^stats cannot be written as JSON: Converting circular structure/)],
+    ['toJSON', { load: 1, toJSON: () => ({ load: 'lots' }) }, expect.stringMatching(/^stats\.load: /)],
+    ['too much', { load: 1, note: 'x'.repeat(300 * 1024) }, expect.stringMatching(new RegExp(`^stats take \\d+ bytes as JSON, more than the ${MAX_STATS_BYTES} allowed$`))],
+  ])('%s: one problem, as the host refuses it', (_what, data, problem) => {
+    expect(statsProblems(plugin, data)).toEqual([problem]);
+    expect(coreVerdict(plugin, data)).toBe(false);
   });
 });

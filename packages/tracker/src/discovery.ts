@@ -5,7 +5,7 @@
  * the plugins available, and which plugins vouch for which classes (availability.ts).
  */
 import { performance } from 'node:perf_hooks';
-import type { JsonValue } from '@ert/plugin-api';
+import { statsCopy, type JsonValue } from '@ert/plugin-api';
 import { validateStats } from '@ert/core';
 import { TrackerErrorCodes } from './errors.js';
 import type { HostPlugins } from './host-plugins.js';
@@ -112,7 +112,10 @@ export class HostDiscovery {
 
   /**
    * Call `stats` of every plugin available at the last discovery that has it and validate the
-   * data; refused stats become problems.
+   * data; refused stats become problems. What is validated, reported and written is a JSON copy
+   * taken inside the hook's call (`statsCopy`), never the plugin's object: stats JSON cannot hold
+   * as they are (NaN, a BigInt, a cycle, a getter that throws) or over `MAX_STATS_BYTES` are
+   * ERT_PLUGIN_HOOK_INVALID_RESULT naming the plugin and `stats`.
    */
   async collectStats(): Promise<{ reports: Map<string, StatsReport>; problems: Problem[] }> {
     const reports = new Map<string, StatsReport>();
@@ -122,7 +125,7 @@ export class HostDiscovery {
       if (!statsHook || !this.available.has(resource.name)) continue;
       const started = performance.now();
       try {
-        const data = await this.plugins.call(resource, 'stats', () => statsHook.call(resource.hooks));
+        const data = await this.plugins.call(resource, 'stats', () => statsHook.call(resource.hooks), { copy: jsonCopy });
         validateStats(resource.plugin, data);
         reports.set(resource.name, { stats: { schemaVersion: resource.plugin.stats!.version, data: data as JsonValue }, ms: performance.now() - started });
       } catch (err) {
@@ -148,4 +151,11 @@ export class HostDiscovery {
     report.problems.push(...collected.problems);
     return collected;
   }
+}
+
+/** The stats as the store will hold them (`statsCopy`); a throw refuses them, naming plugin and hook. */
+function jsonCopy(stats: unknown): unknown {
+  const copy = statsCopy(stats);
+  if ('problem' in copy) throw new Error(copy.problem);
+  return copy.data;
 }

@@ -21,9 +21,18 @@ export class HostPlugins {
     return this.runtime.resources;
   }
 
-  /** Call a hook through the dispatcher; `validate` turns a result into a refusal of that hook (a reason string). */
-  call<T>(resource: ActiveResource, hook: string, fn: () => T | Promise<T>, validate?: (result: Awaited<T>) => string | undefined): Promise<Awaited<T>> {
-    return this.runtime.dispatcher.call(resource.name, hook, fn, { timeoutMs: this.hookTimeoutMs, ...(validate ? { validate } : {}) });
+  /**
+   * Call a hook through the dispatcher; `copy` replaces the result with a data copy taken once
+   * (a throw while copying refuses it, naming plugin and hook), then `validate` turns the copy
+   * into a refusal of that hook (a reason string).
+   */
+  call<T>(
+    resource: ActiveResource,
+    hook: string,
+    fn: () => T | Promise<T>,
+    options: { validate?: (result: Awaited<T>) => string | undefined; copy?: (result: Awaited<T>) => Awaited<T> } = {},
+  ): Promise<Awaited<T>> {
+    return this.runtime.dispatcher.call(resource.name, hook, fn, { timeoutMs: this.hookTimeoutMs, ...options });
   }
 
   /** The request spec of `flavor`; throws on extra specs no plugin owns or that a plugin refuses. */

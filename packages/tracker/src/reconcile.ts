@@ -1,6 +1,6 @@
-import { capacityOf, inventoryProblem, type Inventory, type JsonValue, type ResourceClass, type TunableInventoryField } from '@ert/plugin-api';
+import { capacityOf, inventoryProblem, messageOf, type Inventory, type JsonValue, type ResourceClass, type TunableInventoryField } from '@ert/plugin-api';
 import type { ActiveResource } from '@ert/core';
-import { TRACKER_OWNER, type HostStore } from '@ert/store';
+import { TRACKER_OWNER, isStoreUnavailable, type HostStore } from '@ert/store';
 import { codeOf, problemFrom } from './problems.js';
 import { jsonEqual, type DesiredProvider } from './tree.js';
 import type { Problem } from './types.js';
@@ -225,22 +225,40 @@ export class StoreReconciler {
 
   /**
    * Write the plugins' stats that changed, and expire those this round did not renew
-   * (`available`: the plugins available this round, for the reason given).
+   * (`available`: the plugins available this round, for the reason given). A plugin's stats
+   * the store refuses (a value it cannot hold, a request over the agent API's body limit) are
+   * a problem naming the plugin, and expire like refused stats; the other plugins' are
+   * written. Only an unreachable store throws.
    */
-  async writeStats(store: HostStore, reports: Map<string, { stats?: { schemaVersion: number; data: JsonValue }; statsProblem?: Problem }>, changes: string[], available: ReadonlySet<string>): Promise<void> {
+  async writeStats(
+    store: HostStore,
+    reports: Map<string, { stats?: { schemaVersion: number; data: JsonValue }; statsProblem?: Problem }>,
+    changes: string[],
+    available: ReadonlySet<string>,
+    problems: Problem[],
+  ): Promise<void> {
     const current = await store.readStats(this.host.hostName);
+    const unwritten = new Map<string, string>();
     for (const [plugin, { stats }] of reports) {
       if (!stats) continue;
       const old = current[plugin];
       if (old && old.schemaVersion === stats.schemaVersion && jsonEqual(old.data, stats.data)) continue;
-      await store.writeStats(this.host.hostName, plugin, stats.schemaVersion, stats.data);
-      changes.push(`stats of ${plugin}`);
+      try {
+        await store.writeStats(this.host.hostName, plugin, stats.schemaVersion, stats.data);
+        changes.push(`stats of ${plugin}`);
+      } catch (err) {
+        if (isStoreUnavailable(err)) throw err;
+        const message = `stats of plugin ${plugin} could not be written: ${messageOf(err)}`;
+        problems.push({ ...problemFrom(err, { plugin }), message });
+        unwritten.set(plugin, message);
+      }
     }
-    // Stats this round did not renew (the plugin is unavailable, its stats failed, or it is not
-    // configured any more) expire: a scheduler must not place by what the host no longer says.
+    // Stats this round did not renew (the plugin is unavailable, its stats failed or could not
+    // be written, or it is not configured any more) expire: a scheduler must not place by what
+    // the host no longer says.
     for (const plugin of Object.keys(current)) {
-      if (reports.get(plugin)?.stats !== undefined) continue;
-      if (await store.deleteStats(this.host.hostName, plugin)) changes.push(`stats of ${plugin} expired (${this.statsGoneReason(plugin, reports, available)})`);
+      if (reports.get(plugin)?.stats !== undefined && !unwritten.has(plugin)) continue;
+      if (await store.deleteStats(this.host.hostName, plugin)) changes.push(`stats of ${plugin} expired (${unwritten.get(plugin) ?? this.statsGoneReason(plugin, reports, available)})`);
     }
   }
 

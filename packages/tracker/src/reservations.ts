@@ -1,5 +1,5 @@
-import type { Clock, InstanceRequest, Logger } from '@ert/plugin-api';
-import { endReservation, expireReservations, type InstanceRecord, type HostStore } from '@ert/store';
+import { messageOf, type Clock, type InstanceRequest, type Logger } from '@ert/plugin-api';
+import { endReservation, expireReservations, isStoreUnavailable, type InstanceRecord, type HostStore } from '@ert/store';
 import type { ClaimResult } from './types.js';
 import type { FailureLog } from './failure-log.js';
 
@@ -22,6 +22,11 @@ export interface ConfirmReport {
   refused: Array<{ uuid: string; reason: string }>;
   /** Reservations (of any host when `reapEverywhere`) this pass expired. */
   expired: string[];
+  /**
+   * Reservations of this host whose confirmation failed with an error (not a refusal): they
+   * stay `scheduled`, tried again at the next pass or expired. The pass goes on past them.
+   */
+  failed: Array<{ uuid: string; error: string }>;
 }
 
 /** What the tracker lends the confirmation: its identity, store, clock and claim path. */
@@ -47,13 +52,24 @@ export function refusalReason(reasons: ReadonlyArray<{ plugin?: string; reason: 
  */
 export async function confirmReservations(ctx: ReservationContext, options: { reapEverywhere: boolean }): Promise<ConfirmReport> {
   const { store, hostName } = ctx;
-  const report: ConfirmReport = { confirmed: [], refused: [], expired: [] };
+  const report: ConfirmReport = { confirmed: [], refused: [], expired: [], failed: [] };
   const expired = await expireReservations(store, { now: ctx.clock.now(), timeoutMs: ctx.timeoutMs, ...(options.reapEverywhere ? {} : { host: hostName }) });
   report.expired.push(...expired.map((r) => r.uuid));
   if (expired.length > 0) ctx.logger.warn({ instances: report.expired }, 'expired reservations nobody confirmed in time');
   const pending = (await store.listInstances({ host: hostName, state: 'scheduled' })).sort((a, b) => (a.createdAt ?? 0) - (b.createdAt ?? 0) || a.uuid.localeCompare(b.uuid));
   for (const reservation of pending) {
-    const outcome = await confirmOne(ctx, reservation);
+    let outcome: Awaited<ReturnType<typeof confirmOne>>;
+    try {
+      outcome = await confirmOne(ctx, reservation);
+    } catch (err) {
+      // An unreachable store fails every reservation after it too: the caller backs off.
+      if (isStoreUnavailable(err)) throw err;
+      // One reservation's failure must not leave the newer ones unconfirmed.
+      const error = messageOf(err);
+      ctx.logger.error({ instance: reservation.uuid, err }, `confirming reservation ${reservation.uuid} failed; it stays scheduled: ${error}`);
+      report.failed.push({ uuid: reservation.uuid, error });
+      continue;
+    }
     if (outcome === undefined) continue;
     if (outcome.ok) report.confirmed.push(reservation.uuid);
     else report.refused.push({ uuid: reservation.uuid, reason: outcome.reason });

@@ -151,6 +151,8 @@ export interface Tracker {
    * records `refused` with the reason, naming the plugin. Reservations of any host older than
    * `reservations.timeout` are expired first. Also runs after start, after every periodic
    * update, and whenever the watch (every `reservations.pollInterval` while started) sees one.
+   * A reservation whose confirmation fails with an error (not a refusal) stays `scheduled`, is
+   * listed in `failed`, and the pass goes on with the next; only an unreachable store stops it.
    */
   confirmScheduled(): Promise<ConfirmReport>;
 }

@@ -10,7 +10,7 @@
  */
 import os from 'node:os';
 import { performance } from 'node:perf_hooks';
-import { isErtError, type ClaimedInstance, type Clock, type Flavor, type InstanceEventType, type InstanceRequest, type JsonValue, type Logger, type RequestSpec, type ResourceRequestGroup } from '@ert/plugin-api';
+import { isErtError, messageOf, type ClaimedInstance, type Clock, type Flavor, type InstanceEventType, type InstanceRequest, type JsonValue, type Logger, type RequestSpec, type ResourceRequestGroup } from '@ert/plugin-api';
 import { Backoff, createLogger, createPluginRuntime, systemClock, type ErtConfig, type PluginRuntime } from '@ert/core';
 import { STORE_ERROR_CODES, createStore, isStoreUnavailable, type Allocation, type AllocationWrite, type InstanceRecord, type HostStore } from '@ert/store';
 import { fitRequest, withGroupProviders } from '@ert/placement';
@@ -286,7 +286,7 @@ class HostTracker implements Tracker {
     const live = await this.rebuildViews(store, problems, changes);
     const { reports, problems: statsProblems } = await this.discovery.collectStatsInto(discovered.report);
     problems.push(...statsProblems);
-    await this.reconciler.writeStats(store, reports, changes, this.discovery.available);
+    await this.reconciler.writeStats(store, reports, changes, this.discovery.available, problems);
 
     const staleHosts = (await store.markStaleHosts(now - this.config.tracker.staleAfter)).filter((name) => name !== this.hostName);
     if (staleHosts.length > 0) this.logger.warn({ hosts: staleHosts }, 'marked hosts stale');
@@ -390,11 +390,22 @@ class HostTracker implements Tracker {
     return added;
   }
 
-  /** Rewrite the stats of available plugins after a change of instances; refused stats are problems. */
+  /**
+   * Rewrite the stats of available plugins after a change of instances; refused stats are
+   * problems. Never throws: the change is committed by then, and a failure here (the store
+   * down, a write refused) must not skip what follows (events, enforcement, the answer); it is
+   * a problem, and the next update rewrites the stats.
+   */
   private async refreshStats(store: HostStore, problems: Problem[]): Promise<void> {
-    const { reports, problems: statsProblems } = await this.discovery.collectStats();
-    problems.push(...statsProblems);
-    await this.reconciler.writeStats(store, reports, [], this.discovery.available);
+    try {
+      const { reports, problems: statsProblems } = await this.discovery.collectStats();
+      problems.push(...statsProblems);
+      await this.reconciler.writeStats(store, reports, [], this.discovery.available, problems);
+    } catch (err) {
+      const message = `stats not rewritten after the change (the next update rewrites them): ${messageOf(err)}`;
+      this.logger.error({ err }, message);
+      problems.push({ ...problemFrom(err), message });
+    }
   }
 
   /* ------------------------------------------------------------------ reservations (reservations.ts) */

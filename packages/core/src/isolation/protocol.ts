@@ -3,6 +3,7 @@
  * thread (`isolation: worker`, docs/plugins.md "Isolation"). Everything here crosses a
  * `postMessage`, so it is structured-cloneable data only.
  */
+import { messageOf } from '@ert/plugin-api';
 
 /** The resource hooks a worker can run (`close` too: the parent calls it before terminating). */
 export const RESOURCE_HOOKS = ['discover', 'reset', 'test', 'addInstance', 'removeInstance', 'stats', 'enforce', 'close'] as const;
@@ -49,19 +50,27 @@ export type FromWorker =
   | { t: 'unclonable'; id: number; problem: string }
   | { t: 'log'; level: LogLevelName; bindings: Record<string, unknown>; obj: unknown; msg?: string };
 
-/** A thrown value as a `WireError` (details kept only when they can be cloned). */
+/**
+ * A thrown value as a `WireError` (details kept only when they can be cloned). Never throws:
+ * a value whose fields cannot be read crosses as its message alone (`messageOf`'s fallback),
+ * rather than crashing the worker's hook call.
+ */
 export function toWire(err: unknown): WireError {
-  if (!(err instanceof Error)) return { name: 'Error', message: String(err) };
-  const wire: WireError = { name: err.name, message: err.message };
-  if (err.stack !== undefined) wire.stack = err.stack;
-  const { code, details } = err as { code?: unknown; details?: unknown };
-  if (typeof code === 'string') wire.code = code;
-  if (typeof details === 'object' && details !== null) {
-    try {
-      wire.details = structuredClone(details) as Record<string, unknown>;
-    } catch {
-      // details that cannot cross the boundary are left behind; the message names the problem
+  try {
+    if (!(err instanceof Error)) return { name: 'Error', message: messageOf(err) };
+    const wire: WireError = { name: String(err.name), message: messageOf(err) };
+    if (typeof err.stack === 'string') wire.stack = err.stack;
+    const { code, details } = err as { code?: unknown; details?: unknown };
+    if (typeof code === 'string') wire.code = code;
+    if (typeof details === 'object' && details !== null) {
+      try {
+        wire.details = structuredClone(details) as Record<string, unknown>;
+      } catch {
+        // details that cannot cross the boundary are left behind; the message names the problem
+      }
     }
+    return wire;
+  } catch {
+    return { name: 'Error', message: messageOf(err) };
   }
-  return wire;
 }

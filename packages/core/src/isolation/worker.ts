@@ -7,7 +7,7 @@
  * answers with its result. Always run from `dist/` (see host.ts).
  */
 import { parentPort, workerData } from 'node:worker_threads';
-import { CoreServices, type Logger, type ResourceContext, type ResourceHooks, type ServiceContainer, type ServiceToken } from '@ert/plugin-api';
+import { CoreServices, messageOf, type Logger, type ResourceContext, type ResourceHooks, type ServiceContainer, type ServiceToken } from '@ert/plugin-api';
 import { resolvePlugin } from '../loader.js';
 import { RESOURCE_HOOKS, toWire, type FromWorker, type LogLevelName, type ResourceHookName, type ToWorker, type WorkerInit } from './protocol.js';
 
@@ -27,7 +27,7 @@ function forwardingLogger(bindings: Record<string, unknown>): Logger {
       post(message);
     } catch (err) {
       // A log object structured clone refuses (a function in it): log what can be said.
-      post({ t: 'log', level, bindings, obj: { unclonable: String(err) }, msg: msg ?? (typeof obj === 'string' ? obj : '') });
+      post({ t: 'log', level, bindings, obj: { unclonable: messageOf(err) }, msg: msg ?? (typeof obj === 'string' ? obj : '') });
     }
   };
   return {
@@ -114,7 +114,7 @@ async function run(message: ToWorker): Promise<void> {
   try {
     post({ t: 'result', id, value });
   } catch (err) {
-    post({ t: 'unclonable', id, problem: err instanceof Error ? err.message : String(err) });
+    post({ t: 'unclonable', id, problem: messageOf(err) });
   }
 }
 

@@ -181,6 +181,74 @@ describe('a tracker reporting through the agent API', () => {
   }, 30_000);
 });
 
+describe('a claim whose answer is lost over the agent API', () => {
+  // The server commits the claim, then answers after the client gave up: the tracker must not
+  // tell its caller "refused" while the store holds the instance (and its plugins' views do
+  // not). Seen red with the refusal given without reading the store back ("store refused the
+  // allocations: ... no answer within 1000 ms"; the next claim, refused by the store instead
+  // of by plugin memory, showed the views without the first).
+  it('is taken as written when the store holds it, and as unknown when the store cannot say', async () => {
+    // `write`: writeAllocations answers late; `silence`: so does every call from the next write on.
+    const late = { write: false, silence: false, everything: false };
+    const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+    const slow = new Proxy(store, {
+      get(target, prop, receiver) {
+        const value: unknown = Reflect.get(target, prop, receiver);
+        if (typeof value !== 'function') return value;
+        return async (...args: unknown[]) => {
+          if (late.everything) await sleep(1_500);
+          const result: unknown = await (value as (...a: unknown[]) => unknown).apply(target, args);
+          // Written and committed, answered after the client's timeout.
+          if (prop === 'writeAllocations' && (late.write || late.silence)) {
+            late.everything = late.silence;
+            await sleep(1_500);
+          }
+          return result;
+        };
+      },
+    }) as Store;
+    const server = await createApi({ store: slow, auth: 'noauth2' });
+    const serverUrl = await server.listen({ host: '127.0.0.1', port: 0 });
+    const config = configFromObject({ log: { level: 'silent' }, tracker: { hostName: 'agent-lost', root: path.join(PROFILES, 'epyc-1s'), resources: ['vcpu', 'memory'], interval: '1h' } }, { configDir: dir });
+    const tracker = await createTracker({ config, store: remoteStore({ url: serverUrl, token: 'admin', timeoutMs: 1_000 }) });
+    try {
+      await tracker.start();
+      const root = (await store.getHost('agent-lost'))!.rootProviderUuid;
+      const memory = (await store.getInventories(root)).inventories.MEMORY_MB!;
+      const capacity = Math.floor((memory.total - memory.reserved) * memory.allocationRatio);
+      const flavor = (name: string, memoryMb: number) => ({ name, vcpus: 1, memoryMb, diskGb: 0, extraSpecs: {} });
+      const first = flavor('big', Math.floor(capacity / 2) + 1);
+
+      late.write = true;
+      const claimed = await tracker.claim({ uuid: 'lost-answer-1', projectId: 'p', userId: 'u', flavor: first });
+      late.write = false;
+      expect(claimed.ok, JSON.stringify(claimed)).toBe(true);
+      expect(await store.getInstance('lost-answer-1')).toMatchObject({ host: 'agent-lost', state: 'active' });
+      // The views hold it: a second one that only the store would still refuse is refused by the plugin.
+      const second = await tracker.claim({ uuid: 'lost-answer-2', projectId: 'p', userId: 'u', flavor: flavor('big', Math.floor(capacity / 2) + 1) });
+      expect(second.ok).toBe(false);
+      expect(second.ok === false && second.reasons[0]).toMatchObject({ plugin: 'memory' });
+
+      // The server answers nothing in time, the read back included: the outcome is unknown, said so.
+      late.silence = true;
+      const unknown = await tracker.claim({ uuid: 'lost-answer-3', projectId: 'p', userId: 'u', flavor: flavor('small', 16) });
+      Object.assign(late, { silence: false, everything: false });
+      expect(unknown.ok === false && unknown.reasons[0]!.reason).toMatch(/^the store did not answer whether the allocations were written/);
+      // The next update reads what the store holds (the server did write it, late).
+      await sleep(2_000);
+      await tracker.sync();
+      expect(await store.getInstance('lost-answer-3')).toMatchObject({ state: 'active' });
+      expect((await tracker.release('lost-answer-3')).released).toBe(true);
+      expect((await tracker.release('lost-answer-1')).released).toBe(true);
+    } finally {
+      await tracker.stop();
+      // The connections of the requests the client gave up on stay open on the server's side.
+      server.server.closeAllConnections();
+      await server.close();
+    }
+  }, 60_000);
+});
+
 describe('a tracker stopped while it starts', () => {
   // Seen red without the state check after the first sync in start(): the reservation watch
   // started after stop() had returned and polled the store forever (ert host run, SIGTERMed

@@ -320,10 +320,12 @@ export class StoreContext {
   async bumpHostsOf(trx: Trx, providerIds: number[]): Promise<void> {
     if (providerIds.length === 0) return;
     for (const part of chunks(providerIds, 1000)) {
-      await trx('hosts')
-        .whereIn('root_provider_id', (q) => q.select('root_id').from('providers').whereIn('id', part))
-        .orWhereIn('root_provider_id', (q) => sharingMemberRoots(q, part))
-        .increment('generation', 1);
+      const seeing = (q: Knex.QueryBuilder) =>
+        q.whereIn('root_provider_id', (sub) => sub.select('root_id').from('providers').whereIn('id', part)).orWhereIn('root_provider_id', (sub) => sharingMemberRoots(sub, part));
+      // PostgreSQL: locked in id order first, as claims lock hosts (an update locks them in
+      // the order it finds them, and two writers finding them in other orders deadlock).
+      if (this.client === 'pg') await trx('hosts').select('id').where(seeing).orderBy('id').forNoKeyUpdate();
+      await trx('hosts').where(seeing).increment('generation', 1);
     }
   }
 
@@ -332,7 +334,10 @@ export class StoreContext {
    * rooted at `rootIds`, those of `hostIds`, and (`bumpHostsOf`) those that see the sharing
    * providers `sharingIds`. Two claims that bumped their own hosts first and then each
    * other's (sharing providers of one aggregate) deadlocked; locked up front in one order,
-   * the second waits. A no-op on SQLite (the write lock holds the file).
+   * the second waits. NO KEY UPDATE, as the bump itself: a row inserted that refers to a host
+   * (an instance record of a quick claim) takes KEY SHARE on it, which FOR UPDATE would wait
+   * for (a deadlock with that claim, found by review). A no-op on SQLite (the write lock holds
+   * the file).
    */
   async lockHostsToBump(trx: Trx, rootIds: number[], hostIds: number[], sharingIds: number[]): Promise<void> {
     if (this.client !== 'pg' || rootIds.length + hostIds.length + sharingIds.length === 0) return;
@@ -344,7 +349,7 @@ export class StoreContext {
         if (sharingIds.length > 0) q.orWhereIn('root_provider_id', (sub) => sharingMemberRoots(sub, sharingIds));
       })
       .orderBy('id')
-      .forUpdate();
+      .forNoKeyUpdate();
   }
 
   /** A select column `sharing`: whether provider `p` has the sharing trait. */

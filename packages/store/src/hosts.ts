@@ -1,4 +1,5 @@
 /** Hosts (the compute hosts' records), their plugin stats, and bulk import of whole hosts. */
+import type { Knex } from 'knex';
 import { type HostStatus, type JsonValue } from '@ert/plugin-api';
 import type { HostDeletion, HostImport, HostRecord, StatsRecord } from './api.js';
 import { StoreError } from './errors.js';
@@ -107,12 +108,14 @@ export async function markStaleHosts(ctx: StoreContext, before: number): Promise
   return ctx.write(
     'markStaleHosts',
     async (trx) => {
-      // One statement: PostgreSQL tests its condition again on a row another writer changed
-      // meanwhile, so an operator's disable or a fresh report committed first is kept. A read
-      // and then an update by id marked such a host stale (test/host-generation.test.ts).
+      // The condition in the locking statements: PostgreSQL tests it again on a row another
+      // writer changed meanwhile, so an operator's disable or a fresh report committed first is
+      // kept. A read and then an update by id marked such a host stale (test/row-locks.test.ts).
+      const stale = (q: Knex.QueryBuilder) => q.where('status', 'up').where('last_update', '<', before);
+      // PostgreSQL: locked in id order first, as every writer of several hosts locks them.
+      if (ctx.client === 'pg') await trx('hosts').select('id').where(stale).orderBy('id').forNoKeyUpdate();
       const rows: Array<{ name: string }> = await trx('hosts')
-        .where('status', 'up')
-        .where('last_update', '<', before)
+        .where(stale)
         .update({ status: 'stale', generation: trx.raw('generation + 1') })
         .returning('name');
       return rows.map((r) => r.name).sort();

@@ -168,18 +168,26 @@ export async function updateProvider(ctx: StoreContext, uuid: string, changes: {
     }
     if (changes.parentUuid !== undefined) {
       if (ctx.client === 'pg') {
-        // The tree is locked first (in id order, as claims lock providers), so a child created
+        // The tree and the new parent are locked first (in id order, as claims lock providers), so a child created
         // under one of its providers meanwhile (it locks its parent) is either committed and
         // read below, or waits and takes its parent's new root; and the row is read again. No
         // KEY: that child's foreign-key check on its root must not wait for this lock while this
         // waits for its parent (a deadlock).
-        await trx('providers').where('root_id', row.root_id).orderBy('id').select('id').forNoKeyUpdate();
+        await trx('providers')
+          .where('root_id', row.root_id)
+          .modify((q) => {
+            // The new parent in the same statement, so every lock is taken in id order.
+            if (changes.parentUuid) q.orWhere('uuid', changes.parentUuid);
+          })
+          .orderBy('id')
+          .select('id')
+          .forNoKeyUpdate();
         const now = await ctx.providerRow(trx, uuid);
         if (now.root_id !== row.root_id || now.parent_id !== row.parent_id) {
           throw new StoreConflictError('ERT_STORE_CONFLICT', `provider ${row.name} (${uuid}) was moved by another writer meanwhile`, { provider: uuid });
         }
       }
-      const parent = changes.parentUuid === null ? undefined : await ctx.providerRow(trx, changes.parentUuid, 'share');
+      const parent = changes.parentUuid === null ? undefined : await ctx.providerRow(trx, changes.parentUuid);
       if ((parent?.id ?? null) !== (row.parent_id ?? null)) {
         const host: { name: string } | undefined = await trx('hosts').where('root_provider_id', row.id).first('name');
         if (host && parent) throw invalid(`provider ${row.name} (${uuid}) is the root of host ${host.name}: it cannot get a parent`, { provider: uuid, host: host.name });

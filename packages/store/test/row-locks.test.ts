@@ -21,10 +21,10 @@ describe.skipIf(!process.env.ERT_TEST_PG_URL)('writers that meet on one row (Pos
   });
 
   /** Two stores on one fresh schema (two processes, `b` knowing the class ids as a running one does) and a lock holder. */
-  async function twoProcesses(label: string, extra: Partial<StoreOptions> = {}) {
+  async function twoProcesses(label: string, extra: Partial<StoreOptions> = {}, extraA: Partial<StoreOptions> = {}) {
     const { options, cleanup } = isolatedOptions('pg', label);
     cleanups.push(cleanup);
-    const a: Store = await createStore(options);
+    const a: Store = await createStore({ ...options, ...extraA });
     cleanups.push(() => a.close());
     await a.migrate();
     const b: Store = await createStore({ ...options, ...extra });
@@ -216,5 +216,50 @@ describe.skipIf(!process.env.ERT_TEST_PG_URL)('writers that meet on one row (Pos
     expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'fulfilled']);
     expect(await a.getUsages('s1')).toEqual({ DISK_GB: 1 });
     expect(await a.getUsages('s2')).toEqual({ DISK_GB: 1 });
+  });
+
+  // A quick claim's record refers to its host, and PostgreSQL's foreign-key check locks that
+  // host KEY SHARE. Red with lockHostsToBump locking FOR UPDATE (found by review): the general
+  // claim held h1 and waited for h2, the quick batch held h2 (its first record) and waited for
+  // h1 (its second), and the server broke the deadlock after a second: the quick batch failed
+  // (then went through call by call, so only its failed transaction shows it).
+  it("a general claim's host locks and a quick batch's records on the same hosts go through without a deadlock", async () => {
+    const failed: string[] = [];
+    const onTransaction = (t: { kind: string; operation: string; ok: boolean }) => void (t.ok ? undefined : failed.push(`${t.kind} ${t.operation}`));
+    const { a, b, holder, untilWaiting } = await twoProcesses('locks_record_keys', { quickClaims: false, onTransaction }, { onTransaction });
+    for (const [root, host] of [['r1', 'h1'], ['r2', 'h2'], ['rg', 'hg']] as const) {
+      await a.createProvider({ uuid: root, name: host });
+      await a.setInventories(root, undefined, { VCPU: inv(8) });
+      await a.setAggregates(root, undefined, ['agg']);
+      await a.upsertHost({ name: host, rootProviderUuid: root });
+    }
+    await a.createProvider({ uuid: 's', name: 's' });
+    await a.setInventories('s', undefined, { DISK_GB: inv(100) });
+    await a.setTraits('s', undefined, [TRAIT_SHARING_PROVIDER]);
+    await a.setAggregates('s', undefined, ['agg']);
+    // Another writer holds h2 as a bump does (NO KEY UPDATE), which a record's KEY SHARE passes.
+    await holder.run(`BEGIN; UPDATE hosts SET generation = generation WHERE name = 'h2'`);
+    // The general claim locks every host of the aggregate in id order: h1, then waits for h2.
+    const general = b.writeAllocations([
+      {
+        consumer: { uuid: 'g', projectId: 'p', userId: 'u', generation: null },
+        allocations: [
+          { providerUuid: 'rg', resourceClass: 'VCPU', amount: 1 },
+          { providerUuid: 's', resourceClass: 'DISK_GB', amount: 1 },
+        ],
+      },
+    ]);
+    await untilWaiting(1);
+    // Two quick claims combined in one batch: records on h2, then on h1, inserted in that order.
+    const record = (uuid: string, host: string): InstanceRecord => ({ uuid, host, projectId: 'p', userId: 'u', flavor, state: 'scheduled', assignments: {} });
+    const quick = [
+      a.writeAllocations([{ consumer: { uuid: 'q2', projectId: 'p', userId: 'u', generation: null }, allocations: [{ providerUuid: 'r2', resourceClass: 'VCPU', amount: 1 }], instance: record('q2', 'h2') }]),
+      a.writeAllocations([{ consumer: { uuid: 'q1', projectId: 'p', userId: 'u', generation: null }, allocations: [{ providerUuid: 'r1', resourceClass: 'VCPU', amount: 1 }], instance: record('q1', 'h1') }]),
+    ];
+    await untilWaiting(2);
+    await holder.run('COMMIT');
+    const outcomes = await Promise.allSettled([general, ...quick]);
+    expect(outcomes.map((o) => (o.status === 'rejected' ? (o.reason as { code?: string }).code : o.status))).toEqual(['fulfilled', 'fulfilled', 'fulfilled']);
+    expect(failed).toEqual([]);
   });
 });

@@ -27,6 +27,7 @@ import { HostPlugins } from './host-plugins.js';
 import { HostDiscovery } from './discovery.js';
 import { PluginViews } from './plugin-views.js';
 import { ClaimPlanner, mergeAllocations, setHolds, withoutGroup, type ClaimPlan } from './claim-plan.js';
+import { jsonEqual } from './tree.js';
 import type { ClaimObservation, Tracker, TrackerObserver, TrackerOptions } from './tracker-api.js';
 import type { ClaimResult, DiscoveryReport, Problem, ReleaseResult, SyncReport, TrackerListener } from './types.js';
 
@@ -276,9 +277,10 @@ class HostTracker implements Tracker {
       name: this.hostName,
       rootProviderUuid: this.rootUuid,
       // Up again now that the host reported, but an operator's `disabled` stays: decided by the
-      // store in its update, so a disable committed during this sync is not overwritten.
-      status: 'up',
-      keepDisabled: true,
+      // store in its update, so a disable committed during this sync is not overwritten. Not
+      // sent at all for a host read as disabled: an older server (`--server`) ignores
+      // `keepDisabled`.
+      ...(registered?.status === 'disabled' ? {} : { status: 'up' as const, keepDisabled: true }),
       lastUpdate: now,
       machine: this.machine,
     });
@@ -504,8 +506,10 @@ class HostTracker implements Tracker {
           tally.retries += 1;
           continue;
         }
+        const refused = await this.refusalUnlessWritten(store, err, [record], placed.allocations);
+        if (!refused) break;
         tally.conflict = true;
-        return { ok: false, reasons: [{ reason: `store refused the allocations: ${(err as Error).message}` }] };
+        return refused;
       }
     }
     const names = await this.providerNames(store, placed.allocations);
@@ -627,8 +631,11 @@ class HostTracker implements Tracker {
           { consumer: { uuid: migration, projectId: record.projectId, userId: record.userId, generation: null }, allocations: old.allocations, instance: migrationRecord },
         ]);
       } catch (err) {
-        await restore();
-        return { ok: false, reasons: [{ reason: `store refused the allocations: ${(err as Error).message}` }] };
+        const refused = await this.refusalUnlessWritten(store, err, [resized, migrationRecord], placed.allocations);
+        if (refused) {
+          await restore();
+          return refused;
+        }
       }
       const names = await this.providerNames(store, placed.allocations);
       const instance = this.toClaimed(resized, placed.spec, placed.allocations, names);
@@ -692,7 +699,8 @@ class HostTracker implements Tracker {
         { consumer: { uuid: migration, projectId: record.projectId, userId: record.userId, generation: null }, allocations: old.allocations, instance: migrationRecord },
       ]);
     } catch (err) {
-      return { ok: false, reasons: [{ reason: `store refused the allocations: ${(err as Error).message}` }] };
+      const refused = await this.refusalUnlessWritten(store, err, [moved, migrationRecord], placed.allocations);
+      if (refused) return refused;
     }
     const problems: Problem[] = [];
     const names = await this.providerNames(store, placed.allocations);
@@ -778,6 +786,44 @@ class HostTracker implements Tracker {
   }
 
   /**
+   * What to answer when the write of `records` (one transaction) threw: the refusal, or
+   * undefined when the write was made after all. A store that did not answer
+   * (ERT_STORE_UNAVAILABLE: the agent API's answer late or lost, a connection lost at the
+   * COMMIT and not settled) may have committed it: the records and the first one's allocations
+   * are read back, and when they are as written (each record's host, state, pending move,
+   * flavor and assignments: every step this tracker writes changes one of them, under its lock)
+   * the step goes on as written (views, stats, events). When they cannot be read either, the
+   * refusal says the outcome is unknown: the next update rebuilds the views from the store.
+   */
+  private async refusalUnlessWritten(store: HostStore, err: unknown, records: InstanceRecord[], allocations: Allocation[]): Promise<ClaimResult | undefined> {
+    const message = messageOf(err);
+    if (!isStoreUnavailable(err)) return { ok: false, reasons: [{ reason: `store refused the allocations: ${message}` }] };
+    let stored: Array<InstanceRecord | undefined>;
+    let held: Allocation[];
+    try {
+      stored = await Promise.all(records.map((r) => store.getInstance(r.uuid)));
+      held = (await store.getAllocations(records[0]!.uuid)).allocations;
+    } catch {
+      return { ok: false, reasons: [{ reason: `the store did not answer whether the allocations were written (${message}); the next update reads what it holds` }] };
+    }
+    // As the store holds them: JSON (no undefined fields), amounts summed by provider and class.
+    const plain = (value: unknown): unknown => JSON.parse(JSON.stringify(value ?? {}));
+    const same = (a: InstanceRecord | undefined, b: InstanceRecord) =>
+      a !== undefined && a.host === b.host && a.state === b.state && a.migrationUuid === b.migrationUuid && jsonEqual(plain(a.flavor), plain(b.flavor)) && jsonEqual(plain(a.assignments), plain(b.assignments));
+    const amounts = (list: Allocation[]) => {
+      const sums: Record<string, number> = {};
+      for (const a of list) sums[`${a.providerUuid} ${a.resourceClass}`] = (sums[`${a.providerUuid} ${a.resourceClass}`] ?? 0) + a.amount;
+      return sums;
+    };
+    const written = stored.every((s, i) => same(s, records[i]!)) && jsonEqual(amounts(held), amounts(allocations));
+    if (written) {
+      this.logger.warn({ instances: records.map((r) => r.uuid), err: message }, 'the store did not answer a write it had made: going on as written');
+      return undefined;
+    }
+    return { ok: false, reasons: [{ reason: `store refused the allocations: ${message}` }] };
+  }
+
+  /**
    * Write an active instance's changed allocations and record in one transaction, checked
    * against the consumer generation read with `old` (another writer's change since is a
    * refusal and nothing is written), then give the plugins its new shape, refresh stats and
@@ -787,7 +833,8 @@ class HostTracker implements Tracker {
     try {
       await store.writeAllocations([{ consumer: { uuid: record.uuid, projectId: record.projectId, userId: record.userId, generation: old.generation }, allocations, instance: updated }]);
     } catch (err) {
-      return { ok: false, reasons: [{ reason: `store refused the allocations: ${(err as Error).message}` }] };
+      const refused = await this.refusalUnlessWritten(store, err, [updated], allocations);
+      if (refused) return refused;
     }
     const problems: Problem[] = [];
     const previous = this.toClaimed(record, this.plugins.parseOr(record.flavor), old.allocations, await this.providerNames(store, old.allocations));

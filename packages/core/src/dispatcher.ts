@@ -73,6 +73,8 @@ export interface HookCall {
 
 class ActiveCall implements HookCall {
   listeners: Array<() => void> | undefined;
+  /** Set when the timeout fired: a hook not started by then never starts. */
+  timedOut = false;
   constructor(
     readonly plugin: string,
     readonly hook: string,
@@ -119,6 +121,12 @@ export class Dispatcher {
   private readonly defaultTimeoutMs: number;
   private readonly logger: Logger | undefined;
   private readonly onCall: ((call: HookCallObservation) => void) | undefined;
+  /**
+   * Per plugin, its last call that timed out and has not settled: the plugin's next call starts
+   * only once it has. A late hook would otherwise run beside the next one and undo it (a late
+   * `reset` clearing the instances added after it).
+   */
+  private readonly unsettled = new Map<string, { hook: string; settled: Promise<void> }>();
 
   constructor(options: DispatcherOptions = {}) {
     this.defaultTimeoutMs = options.defaultTimeoutMs ?? 0;
@@ -131,7 +139,9 @@ export class Dispatcher {
    * Rejects with PluginHookError: ERT_PLUGIN_HOOK_FAILED when it throws or rejects,
    * ERT_PLUGIN_HOOK_TIMEOUT when it has not settled after the timeout (its late outcome is
    * ignored), ERT_PLUGIN_HOOK_INVALID_RESULT when `validate` refuses the result.
-   * Never rejects with anything else.
+   * Never rejects with anything else. While a call of the same plugin that timed out has not
+   * settled, `fn` waits for it within this call's timeout, and is not called at all when
+   * that runs out first: one plugin's hooks never run concurrently because of a timeout.
    */
   async call<T>(plugin: string, hook: string, fn: () => T | Promise<T>, options: CallOptions<Awaited<T>> = {}): Promise<Awaited<T>> {
     const timing = this.timing(plugin, hook);
@@ -139,23 +149,32 @@ export class Dispatcher {
     const started = performance.now();
     let timer: NodeJS.Timeout | undefined;
     let outcome: HookCallObservation['outcome'] = 'ok';
+    const active = new ActiveCall(plugin, hook, timeoutMs);
+    const previous = this.unsettled.get(plugin);
+    let running: Promise<T> | undefined;
+    let begun = false;
     try {
-      const active = new ActiveCall(plugin, hook, timeoutMs);
-      const outer = runningCall;
-      runningCall = active;
-      let running: Promise<T>;
-      try {
-        running = (async () => fn())();
-      } finally {
-        runningCall = outer;
-      }
+      // `fn` is called synchronously with the slot set, so a hook's implementation sees its call.
+      const start = (): Promise<T> => {
+        begun = true;
+        const outer = runningCall;
+        runningCall = active;
+        try {
+          return (async () => fn())();
+        } finally {
+          runningCall = outer;
+        }
+      };
+      running = previous === undefined ? start() : previous.settled.then(() => (active.timedOut ? (undefined as never) : start()));
       let result: Awaited<T>;
       if (timeoutMs > 0) {
         running.catch(() => undefined); // a late rejection after the timeout must not go unhandled
         const timedOut = new Promise<never>((_, reject) => {
           timer = setTimeout(() => {
+            active.timedOut = true;
+            const waited = previous !== undefined && this.unsettled.get(plugin) === previous ? ` (it did not start: the plugin's call of hook "${previous.hook}" that timed out before had not finished)` : '';
             reject(
-              new PluginHookError(CoreErrorCodes.PLUGIN_HOOK_TIMEOUT, `Plugin "${plugin}" hook "${hook}" did not finish within ${timeoutMs} ms`, {
+              new PluginHookError(CoreErrorCodes.PLUGIN_HOOK_TIMEOUT, `Plugin "${plugin}" hook "${hook}" did not finish within ${timeoutMs} ms${waited}`, {
                 plugin,
                 hook,
                 timeoutMs,
@@ -191,6 +210,8 @@ export class Dispatcher {
       // Failed whatever follows: the observer must never count this call as a success.
       outcome = 'failed';
       timing.failures += 1;
+      // Named after the hook that is still running: this one, or the one it waited for.
+      if (active.timedOut && running !== undefined) this.holdUntilSettled(plugin, begun ? hook : previous!.hook, running);
       const error = this.wrap(plugin, hook, err);
       outcome = error.code === CoreErrorCodes.PLUGIN_HOOK_TIMEOUT ? 'timeout' : error.code === CoreErrorCodes.PLUGIN_HOOK_INVALID_RESULT ? 'invalid' : 'failed';
       this.warn(plugin, hook, { plugin, hook, code: error.code, err: error }, error.message);
@@ -203,6 +224,24 @@ export class Dispatcher {
       if (elapsed > timing.maxMs) timing.maxMs = elapsed;
       if (this.onCall !== undefined) this.observe({ plugin, hook, seconds: elapsed / 1000, outcome });
     }
+  }
+
+  /**
+   * `plugin`'s next calls wait for `running`, a call of it that timed out (and which, when it
+   * was waiting itself, settles only after the one it waited for): `hook` is the one running.
+   */
+  private holdUntilSettled(plugin: string, hook: string, running: Promise<unknown>): void {
+    const entry = {
+      hook,
+      settled: running.then(
+        () => undefined,
+        () => undefined,
+      ),
+    };
+    this.unsettled.set(plugin, entry);
+    void entry.settled.then(() => {
+      if (this.unsettled.get(plugin) === entry) this.unsettled.delete(plugin);
+    });
   }
 
   /**

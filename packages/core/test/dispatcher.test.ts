@@ -70,6 +70,43 @@ describe('Dispatcher.call', () => {
     await new Promise((r) => setImmediate(r));
   });
 
+  // Seen red with `call` starting `fn` at once whatever timed out before (no wait): the
+  // second reset ran while the first was still running ('reset 2 starts' before 'reset 1 ends').
+  it('does not start a plugin\u2019s next call until its call that timed out has settled; other plugins are not held', async () => {
+    const d = createDispatcher();
+    const log: string[] = [];
+    let finish: () => void = () => undefined;
+    const first = d.call('mask', 'reset', () => {
+      log.push('reset 1 starts');
+      return new Promise<void>((resolve) => (finish = resolve)).then(() => void log.push('reset 1 ends'));
+    }, { timeoutMs: 10 });
+    expect((await hookError(first)).code).toBe('ERT_PLUGIN_HOOK_TIMEOUT');
+    expect(await d.call('cpu', 'reset', () => 'not held', { timeoutMs: 1000 })).toBe('not held');
+    const second = d.call('mask', 'reset', () => void log.push('reset 2 starts'), { timeoutMs: 1000 });
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(log).toEqual(['reset 1 starts']);
+    finish();
+    await second;
+    expect(log).toEqual(['reset 1 starts', 'reset 1 ends', 'reset 2 starts']);
+    // Settled: the plugin's calls start at once again.
+    expect(await d.call('mask', 'test', () => 'now')).toBe('now');
+  });
+
+  // Seen red with the same mutation: the later calls' hooks ran (started: 2), beside the hung one.
+  it('a plugin whose call never settles: its later calls time out without starting, saying why', async () => {
+    const d = createDispatcher({ defaultTimeoutMs: 10 });
+    let started = 0;
+    await hookError(d.call('cu', 'reset', () => new Promise<never>(() => undefined)));
+    for (const hook of ['addInstance', 'test']) {
+      const err = await hookError(d.call('cu', hook, () => void (started += 1)));
+      expect(err.code).toBe('ERT_PLUGIN_HOOK_TIMEOUT');
+      expect(err.details).toEqual({ plugin: 'cu', hook, timeoutMs: 10 });
+      expect(err.message).toBe(`Plugin "cu" hook "${hook}" did not finish within 10 ms (it did not start: the plugin's call of hook "reset" that timed out before had not finished)`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(started).toBe(0);
+  });
+
   it('turns garbage into ERT_PLUGIN_HOOK_INVALID_RESULT (string, false or throwing validators)', async () => {
     const d = createDispatcher();
     const isDiscovery = (r: unknown) => (typeof r === 'object' && r !== null && 'available' in r ? undefined : 'expected { available, ... }');

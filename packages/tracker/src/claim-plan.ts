@@ -9,11 +9,13 @@
 import type { ClaimGrant, ClaimRequest, Flavor, InstanceRequest, JsonValue, RequestSpec, ResourceRequestGroup } from '@ert/plugin-api';
 import { messageOf } from '@ert/plugin-api';
 import type { Allocation, HostStore, InstanceRecord, ProviderSnapshot } from '@ert/store';
+import type { ActiveResource } from '@ert/core';
 import { fitRequest, withGroupProviders, type FitProvider, type FitTree } from '@ert/placement';
 import { formatCpuList } from '@ert/sysfs';
 import type { HostDiscovery } from './discovery.js';
 import { TrackerError, TrackerErrorCodes } from './errors.js';
 import type { HostPlugins } from './host-plugins.js';
+import type { PluginViews } from './plugin-views.js';
 import { childProviderName } from './ids.js';
 import { jsonEqual } from './tree.js';
 
@@ -27,16 +29,24 @@ export class ClaimPlanner {
   constructor(
     private readonly plugins: HostPlugins,
     private readonly discovery: HostDiscovery,
+    private readonly views: PluginViews,
   ) {}
 
   private get hostName(): string {
     return this.plugins.hostName;
   }
 
+  /** Whether a claim asks `resource`'s `test`: it has one, and its discovery did not fail (what it owns is refused before: availability.ts). */
+  asks(resource: ActiveResource): boolean {
+    return resource.hooks.test !== undefined && !this.discovery.availability.skipsTest(resource.name);
+  }
+
   /**
    * Call every plugin's `test` (concurrently: they are different plugins) and collect every
    * refusal, or the grants. A throw, a timeout or a result that is neither nothing, a
-   * string nor a ClaimGrant refuses the claim (fail closed), naming the plugin.
+   * string nor a ClaimGrant refuses the claim (fail closed), naming the plugin; so does a
+   * plugin whose view is unreliable (its rebuild failed: the caller rebuilds it first), which
+   * is not asked.
    */
   async testAll(request: ClaimRequest): Promise<{ reasons: Array<{ plugin?: string; reason: string }>; grants: Map<string, ClaimGrant> }> {
     const validate = (result: unknown): string | undefined =>
@@ -47,8 +57,10 @@ export class ClaimPlanner {
     const outcomes = await Promise.all(
       this.plugins.resources.map(async (resource) => {
         const test = resource.hooks.test;
-        // A plugin whose discovery failed is not asked (what it owns is refused before: availability.ts).
-        if (!test || this.discovery.availability.skipsTest(resource.name)) return { plugin: resource.name, result: undefined as unknown };
+        if (!test || !this.asks(resource)) return { plugin: resource.name, result: undefined as unknown };
+        // Its answer would be about a view missing (or holding) what the store says.
+        const distrust = this.views.unreliable(resource.name);
+        if (distrust !== undefined) return { plugin: resource.name, error: new Error(`plugin ${resource.name} is not asked to test: its view of the instances on host ${this.hostName} could not be rebuilt from the store: ${distrust}`) };
         try {
           const result: unknown = await this.plugins.call(resource, 'test', () => test.call(resource.hooks, request), { copy, validate });
           return { plugin: resource.name, result };

@@ -11,7 +11,7 @@
 import os from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { isErtError, messageOf, type ClaimedInstance, type Clock, type Flavor, type InstanceEventType, type InstanceRequest, type JsonValue, type Logger, type RequestSpec, type ResourceRequestGroup } from '@ert/plugin-api';
-import { Backoff, createLogger, createPluginRuntime, systemClock, type ErtConfig, type PluginRuntime } from '@ert/core';
+import { Backoff, createLogger, createPluginRuntime, systemClock, type ActiveResource, type ErtConfig, type PluginRuntime } from '@ert/core';
 import { STORE_ERROR_CODES, createStore, isStoreUnavailable, type Allocation, type AllocationWrite, type InstanceRecord, type HostStore } from '@ert/store';
 import { fitRequest, withGroupProviders } from '@ert/placement';
 import { machineIdentity } from './machine.js';
@@ -110,8 +110,8 @@ class HostTracker implements Tracker {
     this.backoff = new Backoff({ baseMs: Math.min(1000, this.config.tracker.interval), capMs: this.config.tracker.interval });
     this.plugins = new HostPlugins(init.runtime, this.config.tracker.hookTimeout, this.hostName, this.logger);
     this.discovery = new HostDiscovery(this.plugins, this.rootUuid, init.root, init.entries);
-    this.views = new PluginViews(this.plugins);
-    this.planner = new ClaimPlanner(this.plugins, this.discovery);
+    this.views = new PluginViews(this.plugins, (plugin) => this.discovery.availability.skipsTest(plugin));
+    this.planner = new ClaimPlanner(this.plugins, this.discovery, this.views);
     this.reconciler = new StoreReconciler({ hostName: this.hostName, rootUuid: this.rootUuid, resources: () => this.plugins.resources, pluginOptions: this.config.plugins });
   }
 
@@ -137,6 +137,24 @@ class HostTracker implements Tracker {
     return this.storeOpening;
   }
 
+  /**
+   * Run `fn` under the host lock. A step that throws may have written the store without
+   * telling the views (a read after its write failed): every view is rebuilt before its
+   * plugin's next `test`.
+   */
+  private locked<T>(fn: () => Promise<T>): Promise<T> {
+    return this.mutex.run(() => this.distrustOnThrow(fn));
+  }
+
+  private async distrustOnThrow<T>(fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (err) {
+      this.views.distrustAll(`a step failed, perhaps after a write the views were not told of: ${messageOf(err)}`);
+      throw err;
+    }
+  }
+
   private assertRunning(): void {
     if (this.state === 'stopped') throw new TrackerError(TrackerErrorCodes.STATE, `tracker of host ${this.hostName} is stopped`, { state: this.state });
   }
@@ -160,14 +178,14 @@ class HostTracker implements Tracker {
 
   sync(): Promise<SyncReport> {
     this.assertRunning();
-    return this.mutex.run(() => this.syncLocked(false));
+    return this.locked(() => this.syncLocked(false));
   }
 
   async start(options: { waitForStore?: boolean } = {}): Promise<SyncReport> {
     if (this.state !== 'created') throw new TrackerError(TrackerErrorCodes.STATE, `tracker of host ${this.hostName} was already started`, { state: this.state });
     this.state = 'started';
     const firstSync = () =>
-      this.mutex.run(async () => {
+      this.locked(async () => {
         const synced = await this.syncLocked(true);
         await this.confirmQuietly(true);
         return synced;
@@ -198,7 +216,7 @@ class HostTracker implements Tracker {
     // (a watch started now would keep the process alive).
     if (this.state !== 'started') throw new TrackerError(TrackerErrorCodes.STATE, `tracker of host ${this.hostName} was stopped while starting`, { state: this.state });
     this.scheduleUpdate();
-    this.watch = new ReservationWatch(() => this.store, this.hostName, this.config.reservations.pollInterval, () => this.mutex.run(() => (this.state === 'started' ? this.confirmQuietly(false) : Promise.resolve())), this.failures);
+    this.watch = new ReservationWatch(() => this.store, this.hostName, this.config.reservations.pollInterval, () => this.locked(() => (this.state === 'started' ? this.confirmQuietly(false) : Promise.resolve())), this.failures);
     this.watch.start();
     return report;
   }
@@ -208,23 +226,21 @@ class HostTracker implements Tracker {
     if (this.state !== 'started') return;
     this.timer = setTimeout(() => {
       this.timer = undefined;
-      this.mutex
-        .run(async () => {
-          await this.syncLocked(false);
-          await this.confirmQuietly(true);
-        })
-        .then(
-          () => {
-            this.failures.succeeded('periodic update');
-            this.backoff.reset();
-            this.scheduleUpdate();
-          },
-          (err: unknown) => {
-            const wait = this.backoff.next();
-            this.failures.failed('periodic update', err, wait);
-            this.scheduleUpdate(wait);
-          },
-        );
+      this.locked(async () => {
+        await this.syncLocked(false);
+        await this.confirmQuietly(true);
+      }).then(
+        () => {
+          this.failures.succeeded('periodic update');
+          this.backoff.reset();
+          this.scheduleUpdate();
+        },
+        (err: unknown) => {
+          const wait = this.backoff.next();
+          this.failures.failed('periodic update', err, wait);
+          this.scheduleUpdate(wait);
+        },
+      );
     }, delay);
   }
 
@@ -345,10 +361,18 @@ class HostTracker implements Tracker {
    * deleted with its allocations, in one write (a problem); one whose instance was
    * evacuated to another host (active there, still referring to it) is released now that this
    * host is back, and the instance's reference cleared, in one write (a change). A pending
-   * migration's record stays held.
+   * migration's record stays held. `only`: the plugins whose views are rebuilt (default every
+   * one). A plugin whose reset or addInstance fails is told nothing more: its view is distrusted
+   * and rebuilt again before its next test, and a plugin whose call hangs does not cost a
+   * timeout per instance.
    */
-  private async rebuildViews(store: HostStore, problems: Problem[], changes: string[] = []): Promise<Array<{ instance: ClaimedInstance; assignments: Record<string, JsonValue> }>> {
-    await this.views.reset(problems);
+  private async rebuildViews(
+    store: HostStore,
+    problems: Problem[],
+    changes: string[] = [],
+    only: readonly ActiveResource[] = this.plugins.resources,
+  ): Promise<Array<{ instance: ClaimedInstance; assignments: Record<string, JsonValue> }>> {
+    let told = await this.views.reset(problems, only);
     const live = await this.liveInstances(store);
     const migrations = new Set(live.filter((l) => l.record.state === 'resizing' && l.record.migrationUuid).map((l) => l.record.migrationUuid!));
     const names = await this.providerNames(store, live.flatMap((l) => l.allocations));
@@ -386,10 +410,23 @@ class HostTracker implements Tracker {
         continue;
       }
       const instance = this.toClaimed(record, spec, allocations, names);
-      await this.views.add(instance, record.assignments, problems);
+      told = await this.views.add(instance, record.assignments, problems, told);
       added.push({ instance, assignments: record.assignments });
     }
     return added;
+  }
+
+  /**
+   * Before plugins' `test`: rebuild from the store, as `rebuildViews` does, the views of the
+   * plugins a claim asks that a failed view hook (or step) left unreliable (plugin-views.ts).
+   * Reads nothing when every view is reliable. A plugin whose rebuild fails stays unreliable,
+   * and `testAll` refuses the claim naming it and the hook that failed.
+   */
+  private async repairViews(store: HostStore, problems: Problem[]): Promise<void> {
+    const distrusted = this.plugins.resources.filter((r) => this.planner.asks(r) && this.views.unreliable(r.name) !== undefined);
+    if (distrusted.length === 0) return;
+    this.logger.warn({ plugins: distrusted.map((r) => r.name) }, 'rebuilding the views a failed hook left unreliable before their plugins test');
+    await this.rebuildViews(store, problems, [], distrusted);
   }
 
   /**
@@ -414,12 +451,12 @@ class HostTracker implements Tracker {
 
   confirmScheduled(): Promise<ConfirmReport> {
     this.assertRunning();
-    return this.mutex.run(() => this.confirmLocked(true));
+    return this.locked(() => this.confirmLocked(true));
   }
 
   private async confirmLocked(reapEverywhere: boolean): Promise<ConfirmReport> {
     const store = await this.openStore();
-    const context = { hostName: this.hostName, store, clock: this.clock, logger: this.logger, timeoutMs: this.config.reservations.timeout, claim: (request: InstanceRequest) => this.claimLocked(request) };
+    const context = { hostName: this.hostName, store, clock: this.clock, logger: this.logger, timeoutMs: this.config.reservations.timeout, claim: (request: InstanceRequest) => this.distrustOnThrow(() => this.claimLocked(request)) };
     const report = await confirmReservations(context, { reapEverywhere });
     const onConfirm = this.observer.onConfirm;
     if (onConfirm) this.notify('onConfirm', () => onConfirm.call(this.observer, report));
@@ -446,7 +483,7 @@ class HostTracker implements Tracker {
 
   claim(request: InstanceRequest): Promise<ClaimResult> {
     this.assertRunning();
-    return this.mutex.run(() => this.claimLocked(request));
+    return this.locked(() => this.claimLocked(request));
   }
 
   /** `claimAttempts`, timed and told to the observer (`onClaim`). */
@@ -478,6 +515,7 @@ class HostTracker implements Tracker {
     for (let attempt = 1; ; attempt++) {
       // Allocations the scheduler wrote for this consumer are adopted: replaced, not added to.
       const own = await store.getAllocations(request.uuid);
+      await this.repairViews(store, problems);
       placed = await this.planner.place(store, request, 'claim', own.allocations);
       if (!placed.ok) return placed;
       const now = this.clock.now();
@@ -536,7 +574,7 @@ class HostTracker implements Tracker {
 
   release(uuid: string): Promise<ReleaseResult> {
     this.assertRunning();
-    return this.mutex.run(async () => this.releaseLocked(await this.openStore(), uuid, true));
+    return this.locked(async () => this.releaseLocked(await this.openStore(), uuid, true));
   }
 
   private async releaseLocked(store: HostStore, uuid: string, announce: boolean): Promise<ReleaseResult> {
@@ -568,7 +606,7 @@ class HostTracker implements Tracker {
 
   resize(uuid: string, newFlavor: Flavor): Promise<ClaimResult> {
     this.assertRunning();
-    return this.mutex.run(async () => {
+    return this.locked(async () => {
       const store = await this.openStore();
       const record = await store.getInstance(uuid);
       if (!record || record.host !== this.hostName || record.state !== 'active') {
@@ -590,6 +628,8 @@ class HostTracker implements Tracker {
       delete migrationRecord.migrationUuid;
       delete migrationRecord.previousFlavor;
       const problems: Problem[] = [];
+      // Before the views take the resize's shape below, which a rebuild from the store would undo.
+      await this.repairViews(store, problems);
       const oldNames = await this.providerNames(store, old.allocations);
       const previous = this.toClaimed(record, this.plugins.parseOr(record.flavor), old.allocations, oldNames);
       const held = this.toClaimed(migrationRecord, previous.spec, old.allocations, oldNames);
@@ -654,12 +694,12 @@ class HostTracker implements Tracker {
 
   migrate(uuid: string): Promise<ClaimResult> {
     this.assertRunning();
-    return this.mutex.run(async () => this.moveInLocked(await this.openStore(), uuid, 'migrate'));
+    return this.locked(async () => this.moveInLocked(await this.openStore(), uuid, 'migrate'));
   }
 
   evacuate(uuid: string): Promise<ClaimResult> {
     this.assertRunning();
-    return this.mutex.run(async () => this.moveInLocked(await this.openStore(), uuid, 'evacuate'));
+    return this.locked(async () => this.moveInLocked(await this.openStore(), uuid, 'evacuate'));
   }
 
   /**
@@ -683,6 +723,8 @@ class HostTracker implements Tracker {
       }
     }
     const old = await store.getAllocations(uuid);
+    const problems: Problem[] = [];
+    await this.repairViews(store, problems);
     const placed = await this.planner.place(store, { uuid, projectId: record.projectId, userId: record.userId, flavor: record.flavor }, 'claim', []);
     if (!placed.ok) return placed;
     const migration = migrationUuid(uuid);
@@ -702,7 +744,6 @@ class HostTracker implements Tracker {
       const refused = await this.refusalUnlessWritten(store, err, [moved, migrationRecord], placed.allocations);
       if (refused) return refused;
     }
-    const problems: Problem[] = [];
     const names = await this.providerNames(store, placed.allocations);
     const instance = this.toClaimed(moved, placed.spec, placed.allocations, names);
     await this.views.add(instance, moved.assignments, problems);
@@ -735,6 +776,7 @@ class HostTracker implements Tracker {
       const addition: RequestSpec = { ...spec, groups: [{ suffix: '', resources: {}, requiredTraits: [], forbiddenTraits: [], memberOf: [] }, added], groupPolicy: 'none', pluginSpecs: {}, aggregateExtraSpecs: {}, capabilities: [] };
       const unavailable = await this.planner.unavailableFor(store, addition);
       if (unavailable.length > 0) return { ok: false, reasons: unavailable };
+      await this.repairViews(store, []);
       const request: InstanceRequest = { uuid, projectId: record.projectId, userId: record.userId, flavor };
       const { reasons, grants } = await this.planner.testAll({ instance: request, spec: addition, kind: 'extend' });
       for (const plugin of grants.keys()) reasons.push({ plugin, reason: `plugin ${plugin} hook test answered an extend with a grant; an extension is placed by Placement's rules and the instance keeps what its claim assigned` });
@@ -774,7 +816,7 @@ class HostTracker implements Tracker {
     fn: (store: HostStore, record: InstanceRecord, old: { allocations: Allocation[]; generation: number | null }) => Promise<ClaimResult>,
   ): Promise<ClaimResult> {
     this.assertRunning();
-    return this.mutex.run(async () => {
+    return this.locked(async () => {
       const store = await this.openStore();
       const record = await store.getInstance(uuid);
       if (!record || record.host !== this.hostName || record.state !== 'active' || record.migrationUuid !== undefined) {
@@ -804,6 +846,8 @@ class HostTracker implements Tracker {
       stored = await Promise.all(records.map((r) => store.getInstance(r.uuid)));
       held = (await store.getAllocations(records[0]!.uuid)).allocations;
     } catch {
+      // Written or not, the views were not told: each is rebuilt from the store before its plugin's next test.
+      this.views.distrustAll(`the store did not answer whether a step's write was made (${message})`);
       return { ok: false, reasons: [{ reason: `the store did not answer whether the allocations were written (${message}); the next update reads what it holds` }] };
     }
     // As the store holds them: JSON (no undefined fields), amounts summed by provider and class.
@@ -863,7 +907,7 @@ class HostTracker implements Tracker {
 
   confirmResize(uuid: string): Promise<ClaimResult> {
     this.assertRunning();
-    return this.mutex.run(async () => {
+    return this.locked(async () => {
       const store = await this.openStore();
       const pending = await this.resizing(store, uuid);
       if ('ok' in pending) return pending;
@@ -889,7 +933,7 @@ class HostTracker implements Tracker {
 
   revertResize(uuid: string): Promise<ClaimResult> {
     this.assertRunning();
-    return this.mutex.run(async () => this.revertLocked(await this.openStore(), uuid, true));
+    return this.locked(async () => this.revertLocked(await this.openStore(), uuid, true));
   }
 
   private async revertLocked(store: HostStore, uuid: string, announce: boolean): Promise<ClaimResult> {

@@ -123,6 +123,9 @@ describe.each(BACKENDS)('tracker on %s', (backend) => {
       expect(await store.getProvider(providerUuid('host1_cache_0'))).toMatchObject({ name: 'host1_cache_0', uuid: providerUuid('host1_cache_0') });
     });
 
+    // The hang case: a plugin whose discovery failed is not told about instances, so its hung
+    // call adds no timeout of its own. Seen red with PluginViews.tells always true (a second
+    // problem: mem's reset timed out behind the hung discover).
     it.each([
       ['throws', 'throw', 'ERT_PLUGIN_HOOK_FAILED'],
       ['hangs', 'hang', 'ERT_PLUGIN_HOOK_TIMEOUT'],
@@ -633,7 +636,9 @@ providers:
       expect(claimed.problems).toEqual([expect.objectContaining({ plugin: 'cpu', hook: 'addInstance' })]);
       faults['reset'] = 'throw';
       const report: SyncReport = await tracker.sync();
-      expect(report.problems.map((p) => `${p.plugin}.${p.hook}`)).toEqual(['cpu.reset', 'cpu.addInstance']);
+      // A plugin whose reset failed is not told the instances: its view is rebuilt before its
+      // next test. Seen red with rebuildViews telling every plugin (cpu.addInstance too).
+      expect(report.problems.map((p) => `${p.plugin}.${p.hook}`)).toEqual(['cpu.reset']);
       faults['removeInstance'] = 'throw';
       const released = await tracker.release(req.uuid);
       expect(released.released).toBe(true);

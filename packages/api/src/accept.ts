@@ -19,6 +19,8 @@ const ACCEPT_EXT = `${OWS};${OWS}${TOKEN}(?:=(?:${TOKEN}|${QUOTED_STRING}))?`;
 const ELEMENT = `${MEDIA_RANGE}(?:${OWS};${OWS}[qQ]=(${QVALUE})((?:${ACCEPT_EXT})*))?`;
 /** `#element` (RFC 7230 section 7): empty elements allowed, the empty header too. */
 const VALID_HEADER = new RegExp(`^(?:$|(?:,|${ELEMENT})(?:${OWS},(?:${OWS}${ELEMENT})?)*$)`);
+/** Every element of a header, compiled once (`matchAll` copies it, so its `lastIndex` is never shared). */
+const ELEMENTS = new RegExp(ELEMENT, 'g');
 
 /**
  * Whether Placement would serve JSON for this `Accept` header: true when it is absent or not
@@ -30,7 +32,7 @@ const VALID_HEADER = new RegExp(`^(?:$|(?:,|${ELEMENT})(?:${OWS},(?:${OWS}${ELEM
 export function acceptsJson(accept: string | undefined): boolean {
   if (accept === undefined || !VALID_HEADER.test(accept)) return true;
   let best: { specificity: number; q: number } | undefined;
-  for (const match of accept.matchAll(new RegExp(ELEMENT, 'g'))) {
+  for (const match of accept.matchAll(ELEMENTS)) {
     const specificity = jsonSpecificity(match[1]!, match[2]!);
     if (specificity === 0 || (best !== undefined && specificity <= best.specificity)) continue;
     best = { specificity, q: match[3] === undefined ? 1 : Number(match[3]) };

@@ -19,7 +19,7 @@
 import { Ajv, type ValidateFunction } from 'ajv';
 import type { FastifyInstance } from 'fastify';
 import { messageOf } from '@ert/plugin-api';
-import { HOST_STORE_METHODS, type HostStoreMethod, type Store } from '@ert/store';
+import { HOST_STORE_KINDS, HOST_STORE_METHODS, type HostStoreMethod, type Store } from '@ert/store';
 import type { Authenticator } from './auth.js';
 import type { Policy } from './policy.js';
 import { SchedulerApiError, SchedulerApiErrorCodes, schemaProblem, useErtErrors } from './ert-errors.js';
@@ -115,6 +115,12 @@ export function agentApi(options: AgentApiOptions): (app: FastifyInstance) => Pr
       }
       if (!validate(body)) throw new SchedulerApiError(400, SchedulerApiErrorCodes.BAD_REQUEST, `invalid arguments of ${method}: ${schemaProblem(validate.errors)}`, { method });
       const args = (body as { args: unknown[] }).args.map((arg) => (arg === null ? undefined : arg));
+      // A write whose client has gone (its answer came too late for it) is not started: the
+      // client reads the store back to learn whether it was made (the tracker's
+      // `refusalUnlessWritten`), and a write started after that read would land unseen.
+      if (HOST_STORE_KINDS[method as HostStoreMethod] === 'write' && request.raw.socket.destroyed) {
+        throw new SchedulerApiError(499, SchedulerApiErrorCodes.CLIENT_GONE, `${method} not started: the client closed the connection first`, { method });
+      }
       const call = options.store[method as HostStoreMethod] as (...args: unknown[]) => Promise<unknown>;
       const result = await call.apply(options.store, args);
       return reply.header('content-type', 'application/json').send(JSON.stringify(result === undefined ? {} : { result }));

@@ -19,6 +19,8 @@ export const SchedulerApiErrorCodes = {
   UNKNOWN_HOST: 'ERT_API_UNKNOWN_HOST',
   INSTANCE_NOT_RELEASABLE: 'ERT_API_INSTANCE_NOT_RELEASABLE',
   INTERNAL: 'ERT_API_INTERNAL',
+  /** The agent API did not start a write whose client had already closed the connection (499; nobody reads the answer). */
+  CLIENT_GONE: 'ERT_API_CLIENT_GONE',
 } as const;
 
 /** An error answered as `{"error": {"code", "message", "details"}}`. */

@@ -98,6 +98,39 @@ export function currentHookCall(): HookCall | undefined {
   return runningCall;
 }
 
+/** A plugin's call that timed out and has not settled (`Dispatcher.unsettled`). */
+interface Unsettled {
+  /** The hook still running. */
+  hook: string;
+  /** Resolves when it settles, however. */
+  settled: Promise<void>;
+  /** A later call timed out waiting for it: the plugin's next calls reject at once until it settles. */
+  hopeless: boolean;
+}
+
+/** What a call waiting for an unsettled one starts; `start` is dropped when it times out. */
+interface Waiter<T> {
+  start?: () => Promise<T>;
+}
+
+/** A reaction that keeps nothing alive (a closure made in `call` would keep its whole scope). */
+function ignore(): undefined {
+  return undefined;
+}
+
+/**
+ * `waiter.start()` once `settled` resolves, unless it was dropped by then (the call timed out,
+ * the result is ignored). Outside `call`, so that the reaction left on a hung promise holds
+ * only `waiter`, not the call's `fn` and arguments.
+ */
+function startWhenSettled<T>(settled: Promise<void>, waiter: Waiter<T>): Promise<T> {
+  return settled.then(() => {
+    const start = waiter.start;
+    waiter.start = undefined;
+    return start === undefined ? (undefined as never) : start();
+  });
+}
+
 function problemOf<T>(validate: ResultValidator<T>, result: T): string | undefined {
   try {
     const verdict = validate(result);
@@ -126,7 +159,7 @@ export class Dispatcher {
    * only once it has. A late hook would otherwise run beside the next one and undo it (a late
    * `reset` clearing the instances added after it).
    */
-  private readonly unsettled = new Map<string, { hook: string; settled: Promise<void> }>();
+  private readonly unsettled = new Map<string, Unsettled>();
 
   constructor(options: DispatcherOptions = {}) {
     this.defaultTimeoutMs = options.defaultTimeoutMs ?? 0;
@@ -142,6 +175,10 @@ export class Dispatcher {
    * Never rejects with anything else. While a call of the same plugin that timed out has not
    * settled, `fn` waits for it within this call's timeout, and is not called at all when
    * that runs out first: one plugin's hooks never run concurrently because of a timeout.
+   * Once a call has timed out so, without starting, the hung call is taken as hopeless: the
+   * plugin's later calls reject at once (ERT_PLUGIN_HOOK_TIMEOUT, "did not start", `fn` not
+   * called, whatever their timeout) until it settles, so one hang costs its own timeout and
+   * one waiter's, not one per later call.
    */
   async call<T>(plugin: string, hook: string, fn: () => T | Promise<T>, options: CallOptions<Awaited<T>> = {}): Promise<Awaited<T>> {
     const timing = this.timing(plugin, hook);
@@ -153,7 +190,17 @@ export class Dispatcher {
     const previous = this.unsettled.get(plugin);
     let running: Promise<T> | undefined;
     let begun = false;
+    // What a call waiting for `previous` runs once it has settled; dropped at its timeout, so a
+    // waiter that gave up keeps neither `fn` nor its arguments alive behind a hung promise.
+    const waiter: Waiter<T> = {};
     try {
+      if (previous?.hopeless === true) {
+        throw new PluginHookError(
+          CoreErrorCodes.PLUGIN_HOOK_TIMEOUT,
+          `Plugin "${plugin}" hook "${hook}" did not start: hook "${previous.hook}" of plugin "${plugin}" timed out earlier and has not finished`,
+          { plugin, hook, timeoutMs },
+        );
+      }
       // `fn` is called synchronously with the slot set, so a hook's implementation sees its call.
       const start = (): Promise<T> => {
         begun = true;
@@ -165,14 +212,22 @@ export class Dispatcher {
           runningCall = outer;
         }
       };
-      running = previous === undefined ? start() : previous.settled.then(() => (active.timedOut ? (undefined as never) : start()));
+      if (previous === undefined) {
+        running = start();
+      } else {
+        waiter.start = start;
+        running = startWhenSettled(previous.settled, waiter);
+      }
       let result: Awaited<T>;
       if (timeoutMs > 0) {
-        running.catch(() => undefined); // a late rejection after the timeout must not go unhandled
+        running.catch(ignore); // a late rejection after the timeout must not go unhandled
         const timedOut = new Promise<never>((_, reject) => {
           timer = setTimeout(() => {
             active.timedOut = true;
-            const waited = previous !== undefined && this.unsettled.get(plugin) === previous ? ` (it did not start: the plugin's call of hook "${previous.hook}" that timed out before had not finished)` : '';
+            waiter.start = undefined;
+            // Not started: it waited its whole timeout for `previous`, which is now hopeless.
+            if (!begun && previous !== undefined) previous.hopeless = true;
+            const waited = !begun && previous !== undefined ? ` (it did not start: the plugin's call of hook "${previous.hook}" that timed out before had not finished)` : '';
             reject(
               new PluginHookError(CoreErrorCodes.PLUGIN_HOOK_TIMEOUT, `Plugin "${plugin}" hook "${hook}" did not finish within ${timeoutMs} ms${waited}`, {
                 plugin,
@@ -210,8 +265,9 @@ export class Dispatcher {
       // Failed whatever follows: the observer must never count this call as a success.
       outcome = 'failed';
       timing.failures += 1;
-      // Named after the hook that is still running: this one, or the one it waited for.
-      if (active.timedOut && running !== undefined) this.holdUntilSettled(plugin, begun ? hook : previous!.hook, running);
+      // A call that began and timed out holds the plugin's next calls until it settles. One
+      // that never began adds nothing: `previous` is still the entry, now hopeless.
+      if (active.timedOut && begun && running !== undefined) this.holdUntilSettled(plugin, hook, running);
       const error = this.wrap(plugin, hook, err);
       outcome = error.code === CoreErrorCodes.PLUGIN_HOOK_TIMEOUT ? 'timeout' : error.code === CoreErrorCodes.PLUGIN_HOOK_INVALID_RESULT ? 'invalid' : 'failed';
       this.warn(plugin, hook, { plugin, hook, code: error.code, err: error }, error.message);
@@ -226,18 +282,9 @@ export class Dispatcher {
     }
   }
 
-  /**
-   * `plugin`'s next calls wait for `running`, a call of it that timed out (and which, when it
-   * was waiting itself, settles only after the one it waited for): `hook` is the one running.
-   */
+  /** `plugin`'s next calls wait for `running`, its call of `hook` that began and timed out. */
   private holdUntilSettled(plugin: string, hook: string, running: Promise<unknown>): void {
-    const entry = {
-      hook,
-      settled: running.then(
-        () => undefined,
-        () => undefined,
-      ),
-    };
+    const entry: Unsettled = { hook, settled: running.then(ignore, ignore), hopeless: false };
     this.unsettled.set(plugin, entry);
     void entry.settled.then(() => {
       if (this.unsettled.get(plugin) === entry) this.unsettled.delete(plugin);

@@ -93,18 +93,91 @@ describe('Dispatcher.call', () => {
   });
 
   // Seen red with the same mutation: the later calls' hooks ran (started: 2), beside the hung one.
-  it('a plugin whose call never settles: its later calls time out without starting, saying why', async () => {
+  it('a plugin whose call never settles: its later calls do not start, saying why', async () => {
     const d = createDispatcher({ defaultTimeoutMs: 10 });
     let started = 0;
     await hookError(d.call('cu', 'reset', () => new Promise<never>(() => undefined)));
-    for (const hook of ['addInstance', 'test']) {
+    const messages = {
+      addInstance: `Plugin "cu" hook "addInstance" did not finish within 10 ms (it did not start: the plugin's call of hook "reset" that timed out before had not finished)`,
+      test: 'Plugin "cu" hook "test" did not start: hook "reset" of plugin "cu" timed out earlier and has not finished',
+    };
+    for (const [hook, message] of Object.entries(messages)) {
       const err = await hookError(d.call('cu', hook, () => void (started += 1)));
       expect(err.code).toBe('ERT_PLUGIN_HOOK_TIMEOUT');
       expect(err.details).toEqual({ plugin: 'cu', hook, timeoutMs: 10 });
-      expect(err.message).toBe(`Plugin "cu" hook "${hook}" did not finish within 10 ms (it did not start: the plugin's call of hook "reset" that timed out before had not finished)`);
+      expect(err.message).toBe(message);
     }
     await new Promise((resolve) => setTimeout(resolve, 20));
     expect(started).toBe(0);
+  });
+
+  // Seen red with the hopeless mark removed from `call`'s timer (`previous.hopeless = true`
+  // deleted): the call after the first waiter waited its whole timeout instead of rejecting at
+  // once: `expect(order).toEqual(['third rejected', 'timer fired'])` got
+  // ['timer fired', 'third rejected']. Times are only ordered against a timer, never measured.
+  it('one hang costs one waiter\u2019s timeout: after a waiter timed out without starting, later calls reject at once without calling fn, until the hung call settles', async () => {
+    const d = createDispatcher();
+    const observed: HookCallObservation[] = [];
+    const observer = createDispatcher({ onCall: (c) => observed.push(c) });
+    let calls = 0;
+    const settle: Array<() => void> = [];
+    for (const disp of [d, observer]) {
+      await hookError(disp.call('hung', 'discover', () => new Promise<void>((resolve) => void settle.push(resolve)), { timeoutMs: 10 }));
+      // The first call after the timeout still waits for it, within its own timeout.
+      const waiter = await hookError(disp.call('hung', 'enforce', () => void (calls += 1), { timeoutMs: 10 }));
+      expect(waiter.message).toBe(`Plugin "hung" hook "enforce" did not finish within 10 ms (it did not start: the plugin's call of hook "discover" that timed out before had not finished)`);
+    }
+    // A later call, with a timeout far longer than the timer below, rejects before that timer fires.
+    const order: string[] = [];
+    const timer = new Promise<void>((resolve) => setTimeout(() => resolve(void order.push('timer fired')), 50));
+    const third = d.call('hung', 'enforce', () => void (calls += 1), { timeoutMs: 1000 }).then(
+      () => order.push('third resolved'),
+      (err: unknown) => {
+        order.push('third rejected');
+        return err;
+      },
+    );
+    const err = (await third) as PluginHookError;
+    await timer;
+    expect(order).toEqual(['third rejected', 'timer fired']);
+    expect(err).toBeInstanceOf(PluginHookError);
+    expect(err.code).toBe('ERT_PLUGIN_HOOK_TIMEOUT');
+    expect(err.details).toEqual({ plugin: 'hung', hook: 'enforce', timeoutMs: 1000 });
+    expect(err.message).toBe('Plugin "hung" hook "enforce" did not start: hook "discover" of plugin "hung" timed out earlier and has not finished');
+    // With no limit either; and the observer counts such a call as a timeout.
+    expect((await hookError(d.call('hung', 'close', () => void (calls += 1), { timeoutMs: 0 }))).code).toBe('ERT_PLUGIN_HOOK_TIMEOUT');
+    expect((await hookError(observer.call('hung', 'test', () => void (calls += 1), { timeoutMs: 1000 }))).code).toBe('ERT_PLUGIN_HOOK_TIMEOUT');
+    expect(observed.map((o) => `${o.hook}:${o.outcome}`)).toEqual(['discover:timeout', 'enforce:timeout', 'test:timeout']);
+    expect(calls).toBe(0);
+    expect(timing(d, 'hung', 'enforce')).toMatchObject({ calls: 2, failures: 2 });
+    // The hung call settles: the plugin's calls run again.
+    for (const resolve of settle) resolve();
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(await d.call('hung', 'enforce', () => ++calls, { timeoutMs: 1000 })).toBe(1);
+    expect(await observer.call('hung', 'enforce', () => ++calls, { timeoutMs: 1000 })).toBe(2);
+  });
+
+  // Seen red with `holdUntilSettled` also called for a waiter that never started (`begun &&`
+  // dropped from the catch's condition, as before this fix): the first waiter's entry replaced
+  // the hopeless one, so `removeInstance` waited ("did not finish within 10 ms (it did not
+  // start..." instead of "did not start: hook "reset"..."). With that and the suffix built from
+  // `this.unsettled.get(plugin) === previous` (both as before this fix): the second waiter's
+  // message lost its suffix ('Plugin "two" hook "test" did not finish within 20 ms').
+  it('two calls waiting at once for a hung call: both say they did not start, and fn is not called', async () => {
+    const d = createDispatcher();
+    let calls = 0;
+    await hookError(d.call('two', 'reset', () => new Promise<never>(() => undefined), { timeoutMs: 10 }));
+    const [a, b] = await Promise.all([
+      hookError(d.call('two', 'addInstance', () => void (calls += 1), { timeoutMs: 10 })),
+      hookError(d.call('two', 'test', () => void (calls += 1), { timeoutMs: 20 })),
+    ]);
+    expect(a.message).toContain('(it did not start: the plugin\'s call of hook "reset" that timed out before had not finished)');
+    expect(b.message).toContain('(it did not start: the plugin\'s call of hook "reset" that timed out before had not finished)');
+    // Neither left an entry of its own: the hung `reset` is what the next call is refused for, at once.
+    expect((await hookError(d.call('two', 'removeInstance', () => void (calls += 1), { timeoutMs: 10 }))).message).toBe(
+      'Plugin "two" hook "removeInstance" did not start: hook "reset" of plugin "two" timed out earlier and has not finished',
+    );
+    expect(calls).toBe(0);
   });
 
   it('turns garbage into ERT_PLUGIN_HOOK_INVALID_RESULT (string, false or throwing validators)', async () => {

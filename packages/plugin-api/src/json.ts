@@ -47,7 +47,14 @@ export function statsCopy(stats: unknown): { data: JsonValue } | { problem: stri
       return value;
     });
   } catch (err) {
-    return { problem: err instanceof StatsCopyProblem ? err.message : `stats cannot be written as JSON: ${messageOf(err)}` };
+    // `instanceof` itself throws for a Proxy whose getPrototypeOf throws.
+    let ours = false;
+    try {
+      ours = err instanceof StatsCopyProblem;
+    } catch {
+      // not ours
+    }
+    return { problem: ours ? (err as StatsCopyProblem).message : `stats cannot be written as JSON: ${messageOf(err)}` };
   }
   if (text === undefined) return { problem: `stats are ${stats === undefined ? 'undefined' : `a ${typeof stats}`}, not a JSON value` };
   const bytes = new TextEncoder().encode(text).byteLength;

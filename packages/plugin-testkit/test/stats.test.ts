@@ -90,6 +90,24 @@ describe('statsProblems refuses what the host cannot write as checked', () => {
     ['a cycle', cycle, expect.stringMatching(/^stats cannot be written as JSON: Converting circular structure/)],
     ['toJSON', { load: 1, toJSON: () => ({ load: 'lots' }) }, expect.stringMatching(/^stats\.load: /)],
     ['too much', { load: 1, note: 'x'.repeat(300 * 1024) }, expect.stringMatching(new RegExp(`^stats take \\d+ bytes as JSON, more than the ${MAX_STATS_BYTES} allowed$`))],
+    // Red with statsCopy's `instanceof` unguarded: the Proxy's trap threw out of statsCopy.
+    [
+      'a toJSON that throws a Proxy',
+      {
+        load: 1,
+        toJSON() {
+          throw new Proxy(
+            {},
+            {
+              getPrototypeOf() {
+                throw new Error('trap');
+              },
+            },
+          );
+        },
+      },
+      'stats cannot be written as JSON: <unprintable thrown value>',
+    ],
   ])('%s: one problem, as the host refuses it', (_what, data, problem) => {
     expect(statsProblems(plugin, data)).toEqual([problem]);
     expect(coreVerdict(plugin, data)).toBe(false);

@@ -58,7 +58,9 @@ export class HostDiscovery {
       const started = performance.now();
       let discovery: NormalizedDiscovery;
       try {
-        const raw = await this.plugins.call(resource, 'discover', () => resource.hooks.discover());
+        // Copied inside the call: a getter or a Proxy that throws when read is the plugin's
+        // invalid result, not an error naming no one; the normalization reads plain data.
+        const raw = await this.plugins.call(resource, 'discover', () => resource.hooks.discover(), { copy: (result) => structuredClone(result) });
         discovery = normalizeDiscovery(resource.name, raw);
       } catch (err) {
         const problem = problemFrom(err, { plugin: resource.name, hook: 'discover' });

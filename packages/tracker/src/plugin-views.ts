@@ -7,7 +7,7 @@
  * plugin's next `test`, and refuses the claims it would test when that fails too.
  */
 import type { ClaimedInstance, InstanceEvent, InstanceEventType, JsonValue } from '@ert/plugin-api';
-import type { ActiveResource } from '@ert/core';
+import { CoreErrorCodes, type ActiveResource } from '@ert/core';
 import type { HostPlugins } from './host-plugins.js';
 import { problemFrom } from './problems.js';
 import type { Problem, TrackerListener } from './types.js';
@@ -130,7 +130,10 @@ export class PluginViews {
   /**
    * Tell listeners (their event carries every plugin's assignment, by plugin name, in
    * `assignment`), then the plugins whose enforcement is enabled (each sees its own
-   * assignment). Returns the enforcement failures.
+   * assignment). Returns the enforcement failures: an `enforce` that failed, and one not
+   * called because its plugin's last discovery failed (threw, hung, garbage; a plugin that
+   * reported itself unavailable is still called), so `enforcementFailure: undo` undoes what
+   * was not enforced.
    */
   async emit(
     type: InstanceEventType,
@@ -158,6 +161,18 @@ export class PluginViews {
     for (const resource of this.plugins.resources) {
       const enforce = resource.hooks.enforce;
       if (!resource.enforce || !enforce) continue;
+      if (this.discoveryFailed(resource.name)) {
+        // Not called, as its view hooks are not (a hung plugin would cost every step its
+        // timeout), but not done either: an enforcement failure, which `undo` undoes.
+        problems.push({
+          code: CoreErrorCodes.PLUGIN_HOOK_FAILED,
+          message: `Plugin "${resource.name}" hook "enforce" was not called: the plugin's discovery failed (threw, timed out or returned an invalid discovery), so the ${type} event of instance ${instance.uuid} is not enforced`,
+          plugin: resource.name,
+          hook: 'enforce',
+          instance: instance.uuid,
+        });
+        continue;
+      }
       const event = eventFor(resource.name);
       try {
         await this.plugins.call(resource, 'enforce', () => enforce.call(resource.hooks, event));

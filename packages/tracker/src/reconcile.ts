@@ -1,6 +1,6 @@
 import { capacityOf, inventoryProblem, messageOf, type Inventory, type JsonValue, type ResourceClass, type TunableInventoryField } from '@ert/plugin-api';
 import type { ActiveResource } from '@ert/core';
-import { TRACKER_OWNER, isStoreUnavailable, type HostStore } from '@ert/store';
+import { TRACKER_OWNER, isStoreConflict, isStoreError, isStoreUnavailable, type HostStore } from '@ert/store';
 import { codeOf, problemFrom } from './problems.js';
 import { jsonEqual, type DesiredProvider } from './tree.js';
 import type { Problem } from './types.js';
@@ -228,7 +228,7 @@ export class StoreReconciler {
    * (`available`: the plugins available this round, for the reason given). A plugin's stats
    * the store refuses (a value it cannot hold, a request over the agent API's body limit) are
    * a problem naming the plugin, and expire like refused stats; the other plugins' are
-   * written. Only an unreachable store throws.
+   * written. An unreachable, locked store or a lost race throws (the old stats stay).
    */
   async writeStats(
     store: HostStore,
@@ -247,7 +247,9 @@ export class StoreReconciler {
         await store.writeStats(this.host.hostName, plugin, stats.schemaVersion, stats.data);
         changes.push(`stats of ${plugin}`);
       } catch (err) {
-        if (isStoreUnavailable(err)) throw err;
+        // The store's state, not the stats': thrown for the update to be tried again, the old
+        // stats kept meanwhile (a race lost, a lock held, the store unreachable).
+        if (isStoreUnavailable(err) || isStoreConflict(err) || (isStoreError(err) && err.code === 'ERT_STORE_LOCKED')) throw err;
         const message = `stats of plugin ${plugin} could not be written: ${messageOf(err)}`;
         problems.push({ ...problemFrom(err, { plugin }), message });
         unwritten.set(plugin, message);

@@ -835,7 +835,9 @@ class HostTracker implements Tracker {
    * are read back, and when they are as written (each record's host, state, pending move,
    * flavor and assignments: every step this tracker writes changes one of them, under its lock)
    * the step goes on as written (views, stats, events). When they cannot be read either, the
-   * refusal says the outcome is unknown: the next update rebuilds the views from the store.
+   * refusal says the outcome is unknown, and so does one whose records are not found written
+   * (the write may still be running on the server): every view is rebuilt from the store before
+   * its plugin's next test.
    */
   private async refusalUnlessWritten(store: HostStore, err: unknown, records: InstanceRecord[], allocations: Allocation[]): Promise<ClaimResult | undefined> {
     const message = messageOf(err);
@@ -864,7 +866,10 @@ class HostTracker implements Tracker {
       this.logger.warn({ instances: records.map((r) => r.uuid), err: message }, 'the store did not answer a write it had made: going on as written');
       return undefined;
     }
-    return { ok: false, reasons: [{ reason: `store refused the allocations: ${message}` }] };
+    // Not written yet is not refused: a write still running behind the unanswered call (a lock
+    // wait on the server) may commit after this read. The views are rebuilt before the next test.
+    this.views.distrustAll(`the store did not answer a step's write (${message}), which was not found written but may still land`);
+    return { ok: false, reasons: [{ reason: `the store did not answer (${message}) and the allocations were not found written; a write still running on the server may land later, which the next update reads` }] };
   }
 
   /**

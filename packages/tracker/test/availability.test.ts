@@ -14,14 +14,14 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import type { Flavor, InstanceRequest } from '@ert/plugin-api';
+import { definePlugin, type Flavor, type InstanceEvent, type InstanceRequest } from '@ert/plugin-api';
 import type { Store } from '@ert/store';
 import { providerUuid } from '../src/index.js';
 // @ts-expect-error plain JS fixture
 import { counting } from './fixtures/plugins.mjs';
 // @ts-expect-error plain JS fixture
 import { disk } from './fixtures/disk.mjs';
-import { BACKENDS, refused, useBench, type Bench } from './harness.js';
+import { BACKENDS, ok, refused, request, useBench, type Bench } from './harness.js';
 
 let seq = 0;
 function diskRequest(vcpus: number, diskGb: number, extraSpecs: Record<string, string> = {}): InstanceRequest {
@@ -121,6 +121,91 @@ describe.each(BACKENDS)('discovery failure fails closed (%s)', (backend) => {
     expect(reasons).toEqual([{ plugin: 'disk', reason: expect.stringContaining('DISK_GB, which it owns') }]);
     expect(await used(store, 'DISK_GB')).toBe(30);
     expect((await restarted.claim(diskRequest(1, 0))).ok).toBe(true);
+  });
+});
+
+/** How `gate`'s discover fails: 'throw' throws, 'hang' never settles, 'unavailable' reports itself unavailable. */
+type GateFaults = { discover?: 'throw' | 'hang' | 'unavailable' };
+
+/** An enforcing plugin that owns nothing; `enforce` records each event it is given in `journal`. */
+function gate(faults: GateFaults, journal: string[]) {
+  return definePlugin({
+    name: 'gate',
+    resource: () => ({
+      discover() {
+        if (faults.discover === 'throw') throw new Error('gate: cannot read its device');
+        if (faults.discover === 'hang') return new Promise<never>(() => undefined);
+        return faults.discover === 'unavailable' ? { available: false, reason: 'gate: no device' } : { available: true };
+      },
+      enforce(event: InstanceEvent) {
+        journal.push(`${event.type}:${event.instance.uuid}`);
+      },
+    }),
+  });
+}
+
+// Seen red with the `discoveryFailed` check removed from `PluginViews.emit` (enforce called
+// for a plugin whose discovery hangs, as before this fix): the restart's timeouts of `gate`
+// were 5, not 1 (`expect(timeouts).toEqual(['discover'])` got the discover, one `enforce`
+// that waited its timeout, and three that did not start; with the dispatcher's hopeless mark
+// removed as well: the same five, each `enforce` waiting its timeout). Problems are counted,
+// not time.
+describe.each(BACKENDS)('an enforcing plugin whose discovery fails (%s)', (backend) => {
+  const bench = useBench(backend);
+
+  async function trackerWith(store: Store, faults: GateFaults, journal: string[], enforcementFailure: 'report' | 'undo' = 'report') {
+    const resources = [counting({ name: 'cpu', resourceClass: 'VCPU', total: 16 }), counting({ name: 'mem', resourceClass: 'MEMORY_MB', total: 8192 }), gate(faults, journal)];
+    return bench.tracker(bench.config({ store: bench.storeOptions(), resources, enforce: ['gate'], enforcementFailure, hookTimeout: '200ms' }), store);
+  }
+
+  it('its discover hangs: enforce is not called, each event is a problem naming it and enforce, and the hang costs at most one timeout', async () => {
+    const store = await bench.openStore(bench.storeOptions());
+    const journal: string[] = [];
+    const first = await trackerWith(store, {}, journal);
+    await first.start();
+    const uuids: string[] = [];
+    for (let i = 0; i < 4; i++) uuids.push(ok(await first.claim(request(1, 128))).instance.uuid);
+    expect(journal).toEqual(uuids.map((u) => `claimed:${u}`));
+    await first.stop();
+
+    journal.length = 0;
+    const restarted = await trackerWith(store, { discover: 'hang' }, journal);
+    await restarted.start();
+    const problems = restarted.lastSync!.problems.filter((p) => p.plugin === 'gate');
+    const timeouts = problems.filter((p) => p.code === 'ERT_PLUGIN_HOOK_TIMEOUT').map((p) => p.hook);
+    expect(timeouts).toEqual(['discover']);
+    expect(problems.filter((p) => p.hook === 'enforce')).toEqual(
+      uuids.map((u) => ({
+        code: 'ERT_PLUGIN_HOOK_FAILED',
+        plugin: 'gate',
+        hook: 'enforce',
+        instance: u,
+        message: `Plugin "gate" hook "enforce" was not called: the plugin's discovery failed (threw, timed out or returned an invalid discovery), so the updated event of instance ${u} is not enforced`,
+      })),
+    );
+    expect(journal).toEqual([]);
+    await restarted.stop();
+  });
+
+  // Seen red with the same mutation: the claim was accepted ("unexpectedly accepted": enforce
+  // called, and it succeeded, while gate's discovery threw). The unavailable case is green
+  // either way: it is the decision kept, a plugin that says it is unavailable is still called.
+  // (Before this fix a hung discover undid the claim too, after `enforce` timed out behind it.)
+  it('under enforcementFailure undo a claim it could not enforce is undone naming it; a plugin that reports itself unavailable is still called', async () => {
+    const store = await bench.openStore(bench.storeOptions());
+    const journal: string[] = [];
+    const tracker = await trackerWith(store, { discover: 'throw' }, journal, 'undo');
+    await tracker.sync();
+    const undone = request(1, 128);
+    expect(refused(await tracker.claim(undone))).toEqual([{ plugin: 'gate', reason: expect.stringMatching(/^enforcement by plugin gate failed, claim undone: Plugin "gate" hook "enforce" was not called: the plugin's discovery failed/) }]);
+    expect(await store.getInstance(undone.uuid)).toBeUndefined();
+    expect(journal).toEqual([]);
+    await tracker.stop();
+
+    const unavailable = await trackerWith(store, { discover: 'unavailable' }, journal, 'undo');
+    await unavailable.sync();
+    const kept = ok(await unavailable.claim(request(1, 128)));
+    expect(journal).toEqual([`claimed:${kept.instance.uuid}`]);
   });
 });
 

@@ -9,7 +9,7 @@
 // store's backend.
 import { describe, expect, it } from 'vitest';
 import { definePlugin, MAX_STATS_BYTES, type ClaimRequest, type InstanceRequest } from '@ert/plugin-api';
-import type { Store } from '@ert/store';
+import { StoreConflictError, type Store } from '@ert/store';
 import { providerUuid, type Tracker } from '../src/index.js';
 import { flavor, interceptStore, ok, refused, request, useBench } from './harness.js';
 // @ts-expect-error plain-JS fixtures shared with the child process of the restart test
@@ -287,5 +287,58 @@ describe('stats: what is written is what was checked', () => {
     expect(events).toEqual([`claimed:${req.uuid}`, `released:${req.uuid}`]);
     expect(journal).toContain(`cpu.enforce:released:${req.uuid}`);
     expect(await store.getInstance(req.uuid)).toBeUndefined();
+  });
+
+  // Seen red with the store's lost race treated as a refusal (the old stats expired, the
+  // scheduler left without them until the next update).
+  it('a stats write that loses a race keeps the old stats: the sync fails, to be tried again', async () => {
+    let load = 1;
+    const racing = { on: false };
+    const { tracker: t, store } = await syncWith(() => ({ load }), (s) =>
+      interceptStore(s, (method, args, call) => {
+        if (racing.on && method === 'writeStats' && args[1] === 'gauge') throw new StoreConflictError('ERT_STORE_CONFLICT', 'writeStats: lost a race with a concurrent transaction');
+        return call();
+      }),
+    );
+    load = 2;
+    racing.on = true;
+    await expect(t.sync()).rejects.toMatchObject({ code: 'ERT_STORE_CONFLICT' });
+    expect((await store.readStats('host1'))['gauge']!.data).toEqual({ load: 1 });
+  });
+});
+
+describe('a discover result that throws when read', () => {
+  const bench = useBench('sqlite3');
+
+  // Seen red with the result read live by the normalization (no copy inside the call): the
+  // problem was ERT_TRACKER_UNEXPECTED "<unprintable thrown value>", the tracker's own fault
+  // rather than the plugin's invalid result.
+  it('is the plugin\'s invalid result, naming plugin and hook; the other plugins publish', async () => {
+    const hostile = definePlugin({
+      name: 'hostile',
+      resource: () => ({
+        // `available` throws a value that itself throws when read (a Proxy).
+        discover: () => ({
+          get available(): boolean {
+            throw new Proxy(
+              {},
+              {
+                get() {
+                  throw new Error('discover result read');
+                },
+                getPrototypeOf() {
+                  throw new Error('discover result read');
+                },
+              },
+            );
+          },
+        }),
+      }),
+    });
+    const store = await bench.openStore(bench.storeOptions());
+    const t = await bench.tracker(bench.config({ store: bench.storeOptions(), resources: [...cpuAndMem(), hostile] }), store);
+    const report = await t.sync();
+    expect(report.problems).toEqual(expect.arrayContaining([expect.objectContaining({ plugin: 'hostile', hook: 'discover', code: 'ERT_PLUGIN_HOOK_INVALID_RESULT' })]));
+    expect(Object.keys((await store.getInventories(providerUuid('host1'))).inventories).sort()).toEqual(['MEMORY_MB', 'VCPU']);
   });
 });

@@ -189,4 +189,37 @@ describe('a plugin whose view hook fails: the next claim is decided on a view re
     ok(await t.claim(request(1, 128)));
     expect(calls.filter((m) => m === 'listInstances')).toEqual([]);
   });
+
+  // Seen red with the dispatcher's hopeless mark removed (`previous.hopeless = true` deleted
+  // from `Dispatcher.call`'s timer): every `enforce` of the restart waited its timeout, five
+  // "did not finish within" problems instead of two. Problems are counted, not time.
+  it('an enforce that never settles costs the restart two timeouts, its own and the next call\u2019s: the later calls do not start, at once', async () => {
+    const store = await bench.openStore(bench.storeOptions());
+    let hang = false;
+    const latch = definePlugin({
+      name: 'latch',
+      resource: () => ({
+        discover: () => ({ available: true }),
+        enforce: () => (hang ? new Promise<never>(() => undefined) : undefined),
+      }),
+    });
+    const tracker = async () => {
+      const resources = [counting({ name: 'cpu', resourceClass: 'VCPU', total: 8 }), counting({ name: 'mem', resourceClass: 'MEMORY_MB', total: 4096 }), latch];
+      const t = await bench.tracker(bench.config({ store: bench.storeOptions(), resources, enforce: ['latch'], hookTimeout: '200ms' }), store);
+      await t.start();
+      return t;
+    };
+    const first = await tracker();
+    for (let i = 0; i < 5; i++) ok(await first.claim(request(1, 128)));
+    await first.stop();
+    hang = true;
+    const restarted = await tracker();
+    const problems = restarted.lastSync!.problems.filter((p) => p.plugin === 'latch');
+    expect(problems.map((p) => `${p.hook}/${p.code}`)).toEqual(Array(5).fill('enforce/ERT_PLUGIN_HOOK_TIMEOUT'));
+    expect(problems.map((p) => p.message.replace(/instance \S+/, 'instance X'))).toEqual([
+      'Plugin "latch" hook "enforce" did not finish within 200 ms',
+      'Plugin "latch" hook "enforce" did not finish within 200 ms (it did not start: the plugin\'s call of hook "enforce" that timed out before had not finished)',
+      ...Array(3).fill('Plugin "latch" hook "enforce" did not start: hook "enforce" of plugin "latch" timed out earlier and has not finished'),
+    ]);
+  });
 });

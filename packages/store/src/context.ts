@@ -322,34 +322,36 @@ export class StoreContext {
     for (const part of chunks(providerIds, 1000)) {
       const seeing = (q: Knex.QueryBuilder) =>
         q.whereIn('root_provider_id', (sub) => sub.select('root_id').from('providers').whereIn('id', part)).orWhereIn('root_provider_id', (sub) => sharingMemberRoots(sub, part));
-      // PostgreSQL: locked in id order first, as claims lock hosts (an update locks them in
-      // the order it finds them, and two writers finding them in other orders deadlock).
-      if (this.client === 'pg') await trx('hosts').select('id').where(seeing).orderBy('id').forNoKeyUpdate();
+      // Locked first: an update locks them in the order it finds them.
+      await this.lockHosts(trx, seeing);
       await trx('hosts').where(seeing).increment('generation', 1);
     }
   }
 
   /**
-   * PostgreSQL: locks, in id order and in one statement, every host a claim may bump: those
-   * rooted at `rootIds`, those of `hostIds`, and (`bumpHostsOf`) those that see the sharing
-   * providers `sharingIds`. Two claims that bumped their own hosts first and then each
-   * other's (sharing providers of one aggregate) deadlocked; locked up front in one order,
-   * the second waits. NO KEY UPDATE, as the bump itself: a row inserted that refers to a host
-   * (an instance record of a quick claim) takes KEY SHARE on it, which FOR UPDATE would wait
-   * for (a deadlock with that claim, found by review). A no-op on SQLite (the write lock holds
-   * the file).
+   * PostgreSQL: locks, in one statement, every host a claim may bump: those rooted at
+   * `rootIds`, those of `hostIds`, and (`bumpHostsOf`) those that see the sharing providers
+   * `sharingIds`. Two claims that bumped their own hosts first and then each other's (sharing
+   * providers of one aggregate) deadlocked; locked up front in one order, the second waits.
    */
   async lockHostsToBump(trx: Trx, rootIds: number[], hostIds: number[], sharingIds: number[]): Promise<void> {
-    if (this.client !== 'pg' || rootIds.length + hostIds.length + sharingIds.length === 0) return;
-    await trx('hosts')
-      .select('id')
-      .where((q) => {
-        if (rootIds.length > 0) q.orWhereIn('root_provider_id', rootIds);
-        if (hostIds.length > 0) q.orWhereIn('id', hostIds);
-        if (sharingIds.length > 0) q.orWhereIn('root_provider_id', (sub) => sharingMemberRoots(sub, sharingIds));
-      })
-      .orderBy('id')
-      .forNoKeyUpdate();
+    if (rootIds.length + hostIds.length + sharingIds.length === 0) return;
+    await this.lockHosts(trx, (q) => {
+      if (rootIds.length > 0) q.orWhereIn('root_provider_id', rootIds);
+      if (hostIds.length > 0) q.orWhereIn('id', hostIds);
+      if (sharingIds.length > 0) q.orWhereIn('root_provider_id', (sub) => sharingMemberRoots(sub, sharingIds));
+    });
+  }
+
+  /**
+   * PostgreSQL: locks the hosts `where` selects, in id order, as every writer of several hosts
+   * locks them (two writers taking them in other orders deadlock). NO KEY UPDATE, as a bump
+   * itself: a row inserted that refers to a host (an instance record of a quick claim) takes
+   * KEY SHARE on it, which FOR UPDATE would wait for (a deadlock with that claim, found by
+   * review). A no-op on SQLite (the write lock holds the file).
+   */
+  async lockHosts(trx: Trx, where: (q: Knex.QueryBuilder) => void): Promise<void> {
+    if (this.client === 'pg') await trx('hosts').select('id').where(where).orderBy('id').forNoKeyUpdate();
   }
 
   /** A select column `sharing`: whether provider `p` has the sharing trait. */

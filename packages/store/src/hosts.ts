@@ -112,8 +112,7 @@ export async function markStaleHosts(ctx: StoreContext, before: number): Promise
       // writer changed meanwhile, so an operator's disable or a fresh report committed first is
       // kept. A read and then an update by id marked such a host stale (test/row-locks.test.ts).
       const stale = (q: Knex.QueryBuilder) => q.where('status', 'up').where('last_update', '<', before);
-      // PostgreSQL: locked in id order first, as every writer of several hosts locks them.
-      if (ctx.client === 'pg') await trx('hosts').select('id').where(stale).orderBy('id').forNoKeyUpdate();
+      await ctx.lockHosts(trx, stale);
       const rows: Array<{ name: string }> = await trx('hosts')
         .where(stale)
         .update({ status: 'stale', generation: trx.raw('generation + 1') })

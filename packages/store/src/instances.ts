@@ -38,12 +38,12 @@ export async function upsertInstance(ctx: StoreContext, instance: InstanceRecord
   await ctx.write(`upsertInstance ${instance.uuid}`, async (trx) => {
     const host = await ctx.hostRow(trx, instance.host);
     // PostgreSQL: the record's row before the host rows the holds lock (the lock order).
-    if (ctx.client === 'pg') await lockRecords(ctx, trx, [instance.uuid]);
+    const previous = ctx.client === 'pg' ? await lockRecords(ctx, trx, [instance.uuid]) : undefined;
     if (anyHolds([instance])) {
       const ledger = await holdLedger(ctx, trx, [host.id], [instance.uuid]);
       ledger.set(instance.uuid, host, holdsOf(instance));
     }
-    await upsertInstancesIn(ctx, trx, [instance], new Map([[host.name, host.id]]));
+    await upsertInstancesIn(ctx, trx, [instance], new Map([[host.name, host.id]]), { previous });
   });
 }
 
@@ -80,9 +80,10 @@ export async function upsertInstancesIn(
   trx: Trx,
   instances: InstanceRecord[],
   hostIds: Map<string, number>,
-  options: { bumpHosts?: boolean } = {},
+  options: { bumpHosts?: boolean; previous?: Map<string, number> } = {},
 ): Promise<Map<string, number>> {
-  const previous = await lockRecords(ctx, trx, instances.map((i) => i.uuid));
+  // `previous`: the records' hosts as the caller already locked and read them.
+  const previous = options.previous ?? (await lockRecords(ctx, trx, instances.map((i) => i.uuid)));
   const now = Date.now();
   const updated = INSTANCE_COLUMNS.filter((c) => c !== 'uuid' && c !== 'created_at');
   // The last record of an instance wins (several calls combined in one transaction).

@@ -426,7 +426,11 @@ class HostTracker implements Tracker {
     const distrusted = this.plugins.resources.filter((r) => this.planner.asks(r) && this.views.unreliable(r.name) !== undefined);
     if (distrusted.length === 0) return;
     this.logger.warn({ plugins: distrusted.map((r) => r.name) }, 'rebuilding the views a failed hook left unreliable before their plugins test');
-    await this.rebuildViews(store, problems, [], distrusted);
+    // What the rebuild wrote (orphaned migration records removed, evacuated holds released) is
+    // logged as a sync logs its changes.
+    const changes: string[] = [];
+    await this.rebuildViews(store, problems, changes, distrusted);
+    if (changes.length > 0) this.logger.info({ changes }, 'host updated in the store while rebuilding views');
   }
 
   /**

@@ -21,10 +21,8 @@ export type JsonSchema = { [keyword: string]: unknown };
  */
 export const MAX_STATS_BYTES = 256 * 1024;
 
-/** What `statsCopy` refuses, with the JSON path where there is one. */
-class StatsCopyProblem extends Error {}
-
 const IDENTIFIER = /^[A-Za-z_$][\w$]*$/;
+const UTF8 = new TextEncoder();
 
 /**
  * `stats` as the store will hold them, read once: a JSON round trip (what `toJSON` methods and
@@ -35,29 +33,25 @@ const IDENTIFIER = /^[A-Za-z_$][\w$]*$/;
  */
 export function statsCopy(stats: unknown): { data: JsonValue } | { problem: string } {
   const paths = new Map<unknown, string>();
+  // What the replacer refused, with the JSON path (thrown to stop the walk, read here).
+  let refused: string | undefined;
   let text: string | undefined;
   try {
     // A function, not an arrow: JSON.stringify gives the holder of `key` as `this`.
     text = JSON.stringify(stats, function (this: unknown, key: string, value: unknown): unknown {
       const parent = paths.get(this);
       const path = parent === undefined ? 'stats' : Array.isArray(this) ? `${parent}[${key}]` : IDENTIFIER.test(key) ? `${parent}.${key}` : `${parent}[${JSON.stringify(key)}]`;
-      if (typeof value === 'number' && !Number.isFinite(value)) throw new StatsCopyProblem(`${path} is ${String(value)}, which JSON cannot hold`);
-      if (typeof value === 'bigint') throw new StatsCopyProblem(`${path} is a BigInt, which JSON cannot hold`);
+      if (typeof value === 'number' && !Number.isFinite(value)) refused = `${path} is ${String(value)}, which JSON cannot hold`;
+      if (typeof value === 'bigint') refused = `${path} is a BigInt, which JSON cannot hold`;
+      if (refused !== undefined) throw new Error(refused);
       if (typeof value === 'object' && value !== null) paths.set(value, path);
       return value;
     });
   } catch (err) {
-    // `instanceof` itself throws for a Proxy whose getPrototypeOf throws.
-    let ours = false;
-    try {
-      ours = err instanceof StatsCopyProblem;
-    } catch {
-      // not ours
-    }
-    return { problem: ours ? (err as StatsCopyProblem).message : `stats cannot be written as JSON: ${messageOf(err)}` };
+    return { problem: refused ?? `stats cannot be written as JSON: ${messageOf(err)}` };
   }
   if (text === undefined) return { problem: `stats are ${stats === undefined ? 'undefined' : `a ${typeof stats}`}, not a JSON value` };
-  const bytes = new TextEncoder().encode(text).byteLength;
+  const bytes = UTF8.encode(text).byteLength;
   if (bytes > MAX_STATS_BYTES) return { problem: `stats take ${bytes} bytes as JSON, more than the ${MAX_STATS_BYTES} allowed` };
   return { data: JSON.parse(text) as JsonValue };
 }

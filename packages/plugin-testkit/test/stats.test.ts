@@ -90,7 +90,8 @@ describe('statsProblems refuses what the host cannot write as checked', () => {
     ['a cycle', cycle, expect.stringMatching(/^stats cannot be written as JSON: Converting circular structure/)],
     ['toJSON', { load: 1, toJSON: () => ({ load: 'lots' }) }, expect.stringMatching(/^stats\.load: /)],
     ['too much', { load: 1, note: 'x'.repeat(300 * 1024) }, expect.stringMatching(new RegExp(`^stats take \\d+ bytes as JSON, more than the ${MAX_STATS_BYTES} allowed$`))],
-    // Red with statsCopy's `instanceof` unguarded: the Proxy's trap threw out of statsCopy.
+    // One problem, not a throw out of statsCopy: red when statsCopy told its own refusals apart
+    // with an unguarded `instanceof` (the Proxy's trap threw).
     [
       'a toJSON that throws a Proxy',
       {

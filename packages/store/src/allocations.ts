@@ -153,14 +153,14 @@ export class AllocationWriter {
       .orderBy('id');
     if (pg) providerQuery.forUpdate();
     const providers: Array<{ id: number; uuid: string; name: string; root_id: number; sharing: number | boolean }> = await providerQuery;
+    // The hosts of the instance records written or removed, as they were before this
+    // transaction: read once, for the removals and for the moves. PostgreSQL: the rows locked
+    // until commit, before the consumers are read again, so a writer that wrote a record of the
+    // same uuid (a consumer that did not exist when read above, so no provider of it is locked)
+    // has committed by then, and its consumer is seen.
     const recordUuids = all.flatMap((w) => [...(w.instance ? [w.instance.uuid] : []), ...(w.removeInstance ? [w.consumer.uuid] : [])]);
-    // The records' hosts now (PostgreSQL: the rows locked until commit).
-    let recordHosts = new Map<string, number>();
+    const recordHosts = await lockRecords(this.ctx, trx, recordUuids);
     if (pg) {
-      // The instance records written or removed, before the consumers are read again: a writer
-      // that wrote a record of the same uuid (a consumer that did not exist when read above, so
-      // no provider of it is locked) has committed by then, and its consumer is seen.
-      recordHosts = await lockRecords(this.ctx, trx, recordUuids);
       // Lock the consumers and read them again: they are now stable until commit.
       consumers = await this.readConsumers(trx, consumerUuids, true);
       const locked = new Set(providers.map((p) => p.id));
@@ -267,14 +267,14 @@ export class AllocationWriter {
     }
     if (final.size > 0) await this.writeConsumers(trx, consumers, final);
     if (touched.size > 0) await trx('providers').whereIn('id', [...touched]).increment('generation', 1);
-    // Instance records removed (`removeInstance`): their hosts read first, then the rows deleted
-    // unless a later call of the batch wrote the record again.
-    const removedUuids = [...new Set(outcomes.flatMap((o) => ('removed' in o ? o.removed : [])))];
-    const removedHosts = await lockRecords(this.ctx, trx, removedUuids);
+    // Instance records removed (`removeInstance`): the rows deleted unless a later call of the
+    // batch wrote the record again.
+    const hostsOf = (uuids: Iterable<string>) => new Map([...uuids].flatMap((uuid) => (recordHosts.has(uuid) ? [[uuid, recordHosts.get(uuid)!] as const] : [])));
+    const removedHosts = hostsOf(outcomes.flatMap((o) => ('removed' in o ? o.removed : [])));
     const gone = [...removedHosts.keys()].filter((uuid) => records.get(uuid) === null);
     for (const part of chunks(gone)) await trx('instances').whereIn('uuid', part).delete();
     const written = [...records.values()].filter((r): r is InstanceRecord => r !== null);
-    const previousHosts = written.length > 0 ? await upsertInstancesIn(this.ctx, trx, written, hostIds, { bumpHosts: false }) : new Map<string, number>();
+    const previousHosts = written.length > 0 ? await upsertInstancesIn(this.ctx, trx, written, hostIds, { bumpHosts: false, previous: hostsOf(written.map((r) => r.uuid)) }) : new Map<string, number>();
     // Host generations, each bumped once: the roots of the trees touched and the instances'
     // hosts (new and previous) in one statement returning the new generations; then the
     // general path for sharing providers (hosts of their aggregates).

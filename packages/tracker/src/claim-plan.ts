@@ -14,7 +14,7 @@ import { fitRequest, withGroupProviders, type FitProvider, type FitTree } from '
 import { formatCpuList } from '@ert/sysfs';
 import type { HostDiscovery } from './discovery.js';
 import { TrackerError, TrackerErrorCodes } from './errors.js';
-import type { HostPlugins } from './host-plugins.js';
+import { dataCopy, type HostPlugins } from './host-plugins.js';
 import type { PluginViews } from './plugin-views.js';
 import { childProviderName } from './ids.js';
 import { jsonEqual } from './tree.js';
@@ -53,7 +53,6 @@ export class ClaimPlanner {
       result === undefined || result === null || typeof result === 'string' ? undefined : grantProblem(result);
     // The grant is checked and used as one copy, taken inside the dispatched call: a getter is
     // read once, so it cannot pass the check and then answer (or throw) otherwise.
-    const copy = <R>(result: R): R => (typeof result === 'object' && result !== null ? (grantCopy(result) as R) : result);
     const outcomes = await Promise.all(
       this.plugins.resources.map(async (resource) => {
         const test = resource.hooks.test;
@@ -62,7 +61,7 @@ export class ClaimPlanner {
         const distrust = this.views.unreliable(resource.name);
         if (distrust !== undefined) return { plugin: resource.name, error: new Error(`plugin ${resource.name} is not asked to test: its view of the instances on host ${this.hostName} could not be rebuilt from the store: ${distrust}`) };
         try {
-          const result: unknown = await this.plugins.call(resource, 'test', () => test.call(resource.hooks, request), { copy, validate });
+          const result: unknown = await this.plugins.call(resource, 'test', () => test.call(resource.hooks, request), { copy: dataCopy, validate });
           return { plugin: resource.name, result };
         } catch (err) {
           return { plugin: resource.name, error: err };
@@ -240,21 +239,6 @@ export function withoutGroup(allocations: readonly Allocation[], group: Resource
 }
 
 const GRANT_FIELDS: ReadonlySet<string> = new Set(['allocations', 'assignment', 'cpus', 'units', 'pools']);
-
-/**
- * A `test` result as plain data, copied by structured clone: the copy a worker-isolated plugin's
- * result already is. Not a JSON round trip: a grant is JSON data when valid, but JSON would turn
- * what `grantProblem` must refuse into something it accepts (NaN and Infinity into null, a Date
- * into a string, `toJSON`'s answer instead of the value). Throws (the result is refused, naming
- * plugin and hook) for what cannot be copied: a function, a Proxy, a getter that throws.
- */
-function grantCopy(result: object): unknown {
-  try {
-    return structuredClone(result);
-  } catch (err) {
-    throw new Error(`it is not plain data: ${messageOf(err)}`);
-  }
-}
 
 /** Why a `test` result is not a ClaimGrant, or undefined when it is one. */
 function grantProblem(value: unknown): string | undefined {

@@ -8,7 +8,7 @@ import { performance } from 'node:perf_hooks';
 import { statsCopy, type JsonValue } from '@ert/plugin-api';
 import { validateStats } from '@ert/core';
 import { TrackerErrorCodes } from './errors.js';
-import type { HostPlugins } from './host-plugins.js';
+import { dataCopy, type HostPlugins } from './host-plugins.js';
 import { childProviderName, providerUuid } from './ids.js';
 import { onlineCpus } from './machine.js';
 import { PluginAvailability } from './availability.js';
@@ -60,7 +60,7 @@ export class HostDiscovery {
       try {
         // Copied inside the call: a getter or a Proxy that throws when read is the plugin's
         // invalid result, not an error naming no one; the normalization reads plain data.
-        const raw = await this.plugins.call(resource, 'discover', () => resource.hooks.discover(), { copy: (result) => structuredClone(result) });
+        const raw = await this.plugins.call(resource, 'discover', () => resource.hooks.discover(), { copy: dataCopy });
         discovery = normalizeDiscovery(resource.name, raw);
       } catch (err) {
         const problem = problemFrom(err, { plugin: resource.name, hook: 'discover' });

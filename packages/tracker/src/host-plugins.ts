@@ -3,7 +3,7 @@
  * dispatcher (tagged errors naming plugin and hook, `config.tracker.hookTimeout`, timings), and
  * flavors are parsed with the extra-spec keys the plugins own.
  */
-import type { Flavor, Logger, RequestSpec } from '@ert/plugin-api';
+import { messageOf, type Flavor, type Logger, type RequestSpec } from '@ert/plugin-api';
 import type { ActiveResource, PluginRuntime } from '@ert/core';
 import { parseFlavor } from '@ert/placement';
 
@@ -52,5 +52,21 @@ export class HostPlugins {
   /** The extra-spec keys `plugin` declares (none for an unknown plugin). */
   extraSpecKeysOf(plugin: string): string[] {
     return this.resources.find((r) => r.name === plugin)?.plugin.extraSpecs?.map((k) => k.key) ?? [];
+  }
+}
+
+/**
+ * A hook's result as plain data, copied by structured clone (pass as `copy` to `call`): the copy
+ * a worker-isolated plugin's result already is, read from the plugin's object once. Not a JSON
+ * round trip: a grant or discovery is JSON data when valid, but JSON would turn what the checks
+ * must refuse into something they accept (NaN and Infinity into null, a Date into a string,
+ * `toJSON`'s answer instead of the value). Throws (the result is refused, naming plugin and
+ * hook) for what cannot be copied: a function, a Proxy, a getter that throws.
+ */
+export function dataCopy<R>(result: R): R {
+  try {
+    return structuredClone(result);
+  } catch (err) {
+    throw new Error(`it is not plain data: ${messageOf(err)}`);
   }
 }

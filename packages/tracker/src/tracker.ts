@@ -860,11 +860,7 @@ class HostTracker implements Tracker {
     const plain = (value: unknown): unknown => JSON.parse(JSON.stringify(value ?? {}));
     const same = (a: InstanceRecord | undefined, b: InstanceRecord) =>
       a !== undefined && a.host === b.host && a.state === b.state && a.migrationUuid === b.migrationUuid && jsonEqual(plain(a.flavor), plain(b.flavor)) && jsonEqual(plain(a.assignments), plain(b.assignments));
-    const amounts = (list: Allocation[]) => {
-      const sums: Record<string, number> = {};
-      for (const a of list) sums[`${a.providerUuid} ${a.resourceClass}`] = (sums[`${a.providerUuid} ${a.resourceClass}`] ?? 0) + a.amount;
-      return sums;
-    };
+    const amounts = (list: Allocation[]) => Object.fromEntries(mergeAllocations(list, []).map((a) => [`${a.providerUuid} ${a.resourceClass}`, a.amount]));
     const written = stored.every((s, i) => same(s, records[i]!)) && jsonEqual(amounts(held), amounts(allocations));
     if (written) {
       this.logger.warn({ instances: records.map((r) => r.uuid), err: message }, 'the store did not answer a write it had made: going on as written');

@@ -482,10 +482,9 @@ export class AllocationWriter {
       }
       for (const row of rows) {
         const usages = await usagesOf(this.ctx, trx, row.id);
-        for (const [resourceClass, used] of Object.entries(usages)) {
-          if (used > 0 && row.inventories[resourceClass] === undefined) {
-            throw new InventoryInUseError({ provider: row.uuid, providerName: row.name, resourceClass, used, capacity: 0 });
-          }
+        const removed = Object.keys(usages).filter((rc) => usages[rc]! > 0 && row.inventories[rc] === undefined);
+        if (removed.length > 0) {
+          throw new InventoryInUseError({ provider: row.uuid, providerName: row.name, resourceClass: removed[0]!, used: usages[removed[0]!]!, capacity: 0, resourceClasses: removed });
         }
         await trx('inventories').where('provider_id', row.id).delete();
         await insertObjects(trx, 'inventories', Object.entries(row.inventories).map(([rc, inv]) => inventoryToRow(row.id, row.classIds.get(rc)!, inv, row.owners.get(row.classIds.get(rc)!) ?? null)));

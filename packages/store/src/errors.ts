@@ -131,12 +131,17 @@ export class AssignmentTakenError extends StoreError {
 
 /** Removing or shrinking an inventory that allocations still use. Nothing was written. */
 export class InventoryInUseError extends StoreError {
-  constructor(details: { provider: string; providerName: string; resourceClass: string; used: number; capacity: number }) {
+  /**
+   * `resourceClass`: the class at fault, with its `used` and the `capacity` it would have (0:
+   * removed). `resourceClasses`: every class the write removes while allocated, when it
+   * removes any (Placement names them all; default: `resourceClass` alone).
+   */
+  constructor(details: { provider: string; providerName: string; resourceClass: string; used: number; capacity: number; resourceClasses?: string[] }) {
     const what = details.capacity === 0 ? 'cannot remove' : `cannot shrink capacity to ${details.capacity}:`;
     super(
       STORE_ERROR_CODES.inventoryInUse,
       `provider ${details.providerName} (${details.provider}): ${what} ${details.resourceClass} inventory with ${details.used} in use`,
-      details,
+      { ...details, resourceClasses: details.resourceClasses ?? [details.resourceClass] },
     );
   }
 }

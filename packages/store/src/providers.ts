@@ -284,10 +284,11 @@ export async function setInventories(
       await ctx.loadClassNames(trx, rows.map((r) => r.resource_class_id));
       const final = new Map(rows.map((r) => [ctx.classNames.get(r.resource_class_id)!, inventoryFromRow(r)]));
       const usages = await usagesOf(ctx, trx, row.id);
+      const removed = Object.keys(usages).filter((rc) => usages[rc]! > 0 && !final.has(rc));
       for (const [resourceClass, used] of Object.entries(usages)) {
         const inv = final.get(resourceClass);
         const capacity = inv ? capacityOf(inv) : 0;
-        if (used > 0 && !inv) throw new InventoryInUseError({ provider: uuid, providerName: row.name, resourceClass, used, capacity });
+        if (used > 0 && !inv) throw new InventoryInUseError({ provider: uuid, providerName: row.name, resourceClass, used, capacity, resourceClasses: removed });
         if (used > capacity && !options.allowOverCapacity) throw new InventoryInUseError({ provider: uuid, providerName: row.name, resourceClass, used, capacity });
       }
       await trx('inventories').where('provider_id', row.id).delete();

@@ -4,7 +4,6 @@ import { isStoreError, type ProviderRecord } from '@ert/store';
 import { ApiError, CODES, badRequest } from '../errors.js';
 import { atLeast, v, type Version } from '../microversion.js';
 import type { ApiRequest, VersionedHandler } from '../route.js';
-import type { ConsumerWrite } from './allocation-writes.js';
 import { inventoryRecord, providerBody, providerOr404, sortedObject } from './common.js';
 
 /**
@@ -123,24 +122,17 @@ function inUseText(classes: readonly string[], uuid: string): string {
 }
 
 /**
- * Placement's `InventoryInUse` text for a write the store refused because it drops classes
- * still allocated (`err`): every class of `uuid`'s inventory that `kept` lacks and that is
- * allocated once `writes` replace their consumers' allocations (a reshape's; none for an
- * inventory write), as `_delete_inventory_from_provider` names them: in class id order (the
- * standard classes in os-resource-classes' order, then the custom ones, Placement's by
- * creation, ert's by name). Nova parses it (`_RE_INV_IN_USE`). The store's one class when a
- * concurrent write freed the others.
+ * Placement's `InventoryInUse` text for a write the store refused because it removes classes
+ * still allocated (`err`, ERT_STORE_INVENTORY_IN_USE): every such class, as the store found
+ * them in the write's transaction (`resourceClasses`), named as `_delete_inventory_from_provider`
+ * names them: in class id order (the standard classes in os-resource-classes' order, then the
+ * custom ones, Placement's by creation, ert's by name). Nova parses it (`_RE_INV_IN_USE`).
  */
-export async function inUseMessage(req: ApiRequest, uuid: string, kept: Record<string, unknown>, err: unknown, writes: readonly ConsumerWrite[] = []): Promise<string> {
-  const [{ inventories }, usages] = await Promise.all([req.store.getInventories(uuid), req.store.getUsages(uuid)]);
-  const used = { ...usages };
-  for (const write of writes) {
-    for (const a of (await req.store.getAllocations(write.uuid)).allocations) if (a.providerUuid === uuid) used[a.resourceClass] = (used[a.resourceClass] ?? 0) - a.amount;
-    for (const [provider, resources] of write.allocations) if (provider === uuid) for (const [rc, amount] of Object.entries(resources)) used[rc] = (used[rc] ?? 0) + amount;
-  }
-  const dropped = new Set(Object.keys(inventories).filter((rc) => !(rc in kept) && (used[rc] ?? 0) > 0));
-  const classes = (await req.reads.resourceClasses()).filter((rc) => dropped.has(rc));
-  return inUseText(classes.length > 0 ? classes : [String(isStoreError(err) ? (err.details as { resourceClass?: string }).resourceClass : '?')], uuid);
+export async function inUseMessage(req: ApiRequest, uuid: string, err: unknown): Promise<string> {
+  const details = (isStoreError(err) ? err.details : {}) as { resourceClasses?: string[]; resourceClass?: string };
+  const named = new Set(details.resourceClasses ?? [details.resourceClass ?? '?']);
+  const classes = (await req.reads.resourceClasses()).filter((rc) => named.has(rc));
+  return inUseText(classes.length > 0 ? classes : [...named], uuid);
 }
 
 /** The store's write of a whole inventory set, with Placement's answers to what it refuses. */
@@ -148,7 +140,7 @@ async function writeInventories(req: ApiRequest, uuid: string, generation: numbe
   try {
     return await req.store.setInventories(uuid, generation, inventories, { allowOverCapacity: true });
   } catch (err) {
-    if (storeCode(err) === 'ERT_STORE_INVENTORY_IN_USE') throw new ApiError(409, `${lead}${await inUseMessage(req, uuid, inventories, err)}`, CODES.inventoryInUse);
+    if (storeCode(err) === 'ERT_STORE_INVENTORY_IN_USE') throw new ApiError(409, `${lead}${await inUseMessage(req, uuid, err)}`, CODES.inventoryInUse);
     throw raceConflict(err, 'update conflict') ?? err;
   }
 }
@@ -315,7 +307,7 @@ export const deleteInventories: VersionedHandler[] = [
       try {
         await req.store.setInventories(uuid, generation, {}, { allowOverCapacity: true });
       } catch (err) {
-        if (storeCode(err) === 'ERT_STORE_INVENTORY_IN_USE') throw new ApiError(409, await inUseMessage(req, uuid, {}, err), CODES.inventoryInUse);
+        if (storeCode(err) === 'ERT_STORE_INVENTORY_IN_USE') throw new ApiError(409, await inUseMessage(req, uuid, err), CODES.inventoryInUse);
         if (raceConflict(err, '')) {
           throw new ApiError(
             409,

@@ -67,7 +67,7 @@ async function reshape(req: ApiRequest): Promise<ApiReply> {
   } catch (err) {
     if (isStoreError(err) && err.code === 'ERT_STORE_INVENTORY_IN_USE') {
       const uuid = String((err.details as { provider?: string }).provider);
-      throw new ApiError(409, `update conflict: ${await inUseMessage(req, uuid, body.inventories[uuid]?.inventories ?? {}, err, writes)}`, CODES.inventoryInUse);
+      throw new ApiError(409, `update conflict: ${await inUseMessage(req, uuid, err)}`, CODES.inventoryInUse);
     }
     throw allocationError(err, MESSAGES) ?? err;
   }

@@ -1,16 +1,19 @@
 import { once } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
 import { createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import { configFromObject } from '@ert/core';
 import { isErtError, normalizeInventory } from '@ert/plugin-api';
 import { createStore, HOST_STORE_METHODS, isStoreUnavailable, type HostStore, type Store } from '@ert/store';
 import { createTracker } from '@ert/tracker';
-import { AGENT_PREFIX, createApi, remoteStore } from '@ert/api';
+import { AGENT_PREFIX, createApi, createMetrics, instrumentRequests, remoteStore } from '@ert/api';
 import { PROFILES } from '../cli/helpers.js';
+import { parseExposition, valueOf } from './exposition.js';
 
 /**
  * The agent API (`/agent/v1`, packages/api/src/agent-api.ts) and its client (agent-client.ts)
@@ -140,6 +143,120 @@ describe('agent API through remoteStore', () => {
       proxy.close();
       for (const socket of sockets) socket.destroy();
       silent.close();
+    }
+  });
+});
+
+describe('a write whose client has gone before it starts', () => {
+  // The agent API does not start a store write whose client has already closed the connection
+  // (499 ERT_API_CLIENT_GONE): the tracker reads the store back after a write it got no answer
+  // to (`refusalUnlessWritten`), and a write started after that read would land unseen. Ordered,
+  // not timed: a preHandler hook the test adds holds the request after its body is read, the
+  // client closes its socket, the hook waits for the server's side of it to close, then lets the
+  // handler go on to the check. Seen red with the check removed from agent-api.ts (the write
+  // was made: answered 200, VCPU 2 in the store); with the `close` listener removed from
+  // `instrumentRequests` (ops.ts: the 499 was counted nowhere, as it was before it existed:
+  // Fastify's `onResponse` never comes for an answer that is never finished); and with the
+  // warning removed from agent-api.ts (the refusal left no line in the log).
+  it('is not made (499, nothing in the store), and is counted as 499 and logged; a live client\'s write is made', async () => {
+    const GONE = 'a9e00000-0000-4000-8000-0000000000a1';
+    const consumer = (uuid: string) => ({ uuid, projectId: 'p', userId: 'u', generation: null });
+    await store.ensureResourceClasses(['VCPU']);
+    await store.createProvider({ uuid: GONE, name: 'agent-gone' });
+    await store.setInventories(GONE, 0, { VCPU: normalizeInventory({ total: 8 }) });
+    const started: string[] = [];
+    const spied = new Proxy(store, {
+      get(target, prop, receiver) {
+        const value: unknown = Reflect.get(target, prop, receiver);
+        if (typeof value !== 'function') return value;
+        return (...args: unknown[]) => {
+          if (prop === 'writeAllocations') started.push(String(prop));
+          return (value as (...a: unknown[]) => unknown).apply(target, args);
+        };
+      },
+    }) as Store;
+    const metrics = createMetrics({ defaultMetrics: false });
+    const logged: Array<{ level: number; msg: string; reqId?: string }> = [];
+    const stream = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        for (const line of String(chunk).split('\n')) if (line.trim() !== '') logged.push(JSON.parse(line) as { level: number; msg: string; reqId?: string });
+        done();
+      },
+    });
+    /** The next agent call: held in preHandler until `release`; `answered` is what the server sends (or tries to). */
+    let gate: { reached: (socket: Socket) => void; release: Promise<void>; answered: (status: number, body: string, reqId: string) => void } | undefined;
+    const server = await createApi({
+      store: spied,
+      auth: 'noauth2',
+      logger: { level: 'warn', stream },
+      setup: (a) => {
+        instrumentRequests(a, metrics);
+        a.addHook('preHandler', async (request) => {
+          if (!gate || !request.url.startsWith(`${AGENT_PREFIX}/store/`)) return;
+          gate.reached(request.raw.socket);
+          await gate.release;
+        });
+        a.addHook('onSend', async (request, reply, payload) => {
+          if (gate && request.url.startsWith(`${AGENT_PREFIX}/store/`)) gate.answered(reply.statusCode, String(payload), request.id);
+          return payload;
+        });
+      },
+    });
+    const serverUrl = await server.listen({ host: '127.0.0.1', port: 0 });
+    /** A writeAllocations of `amount` VCPU for `uuid`, on a connection of its own, held at the gate. */
+    const held = (uuid: string, amount: number) => {
+      let reached!: (socket: Socket) => void;
+      let release!: () => void;
+      let answered!: (answer: { status: number; body: string; reqId: string }) => void;
+      const at = {
+        reached: new Promise<Socket>((resolve) => (reached = resolve)),
+        answered: new Promise<{ status: number; body: string; reqId: string }>((resolve) => (answered = resolve)),
+        release: () => release(),
+      };
+      gate = { reached, release: new Promise<void>((resolve) => (release = resolve)), answered: (status, body, reqId) => answered({ status, body, reqId }) };
+      const body = JSON.stringify({ args: [[{ consumer: consumer(uuid), allocations: [{ providerUuid: GONE, resourceClass: 'VCPU', amount }] }]] });
+      const client = httpRequest(`${serverUrl}${AGENT_PREFIX}/store/writeAllocations`, { method: 'POST', agent: false, headers: { 'x-auth-token': 'admin', 'content-type': 'application/json' } });
+      const response = new Promise<number>((resolve, reject) => {
+        client.on('response', (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        });
+        client.on('error', reject);
+      });
+      client.end(body);
+      return { ...at, client, response };
+    };
+    const count = async (status: string) => valueOf(parseExposition((await metrics.expose()).body), 'ert_http_requests_total', { route: `${AGENT_PREFIX}/store/:method`, method: 'POST', status }) ?? 0;
+    try {
+      // The client gives up while its write waits at the gate; the server sees its socket closed.
+      const gone = held('a9e00000-0000-4000-8000-00000000c0a1', 2);
+      void gone.response.catch(() => undefined); // reset by the client itself
+      const socket = await gone.reached;
+      gone.client.destroy();
+      if (!socket.destroyed) await once(socket, 'close');
+      gone.release();
+      const refused = await gone.answered;
+      expect(refused.status).toBe(499);
+      expect(JSON.parse(refused.body)).toEqual({ error: { code: 'ERT_API_CLIENT_GONE', message: 'writeAllocations not started: the client closed the connection first', details: { method: 'writeAllocations' } } });
+      expect(started).toEqual([]);
+      expect((await store.getAllocations('a9e00000-0000-4000-8000-00000000c0a1')).allocations).toEqual([]);
+      expect(await store.getUsages(GONE)).toEqual({});
+      expect(await count('499')).toBe(1);
+      expect(logged).toContainEqual(expect.objectContaining({ level: 40, reqId: refused.reqId, method: 'writeAllocations', code: 'ERT_API_CLIENT_GONE', msg: expect.stringContaining('writeAllocations not started') }));
+
+      // A client still there when the handler reaches the check: its write is made and answered.
+      const live = held('a9e00000-0000-4000-8000-00000000c0a2', 3);
+      await live.reached;
+      live.release();
+      expect((await live.answered).status).toBe(200);
+      expect(await live.response).toBe(200);
+      expect(started).toEqual(['writeAllocations']);
+      expect(await store.getUsages(GONE)).toEqual({ VCPU: 3 });
+      expect([await count('200'), await count('499')]).toEqual([1, 1]);
+      expect(logged.filter((line) => line.level >= 40)).toHaveLength(1);
+    } finally {
+      gate = undefined;
+      await server.close();
     }
   });
 });

@@ -9,7 +9,9 @@
 // Mutations seen caught: hostsOf returning every host (node3 got CUSTOM_GOLD and ratio 8);
 // set-ratio writing only the class, not the provider's other inventories (MEMORY_MB gone from
 // the roots until their next sync); the usage pre-check removed (node1 was written before the
-// store refused node2: exit 1, node1's ratio 0.01).
+// store refused node2: exit 1, node1's ratio 0.01); a stored ratio of 0 not kept by the
+// tracker's `keepTunedFields` (packages/tracker/src/reconcile.ts; the first sync wrote VCPU
+// ratio 4 back on node1 and node2).
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createStore, type Store } from '@ert/store';
@@ -85,6 +87,24 @@ describe('ert aggregate set-traits / set-ratio', { timeout: 90_000 }, () => {
     await project.writeConfig(config());
   });
 
+  it('set-ratio 0 (capacity 0) survives syncs: the scheduler places nothing of the class there, and the host\'s claims of it are refused', async () => {
+    const before = [await ratio('node1', 'VCPU'), await ratio('node2', 'VCPU'), await ratio('node3', 'VCPU')];
+    expect(before.every((r) => r! > 0)).toBe(true);
+    const set = await project.run(['--json', 'aggregate', 'set-ratio', 'gold', 'VCPU', '0']);
+    expect(set.code, set.stderr).toBe(0);
+    expect(json(set)).toMatchObject({ allocationRatio: 0, providers: [{ host: 'node1', previous: before[0] }, { host: 'node2', previous: before[1] }] });
+    await sync();
+    expect([await ratio('node1', 'VCPU'), await ratio('node2', 'VCPU'), await ratio('node3', 'VCPU')]).toEqual([0, 0, before[2]]);
+    // node1 and node2 sort first, but have no VCPU to give: node3 takes it.
+    const scheduled = await project.run(['--json', 'schedule', '--flavor', 'small']);
+    expect(scheduled.code, scheduled.stderr).toBe(0);
+    expect(json(scheduled).selections[0].host).toBe('node3');
+    const claimed = await project.run(['claim', '--flavor', 'small', '--host', 'node1']);
+    expect(claimed.code, claimed.stderr).toBe(3);
+    expect(claimed.stderr).toContain('no provider has 2 free VCPU');
+    expect((await store.getUsages(await root('node1'))).VCPU ?? 0).toBe(0);
+  });
+
   it('refuses a ratio below a provider\'s usage before writing anything, and malformed arguments (exit 2)', async () => {
     expect((await project.run(['aggregate', 'set-ratio', 'gold', 'VCPU', '4'])).code).toBe(0);
     const claimed = await project.run(['claim', '--flavor', 'small', '--host', 'node2', '--root', path.join(PROFILES, 'epyc-1s')]);
@@ -93,7 +113,12 @@ describe('ert aggregate set-traits / set-ratio', { timeout: 90_000 }, () => {
     expect(below.code).toBe(2);
     expect(below.stderr).toBe('ert: ratio 0.01 would leave VCPU of node2 (host node2) a capacity of 0, below its usage 2; nothing written\n');
     expect([await ratio('node1', 'VCPU'), await ratio('node2', 'VCPU')]).toEqual([4, 4]);
-    for (const args of [['VCPU', '0'], ['VCPU', 'many'], ['vcpu', '2']]) expect((await project.run(['aggregate', 'set-ratio', 'gold', ...args])).code).toBe(2);
+    // 0 only where the class is unused: node2 holds 2 VCPU.
+    const zero = await project.run(['aggregate', 'set-ratio', 'gold', 'VCPU', '0']);
+    expect(zero.code).toBe(2);
+    expect(zero.stderr).toBe('ert: ratio 0 would leave VCPU of node2 (host node2) a capacity of 0, below its usage 2; nothing written\n');
+    expect([await ratio('node1', 'VCPU'), await ratio('node2', 'VCPU')]).toEqual([4, 4]);
+    for (const args of [['VCPU', '-1'], ['VCPU', 'many'], ['vcpu', '2']]) expect((await project.run(['aggregate', 'set-ratio', 'gold', ...args])).code).toBe(2);
     expect((await project.run(['aggregate', 'set-ratio', 'silver', 'VCPU', '2'])).code).toBe(2);
   });
 });

@@ -1,18 +1,24 @@
 import type { ChildProcess } from 'node:child_process';
-import { rename } from 'node:fs/promises';
+import { mkdir, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import knexFactory from 'knex';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { createMetrics, type ErtMetrics } from '@ert/api';
 import { MIGRATIONS_TABLE } from '@ert/store';
+import { createTracker } from '@ert/tracker';
 import { Project, startErt } from './helpers.js';
 import { parseExposition, valueOf, type Exposition } from '../api/exposition.js';
+import { World, flavor, instance } from '../reservations/world.js';
+import { trackerObserver } from '../../packages/cli/src/ops.js';
 
 /**
  * The operator's side of the long-running commands (docs/operations.md), on real processes
  * bound to 127.0.0.1: `/metrics` scraped and parsed (the key series present, and counting what
  * was done), `/healthz`, `/readyz` (503 when the store's schema is outdated or its file is
  * gone), request ids in every log line of a request, and `ert serve` stopping on SIGTERM
- * while a request is in flight (the request is answered, the process exits 0).
+ * while a request is in flight (the request is answered, the process exits 0). In process
+ * (nothing in `ert host run` makes a confirmation fail on demand): the reservation series of
+ * the tracker observer `host run` wires, for a confirmation that fails.
  */
 
 async function scrape(base: string): Promise<Exposition> {
@@ -319,5 +325,50 @@ describe('ert host run --metrics-port', () => {
     const result = await project.run(['host', 'run', '--metrics-port', 'http']);
     expect(result.code).toBe(2);
     expect(result.stderr).toContain('--metrics-port must be a port number');
+  });
+});
+
+describe("ert host run's reservation series: a confirmation that fails", () => {
+  // `ConfirmReport.failed`: a reservation whose confirmation failed with an error (not a
+  // refusal) stays `scheduled` and is tried again at the next pass. In process: a real tracker
+  // on a SQLite file, fed to the metrics through `trackerObserver` (packages/cli/src/ops.ts,
+  // what `ert host run` wires), a real scheduler's reservations, and the store read of one of
+  // them failing. Seen red with the `failed` line removed from `ErtMetrics.onConfirm` (no
+  // `failed` sample: 0, not 1).
+  const world = new World();
+  beforeEach(() => world.init());
+  afterEach(() => world.close());
+
+  const reservations = async (metrics: ErtMetrics) => {
+    const exposition = parseExposition((await metrics.expose()).body);
+    return Object.fromEntries(['confirmed', 'refused', 'expired', 'failed'].map((outcome) => [outcome, valueOf(exposition, 'ert_tracker_reservations_total', { outcome }) ?? 0]));
+  };
+
+  it('counts it as failed at each pass it fails, beside the confirmations', async () => {
+    let poisoned = '';
+    const store = world.storeWith({ getAllocations: (uuid: string) => (uuid === poisoned ? Promise.reject(new Error('poisoned read')) : world.store.getAllocations(uuid)) });
+    const metrics = createMetrics({ defaultMetrics: false });
+    await mkdir(join(world.dir, 'h1', 'disk'), { recursive: true });
+    await writeFile(join(world.dir, 'h1', 'disk', 'total_gb'), '500\n');
+    const tracker = await createTracker({ config: world.config('h1'), store, observer: trackerObserver(metrics) });
+    try {
+      await tracker.sync();
+      const scheduler = await world.scheduler();
+      const [older, newer] = [instance(), instance()];
+      const small = flavor('small', 1, 10);
+      await scheduler.select({ flavor: small, instances: [older] });
+      await scheduler.select({ flavor: small, instances: [newer] });
+      poisoned = older.uuid;
+      expect(await tracker.confirmScheduled()).toEqual({ confirmed: [newer.uuid], refused: [], expired: [], failed: [{ uuid: older.uuid, error: 'poisoned read' }] });
+      expect(await reservations(metrics)).toEqual({ confirmed: 1, refused: 0, expired: 0, failed: 1 });
+      // Still `scheduled`: the next pass tries it again, and its failure is counted again.
+      expect((await tracker.confirmScheduled()).failed).toEqual([{ uuid: older.uuid, error: 'poisoned read' }]);
+      expect(await reservations(metrics)).toEqual({ confirmed: 1, refused: 0, expired: 0, failed: 2 });
+      poisoned = '';
+      expect((await tracker.confirmScheduled()).confirmed).toEqual([older.uuid]);
+      expect(await reservations(metrics)).toEqual({ confirmed: 2, refused: 0, expired: 0, failed: 2 });
+    } finally {
+      await tracker.stop();
+    }
   });
 });

@@ -119,6 +119,8 @@ export function agentApi(options: AgentApiOptions): (app: FastifyInstance) => Pr
       // client reads the store back to learn whether it was made (the tracker's
       // `refusalUnlessWritten`), and a write started after that read would land unseen.
       if (HOST_STORE_KINDS[method as HostStoreMethod] === 'write' && request.raw.socket.destroyed) {
+        // Logged here: the answer reaches nobody, so Fastify's "request completed" never comes.
+        request.log.warn({ method, code: SchedulerApiErrorCodes.CLIENT_GONE }, `agent API: ${method} not started: the client closed the connection first (its tracker reads the store back)`);
         throw new SchedulerApiError(499, SchedulerApiErrorCodes.CLIENT_GONE, `${method} not started: the client closed the connection first`, { method });
       }
       const call = options.store[method as HostStoreMethod] as (...args: unknown[]) => Promise<unknown>;

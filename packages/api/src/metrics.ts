@@ -53,6 +53,8 @@ export interface ConfirmEvent {
   confirmed: readonly unknown[];
   refused: readonly unknown[];
   expired: readonly unknown[];
+  /** Confirmations that failed with an error (the reservations stay `scheduled`). */
+  failed: readonly unknown[];
 }
 
 /**
@@ -136,7 +138,7 @@ export class ErtMetrics {
     this.claimDuration = new Histogram({ name: 'ert_tracker_claim_duration_seconds', help: 'Duration of claims, plugins and store write included, by outcome.', labelNames: ['outcome'], buckets: LATENCY_BUCKETS, registers });
     this.reservations = new Counter({
       name: 'ert_tracker_reservations_total',
-      help: "Schedulers' reservations this tracker ended, by outcome: confirmed (active), refused, expired.",
+      help: "Schedulers' reservations this tracker ended, by outcome: confirmed (active), refused, expired; and failed: a confirmation that failed with an error (the reservation stays scheduled and is tried again at the next pass, so one reservation counts once per failed attempt).",
       labelNames: ['outcome'],
       registers,
     });
@@ -243,6 +245,7 @@ export class ErtMetrics {
     if (report.confirmed.length > 0) this.reservations.inc({ outcome: 'confirmed' }, report.confirmed.length);
     if (report.refused.length > 0) this.reservations.inc({ outcome: 'refused' }, report.refused.length);
     if (report.expired.length > 0) this.reservations.inc({ outcome: 'expired' }, report.expired.length);
+    if (report.failed.length > 0) this.reservations.inc({ outcome: 'failed' }, report.failed.length);
   };
 
   /** One scheduling decision (the hook `POST /select` will call; see docs/operations.md). */

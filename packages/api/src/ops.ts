@@ -7,7 +7,7 @@
  * (`startOpsServer`).
  */
 import { randomUUID } from 'node:crypto';
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import { isErtError, messageOf } from '@ert/plugin-api';
 import type { Store } from '@ert/store';
 import { UNMATCHED_ROUTE, type ErtMetrics } from './metrics.js';
@@ -40,14 +40,33 @@ export interface OpsOptions {
 const QUIET = { logLevel: 'warn' as const };
 
 /**
+ * The status a request is counted under when its client closed the connection before any of
+ * the answer was sent (nginx's 499): its answer, whatever it was to be, reached nobody.
+ */
+const CLIENT_CLOSED_STATUS = 499;
+
+/**
  * Count every response of `app` in `ert_http_requests_total` and
  * `ert_http_request_duration_seconds`, labelled by the route's pattern (`request.routeOptions.url`;
  * `(unmatched)` for a 404 no route matched, so unknown URLs cannot grow the series without
- * bound). Call before routes are registered in child plugins, so that their contexts inherit it.
+ * bound). A request whose client closed the connection before any of the answer was sent is
+ * counted once, as `499`, when the connection closes (Fastify's `onResponse` never comes for it:
+ * the answer is never finished); a stream whose headers went out (server-sent events) is not.
+ * Call before routes are registered in child plugins, so that their contexts inherit it.
  */
 export function instrumentRequests(app: FastifyInstance, metrics: ErtMetrics): void {
+  const observe = (request: FastifyRequest, status: number, seconds: number) => metrics.observeRequest(request.routeOptions.url ?? UNMATCHED_ROUTE, request.method, status, seconds);
+  const gone = new WeakSet<FastifyRequest>();
+  app.addHook('onRequest', (request, reply, done) => {
+    reply.raw.once('close', () => {
+      if (reply.raw.writableFinished || reply.raw.headersSent) return;
+      gone.add(request);
+      observe(request, CLIENT_CLOSED_STATUS, reply.elapsedTime / 1000);
+    });
+    done();
+  });
   app.addHook('onResponse', async (request, reply) => {
-    metrics.observeRequest(request.routeOptions.url ?? UNMATCHED_ROUTE, request.method, reply.statusCode, reply.elapsedTime / 1000);
+    if (!gone.has(request)) observe(request, reply.statusCode, reply.elapsedTime / 1000);
   });
 }
 

@@ -278,7 +278,7 @@ export function createProgram(io: CliIo = processIo()): Command {
     .description("set the allocation ratio of a class on every provider of the aggregate's hosts that has it; survives syncs unless a host's config sets it")
     .argument('<aggregate>', 'aggregate name or uuid')
     .argument('<class>', 'resource class (VCPU, MEMORY_MB, CUSTOM_...)')
-    .argument('<ratio>', 'allocation ratio, a number > 0')
+    .argument('<ratio>', 'allocation ratio, a number >= 0 (0: capacity 0, nothing new of the class placed there)')
     .action(action(aggregateSetRatioCommand));
   const az = program.command('az').description('availability zones: aggregates with availability_zone metadata (docs/request-filters.md)');
   az.command('list').description('zones with their aggregates and hosts, and the hosts in no zone').action(action(azListCommand));

@@ -25,7 +25,7 @@ const TUNABLE_FIELDS: ReadonlySet<TunableInventoryField> = new Set<TunableInvent
  * `*_allocation_ratio`; docs/ownership.md): a class already in the store keeps its stored
  * `allocationRatio` and `reserved` unless `explicit` names the field for that class; total,
  * minUnit, maxUnit and stepSize are always `wanted`'s. A kept value that no longer fits
- * (reserved above a total that shrank) gives way to `wanted`'s.
+ * (reserved above a total that shrank) gives way to `wanted`'s; a stored ratio of 0 fits.
  */
 export function keepTunedFields(
   wanted: Record<ResourceClass, Inventory>,
@@ -43,7 +43,8 @@ export function keepTunedFields(
     const merged: Inventory = { ...inventory };
     if (!fields?.has('allocationRatio')) merged.allocationRatio = before.allocationRatio;
     if (!fields?.has('reserved')) merged.reserved = before.reserved;
-    target[resourceClass] = inventoryProblem(merged) === undefined ? merged : inventory;
+    // A stored ratio of 0 (capacity 0: Placement's from 1.26, the store's) is kept like any other.
+    target[resourceClass] = inventoryProblem(merged, { zeroRatio: true }) === undefined ? merged : inventory;
   }
   return target;
 }

@@ -331,14 +331,17 @@ export async function aggregateSetTraitsCommand(ctx: CommandContext, ref: string
  * in the tree of every host of the aggregate, that has CLASS (Placement's inventory write,
  * generation-checked, retried). It survives the hosts' syncs unless a host's config sets that
  * ratio explicitly (docs/ownership.md: vcpu's `allocationRatio`, memory's and disk's). A ratio
- * that would put some provider's capacity below its usage is refused before anything is
- * written. JSON: `{ aggregate, resourceClass, allocationRatio, providers: [{ host, provider, previous }] }`.
+ * of 0 gives capacity 0: nothing new of CLASS is placed there. A ratio that would put some
+ * provider's capacity below its usage is refused before anything is written.
+ * JSON: `{ aggregate, resourceClass, allocationRatio, providers: [{ host, provider, previous }] }`.
  */
 export async function aggregateSetRatioCommand(ctx: CommandContext, ref: string, resourceClass: string, ratioText: string): Promise<void> {
   if (!isValidResourceClass(resourceClass)) throw new CliError(CliErrorCode.USAGE, `${JSON.stringify(resourceClass)} is not a resource class (a standard class or CUSTOM_...)`, { resourceClass });
   const ratio = Number(ratioText);
-  if (!/^\d+(\.\d+)?$/.test(ratioText.trim()) || !Number.isFinite(ratio) || ratio <= 0) {
-    throw new CliError(CliErrorCode.USAGE, `the allocation ratio must be a number > 0, got ${JSON.stringify(ratioText)}`, { ratio: ratioText });
+  // 0 is Placement's (from 1.26) and the store's: capacity 0, nothing new of the class. Where
+  // some of it is allocated, the usage check below refuses it, as any ratio below usage.
+  if (!/^\d+(\.\d+)?$/.test(ratioText.trim()) || !Number.isFinite(ratio) || ratio < 0) {
+    throw new CliError(CliErrorCode.USAGE, `the allocation ratio must be a number >= 0, got ${JSON.stringify(ratioText)}`, { ratio: ratioText });
   }
   const store = await ctx.store();
   const aggregate = await aggregateOf(store, ref);

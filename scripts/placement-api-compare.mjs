@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-/* global fetch, AbortSignal */
+/* global fetch, AbortSignal, Headers */
 // Records what the real OpenStack Placement 8.0.0 answers to the read requests `ert serve`
 // implements, on one small world, for packages/api/test/placement-compare.test.ts to replay
 // against ert (same world, same requests) and compare.
@@ -8,9 +8,12 @@
 //
 // Needs Debian's placement-api 8.0.0 (see ../shared/PLACEMENT-API.md section 7). It starts its
 // own Placement on 127.0.0.1 (temp dir, sqlite, noauth2), loads WORLD through the REST API,
-// sends REQUESTS, and stops the server by pid (also on error or Ctrl-C).
+// sends ALLOCATION_WRITES, REQUESTS, PROVIDER_WRITES and EDGE_REQUESTS, and stops the server
+// by pid (also on error or Ctrl-C). The EDGE_REQUESTS marked `server: 'uwsgi'` go to the same
+// application under uwsgi (Debian's uwsgi-core and uwsgi-plugin-python3), on the same database.
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { request } from 'node:http';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -424,6 +427,153 @@ const PROVIDER_WRITES = [
   [RP, '1.14'],
 ];
 
+/** Uuids of the providers and consumers EDGE_REQUESTS creates (and removes). */
+const E = {
+  inUse: 'dddd0005-0000-4000-8000-000000000005',
+  ratio0: 'dddd0006-0000-4000-8000-000000000006',
+  c5: 'dddd00c5-0000-4000-8000-0000000000c5',
+  c6: 'dddd00c6-0000-4000-8000-0000000000c6',
+};
+const XML = { accept: 'application/xml' };
+const TEXT = { 'content-type': 'text/plain' };
+/** A request sent with node:http: exactly these headers (no content type unless named), `body` as is. */
+const raw = (method, body, headers) => ({ method, raw: true, ...(body === undefined ? {} : { body }), ...(headers ? { headers } : {}) });
+/** A raw request to Placement under uwsgi (startUwsgi: the dev server would give it a content type). */
+const rawUwsgi = (method, body, headers) => ({ ...raw(method, body, headers), server: 'uwsgi' });
+const RAW_BODY = '{"name": "x"}';
+
+/**
+ * Edge cases, sent in order after PROVIDER_WRITES (each leaves the world as it found it, or
+ * removes what it created): the 400 for a body without a content type (PlacementHandler, before
+ * routing), `Accept` on the routes that check it, those that do not, and below a route's
+ * microversion, webob's reading of `Accept`, the `allow` of every route, `%` in paths and
+ * queries (no escape, not UTF-8), `allocation_ratio: 0` at 1.25 and 1.26, and in-use refusals
+ * naming several classes (PUT and DELETE inventories, the reshaper). Recorded into
+ * fixtures/placement-8.0.0-reads.json after PROVIDER_WRITES.
+ */
+const EDGE_REQUESTS = [
+  // A body without a content type: 400 on every path and method, after auth and the version
+  // (under uwsgi: the dev server, wsgiref, makes it text/plain, so 415 or the handler's answer).
+  [RP, '1.23', rawUwsgi('POST', RAW_BODY)],
+  [`${RP}/${U.cn1}`, '1.23', rawUwsgi('PUT', RAW_BODY)],
+  [`${RP}/99999999-9999-4999-8999-999999999999`, '1.23', rawUwsgi('DELETE', RAW_BODY)],
+  [RP, '1.23', rawUwsgi('GET', RAW_BODY)],
+  ['/nope', '1.23', rawUwsgi('GET', RAW_BODY)],
+  ['/', '1.23', rawUwsgi('GET', RAW_BODY)],
+  ['/', null, rawUwsgi('GET', RAW_BODY)],
+  [`/allocations/${X.x1}`, '1.28', rawUwsgi('PUT', JSON.stringify(alloc(U.cn1, { VCPU: 1 }, { consumer_generation: null })))],
+  ['/reshaper', '1.29', rawUwsgi('POST', RAW_BODY)],
+  [RP, '1.23', { ...rawUwsgi('GET', RAW_BODY), token: 'bob' }],
+  [RP, '1.23', { ...rawUwsgi('GET', RAW_BODY), token: null }],
+  [RP, '1.x', rawUwsgi('GET', RAW_BODY)],
+  [RP, '1.23', rawUwsgi('GET', RAW_BODY, { 'content-type': 'application/json' })],
+  [RP, '1.23', rawUwsgi('POST', '')],
+  [RP, '1.23', rawUwsgi('GET')],
+  // Accept on the GETs that check it (406 after the version) ...
+  ...[RP, `${RP}/${U.cn1}`, `${RP}/${U.cn1}/inventories`, `${RP}/${U.cn1}/inventories/VCPU`, `${RP}/${U.cn1}/usages`, `${RP}/${U.cn1}/aggregates`, `${RP}/${U.cn1}/traits`, `${RP}/${U.cn1}/allocations`, '/resource_classes', '/resource_classes/VCPU', '/traits', `/allocations/${U.i1}`, '/usages?project_id=p1', `${AC}?resources=VCPU:1`].map((p) => [
+    p,
+    '1.39',
+    { headers: XML },
+  ]),
+  // ... not on the others ...
+  ['/', '1.39', { token: null, headers: XML }],
+  ['/traits/HW_CPU_X86_AVX2', '1.39', { headers: XML }],
+  ['/traits/CUSTOM_ANY_ACCEPT', '1.39', { method: 'PUT', headers: XML }],
+  ['/traits/CUSTOM_ANY_ACCEPT', '1.39', { method: 'DELETE', headers: XML }],
+  ['/nope', '1.39', { headers: XML }],
+  [RP, '1.39', { method: 'PATCH', headers: XML }],
+  // ... and below a route's microversion (404, but 406 first on GET .../aggregates; the
+  // content type likewise: 415 first on PUT .../aggregates).
+  ['/traits', '1.5', { headers: XML }],
+  ['/traits/HW_CPU_X86_AVX2', '1.5', { headers: XML }],
+  [`${RP}/${U.cn1}/traits`, '1.5', { headers: XML }],
+  ['/resource_classes', '1.1', { headers: XML }],
+  ['/resource_classes/VCPU', '1.1', { headers: XML }],
+  ['/usages?project_id=p1', '1.8', { headers: XML }],
+  [`${AC}?resources=VCPU:1`, '1.9', { headers: XML }],
+  [`${RP}/${U.cn1}/aggregates`, '1.0', { headers: XML }],
+  [`${RP}/${U.cn1}/aggregates`, '1.0', { method: 'PUT', body: [], headers: TEXT }],
+  ['/reshaper', '1.29', { method: 'POST', body: {}, headers: TEXT }],
+  ['/resource_classes', '1.1', { method: 'POST', body: { name: 'CUSTOM_X' }, headers: TEXT }],
+  // webob 1.8's reading of Accept.
+  ...['application/*', 'APPLICATION/JSON', 'garbage', 'application/json;q=2', 'application/json; charset=utf-8', 'application/json;v=1', 'application/json;q=0, */*', 'text/html', 'application/json;q=0.001'].map((accept) => [RP, '1.23', { headers: { accept } }]),
+  [RP, '1.23', raw('GET', undefined, { accept: '' })],
+  [RP, '1.23', raw('GET', undefined, { accept: 'application/xml' })],
+  // Error bodies as webob picks them from Accept (RequestLog makes a missing, empty or `*/*` one
+  // application/json): HTML, plain text, or JSON.
+  [`${RP}/nope`, '1.23', { headers: { accept: 'garbage' } }],
+  [`${RP}/nope`, '1.23', { method: 'DELETE', headers: { accept: 'text/plain' } }],
+  ['/nope', '1.23', { headers: { accept: 'text/html;q=0.5, application/json;q=0.5' } }],
+  [`${RP}/nope`, '1.23', { headers: { accept: 'text/plain, application/json;q=0.1' } }],
+  [RP, '1.40', { headers: { accept: 'text/plain, application/json;q=0.1' } }],
+  // The allow of every route (Placement's order), and 405 below a route's microversion.
+  ...['/', '/resource_classes', '/resource_classes/VCPU', `${RP}/${U.cn1}`, `${RP}/${U.cn1}/inventories`, `${RP}/${U.cn1}/inventories/VCPU`, `${RP}/${U.cn1}/usages`, `${RP}/${U.cn1}/aggregates`, `${RP}/${U.cn1}/allocations`, '/allocations', `/allocations/${U.i1}`, AC, '/traits', '/traits/HW_CPU_X86_AVX2', `${RP}/${U.cn1}/traits`, '/usages', '/reshaper'].map((p) => [
+    p,
+    '1.39',
+    { method: 'PATCH' },
+  ]),
+  ['/reshaper', '1.29', { method: 'PATCH' }],
+  ['/traits', '1.5', { method: 'PATCH' }],
+  [`/allocations/${U.i1}`, '1.0', { method: 'POST', body: {} }],
+  // `%` that starts no escape is a literal `%`; an escape that is not UTF-8.
+  [`${RP}/%zz`, '1.23'],
+  [`${RP}/%zz`, '1.23', DEL],
+  [`${RP}/%zz%41`, '1.23'],
+  [`${RP}/%zz/inventories`, '1.23'],
+  [`${RP}/%ff`, '1.23'],
+  [`${RP}/%`, '1.23'],
+  [`${RP}/%C3%A9`, '1.23'],
+  ['/allocations/%zz', '1.23', put(alloc(U.cn1, { VCPU: 1 }))],
+  ['/allocations/%zz', '1.38'],
+  ['/traits/CUSTOM_%zz', '1.6'],
+  ['/traits/CUSTOM_%zz', '1.6', { method: 'PUT' }],
+  ['/traits/CUSTOM_50%', '1.6', { method: 'PUT' }],
+  ['/traits/CUSTOM_%', '1.6', DEL],
+  ['/resource_classes/CUSTOM_%zz', '1.2'],
+  ['/resource_classes/CUSTOM_%zz', '1.7', { method: 'PUT' }],
+  ['/traits?name=startswith:CUSTOM_%', '1.6'],
+  ['/traits?name=in:CUSTOM_%zz,CUSTOM_FAST', '1.6'],
+  [`${RP}?name=%zz`, '1.0'],
+  [`${RP}?name=cn%zz1`, '1.0'],
+  [`${RP}?name=%ff`, '1.0'],
+  [`${RP}?name=cn%31`, '1.0'],
+  // allocation_ratio 0: 400 at 1.25 (capacity 0), stored from 1.26 (nothing fits).
+  [RP, '1.39', { method: 'POST', body: { name: 'w-ratio0', uuid: E.ratio0 }, headers: XML }],
+  [`${RP}/${E.ratio0}/inventories`, '1.25', put({ resource_provider_generation: 0, inventories: { VCPU: { total: 4, allocation_ratio: 0 } } })],
+  [`${RP}/${E.ratio0}/inventories`, '1.26', put({ resource_provider_generation: 0, inventories: { VCPU: { total: 4, allocation_ratio: 0 } } })],
+  [`${RP}/${E.ratio0}/inventories`, '1.25', post({ resource_class: 'DISK_GB', total: 10, allocation_ratio: 0 })],
+  [`${RP}/${E.ratio0}/inventories`, '1.26', post({ resource_class: 'DISK_GB', total: 10, allocation_ratio: 0 })],
+  [`${RP}/${E.ratio0}/inventories/DISK_GB`, '1.25', put({ resource_provider_generation: 2, total: 10, allocation_ratio: 0 })],
+  [`${RP}/${E.ratio0}/inventories/DISK_GB`, '1.26', put({ resource_provider_generation: 2, total: 10, reserved: 10, allocation_ratio: 0 })],
+  [`${RP}/${E.ratio0}/inventories`, '1.26'],
+  [`${RP}/${E.ratio0}/usages`, '1.26'],
+  [`${RP}?resources=VCPU:1`, '1.26'],
+  [`${AC}?resources=VCPU:1`, '1.26'],
+  [`/allocations/${E.c6}`, '1.28', put(alloc(E.ratio0, { VCPU: 1 }, { consumer_generation: null }))],
+  [`${RP}/${E.ratio0}`, '1.39', { method: 'DELETE', headers: XML }],
+  // In-use refusals naming several classes, in Placement's order (class ids).
+  [`${RP}/${U.cn1}/inventories`, '1.23', DEL],
+  [RP, '1.20', post({ name: 'w-inuse', uuid: E.inUse })],
+  [`${RP}/${E.inUse}/inventories`, '1.26', put({ resource_provider_generation: 0, inventories: { DISK_GB: { total: 100 }, MEMORY_MB: { total: 1024 }, VCPU: { total: 8 } } })],
+  [`/allocations/${E.c5}`, '1.28', put(alloc(E.inUse, { DISK_GB: 10, VCPU: 1 }, { consumer_generation: null }))],
+  [`${RP}/${E.inUse}/inventories`, '1.26', put({ resource_provider_generation: 2, inventories: { MEMORY_MB: { total: 1024 } } })],
+  [`${RP}/${E.inUse}/inventories`, '1.26', put({ resource_provider_generation: 2, inventories: {} })],
+  [`${RP}/${E.inUse}/inventories`, '1.26', DEL],
+  ['/reshaper', '1.30', post({ inventories: { [E.inUse]: { resource_provider_generation: 2, inventories: { MEMORY_MB: { total: 1024 } } } }, allocations: {} })],
+  [
+    '/reshaper',
+    '1.30',
+    post({
+      inventories: { [E.inUse]: { resource_provider_generation: 2, inventories: { MEMORY_MB: { total: 1024 } } } },
+      allocations: { [E.c5]: alloc(E.inUse, { DISK_GB: 10 }, { consumer_generation: 1 }) },
+    }),
+  ],
+  [`${RP}/${E.inUse}/usages`, '1.26'],
+  [`/allocations/${E.c5}`, '1.28', DEL],
+  [`${RP}/${E.inUse}`, '1.23', DEL],
+  [RP, '1.14'],
+];
+
 function freePort() {
   return new Promise((resolve, reject) => {
     const srv = createServer();
@@ -436,15 +586,31 @@ function freePort() {
 }
 
 let child;
+/** The same Placement under uwsgi, on the same database, for the requests marked `server: 'uwsgi'`. */
+let uwsgi;
 let dir;
 function stop() {
-  if (child && child.exitCode === null) child.kill('SIGTERM');
+  for (const c of [child, uwsgi]) if (c && c.exitCode === null) c.kill('SIGTERM');
   if (dir) rmSync(dir, { recursive: true, force: true });
 }
 process.on('SIGINT', () => {
   stop();
   process.exit(130);
 });
+
+/** `base` once it answers `GET /` (or an error when `proc` exits first or a minute passes). */
+async function answering(proc, name, base) {
+  for (const deadline = Date.now() + 60_000; ; ) {
+    if (proc.exitCode !== null) throw new Error(`${name} exited (${proc.exitCode})`);
+    try {
+      if ((await fetch(`${base}/`)).ok) return base;
+    } catch {
+      /* not up yet */
+    }
+    if (Date.now() > deadline) throw new Error(`${name} did not answer on ${base}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
 
 async function startPlacement() {
   dir = mkdtempSync(path.join(tmpdir(), 'placement-api-compare-'));
@@ -454,17 +620,23 @@ async function startPlacement() {
   if (sync.status !== 0) throw new Error(`placement-manage db sync failed: ${sync.stderr}`);
   const port = await freePort();
   child = spawn('placement-api', ['--host', '127.0.0.1', '--port', String(port)], { env: { ...process.env, OS_PLACEMENT_CONFIG_DIR: dir }, stdio: ['ignore', 'ignore', 'ignore'] });
-  const base = `http://127.0.0.1:${port}`;
-  for (const deadline = Date.now() + 60_000; ; ) {
-    if (child.exitCode !== null) throw new Error(`placement-api exited (${child.exitCode})`);
-    try {
-      if ((await fetch(`${base}/`)).ok) return base;
-    } catch {
-      /* not up yet */
-    }
-    if (Date.now() > deadline) throw new Error(`placement-api did not answer on ${base}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
+  return answering(child, 'placement-api', `http://127.0.0.1:${port}`);
+}
+
+/**
+ * Placement's WSGI application (the wsgi script placement-api is) under uwsgi, one process and
+ * thread, on the dev server's database: wsgiref, the dev server, gives a request without a
+ * content type `text/plain` (PEP 3333 leaves CONTENT_TYPE empty), which hides Placement's own
+ * answer to one; uwsgi, as deployments run it, does not.
+ */
+async function startUwsgi() {
+  const port = await freePort();
+  const script = spawnSync('sh', ['-c', 'command -v placement-api'], { encoding: 'utf8' }).stdout.trim();
+  uwsgi = spawn('uwsgi', ['--plugin', 'python3', '--http-socket', `127.0.0.1:${port}`, '--wsgi-file', script, '--master', '--die-on-term', '--processes', '1', '--threads', '1', '--need-app', '--disable-logging'], {
+    env: { ...process.env, OS_PLACEMENT_CONFIG_DIR: dir },
+    stdio: ['ignore', 'ignore', 'ignore'],
+  });
+  return answering(uwsgi, 'uwsgi placement-api', `http://127.0.0.1:${port}`);
 }
 
 async function write(base, method, url, body) {
@@ -507,14 +679,41 @@ function canonical(value, key = '') {
   return value;
 }
 
+/**
+ * A request through node:http with exactly `headers` (fetch adds a content type to a string
+ * body, an Accept, and sends no body on GET): `body` with its content-length.
+ */
+function rawRequest(url, method, headers, body) {
+  return new Promise((resolve, reject) => {
+    const all = body === undefined ? headers : { ...headers, 'content-length': String(Buffer.byteLength(body)) };
+    const req = request(url, { method, headers: all, timeout: 60_000, agent: false }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk) => (text += chunk));
+      res.on('end', () => resolve({ status: res.statusCode, headers: new Headers(Object.entries(res.headers).map(([k, v]) => [k, Array.isArray(v) ? v.join(', ') : String(v)])), text }));
+    });
+    req.on('error', (err) => reject(new Error(`${method} ${url}: ${err.message}`)));
+    req.on('timeout', () => req.destroy(new Error(`${method} ${url}: timeout`)));
+    req.end(body);
+  });
+}
+
 async function send(base, [url, mv, opts = {}]) {
   const headers = { ...(opts.headers ?? {}) };
   if (opts.token !== null) headers['x-auth-token'] = opts.token ?? 'admin';
   if (mv !== null) headers['openstack-api-version'] = `placement ${mv}`;
-  if (opts.body !== undefined && !Object.keys(headers).some((h) => h.toLowerCase() === 'content-type')) headers['content-type'] = 'application/json';
-  const requestBody = opts.body === undefined ? undefined : JSON.stringify(opts.body);
-  const res = await fetch(base + url, { method: opts.method ?? 'GET', headers, body: requestBody, signal: AbortSignal.timeout(60_000) });
-  const text = await res.text();
+  let res;
+  let requestBody;
+  if (opts.raw) {
+    requestBody = opts.body;
+    res = await rawRequest(base + url, opts.method ?? 'GET', headers, requestBody);
+  } else {
+    if (opts.body !== undefined && !Object.keys(headers).some((h) => h.toLowerCase() === 'content-type')) headers['content-type'] = 'application/json';
+    requestBody = opts.body === undefined ? undefined : JSON.stringify(opts.body);
+    const answer = await fetch(base + url, { method: opts.method ?? 'GET', headers, body: requestBody, signal: AbortSignal.timeout(60_000) });
+    res = { status: answer.status, headers: answer.headers, text: await answer.text() };
+  }
+  const { text } = res;
   let body;
   try {
     body = text === '' ? undefined : JSON.parse(text);
@@ -536,7 +735,7 @@ async function send(base, [url, mv, opts = {}]) {
     // `location` by its path: the host differs.
     kept[h] = h === 'location' ? new URL(value).pathname : h === 'last-modified' ? '<date>' : h === 'x-openstack-request-id' ? (/^req-[0-9a-f-]{36}$/.test(value) ? '<req-uuid>' : value) : value;
   }
-  return { method: opts.method ?? 'GET', path: url, mv, ...(opts.token === undefined ? {} : { token: opts.token }), ...(opts.headers ? { requestHeaders: opts.headers } : {}), ...(requestBody === undefined ? {} : { requestBody }), status: res.status, headers: kept, body };
+  return { method: opts.method ?? 'GET', path: url, mv, ...(opts.token === undefined ? {} : { token: opts.token }), ...(opts.raw ? { raw: true } : {}), ...(opts.server ? { server: opts.server } : {}), ...(opts.headers ? { requestHeaders: opts.headers } : {}), ...(requestBody === undefined ? {} : { requestBody }), status: res.status, headers: kept, body };
 }
 
 async function main() {
@@ -554,7 +753,11 @@ async function main() {
     writeFileSync(allocationsOut, JSON.stringify(allocationsDoc, null, 1) + '\n');
     console.log(`recorded ${allocationAnswers.length} answers of placement-api ${version} into ${path.relative(root, allocationsOut)}`);
     const answers = [];
-    for (const request of [...REQUESTS, ...PROVIDER_WRITES]) answers.push(await send(base, request));
+    let uwsgiBase;
+    for (const request of [...REQUESTS, ...PROVIDER_WRITES, ...EDGE_REQUESTS]) {
+      if (request[2]?.server === 'uwsgi') uwsgiBase ??= await startUwsgi();
+      answers.push(await send(request[2]?.server === 'uwsgi' ? uwsgiBase : base, request));
+    }
     const doc = {
       comment: 'Recorded by scripts/placement-api-compare.mjs from the real Placement (Debian placement-api) on 127.0.0.1, noauth2, sqlite. Do not edit: re-run the script.',
       placementApi: version,

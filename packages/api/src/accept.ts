@@ -1,9 +1,9 @@
 /**
  * The `Accept` check of Placement's GET handlers (`util.check_accept('application/json')`),
  * as webob 1.8 (Debian bookworm's, under Placement 8.0.0) reads the header
- * (webob/acceptparse.py): a header that is not valid RFC 7231 syntax is ignored, as is a
- * missing one; a valid one (the empty string included) must admit application/json, judged
- * by its most specific matching range.
+ * (webob/acceptparse.py) once Placement's RequestLog middleware has made a missing, empty or
+ * `*\/*` one application/json: a header that is not valid RFC 7231 syntax is ignored; a valid
+ * one must admit application/json, judged by its most specific matching range.
  */
 
 // RFC 7230 / 7231 grammar, as acceptparse.py spells it.
@@ -23,14 +23,26 @@ const VALID_HEADER = new RegExp(`^(?:$|(?:,|${ELEMENT})(?:${OWS},(?:${OWS}${ELEM
 const ELEMENTS = new RegExp(ELEMENT, 'g');
 
 /**
- * Whether Placement would serve JSON for this `Accept` header: true when it is absent or not
- * valid syntax (webob ignores both), else when application/json's most specific matching range
- * (`application/json` without parameters, then `application/*`, then `*\/*`) has q > 0. A range
- * with media type parameters (`application/json; charset=utf-8`) does not match, and the empty
- * header matches nothing: both 406, as in webob.
+ * `Accept` as Placement's handlers and webob's error pages read it: its RequestLog middleware
+ * (placement/requestlog.py, before any handler) sets `HTTP_ACCEPT` to application/json when
+ * `not accept or accept == '*\/*'`, and the empty string is falsy in Python. (webob alone
+ * would read an empty header as valid and matching nothing, `AcceptValidHeader('')`, whose
+ * `acceptable_offers` is empty: a 406 from `check_accept`.)
  */
-export function acceptsJson(accept: string | undefined): boolean {
-  if (accept === undefined || !VALID_HEADER.test(accept)) return true;
+export function placementAccept(accept: string | undefined): string {
+  return accept === undefined || accept === '' || accept === '*/*' ? 'application/json' : accept;
+}
+
+/**
+ * Whether Placement would serve JSON for this `Accept` header: true when it is absent, empty
+ * or `*\/*` (`placementAccept`) or not valid syntax (webob ignores it), else when
+ * application/json's most specific matching range (`application/json` without parameters, then
+ * `application/*`, then `*\/*`) has q > 0. A range with media type parameters
+ * (`application/json; charset=utf-8`) does not match: 406, as in webob.
+ */
+export function acceptsJson(header: string | undefined): boolean {
+  const accept = placementAccept(header);
+  if (!VALID_HEADER.test(accept)) return true;
   let best: { specificity: number; q: number } | undefined;
   for (const match of accept.matchAll(ELEMENTS)) {
     const specificity = jsonSpecificity(match[1]!, match[2]!);

@@ -3,7 +3,8 @@ import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Store } from '@ert/store';
 import { authenticator, type Authenticator, type AuthMode, type Credentials } from './auth.js';
-import { acceptsJson } from './accept.js';
+import { acceptsJson, placementAccept } from './accept.js';
+import { queryDecodeError } from './query-utf8.js';
 import { ApiError, apiErrorOfStore, errorBody, unauthorizedBody } from './errors.js';
 import { formatVersion, inRange, negotiate, VERSION_HEADER, atLeast, v, type Version } from './microversion.js';
 import { LEGACY_POLICY, type Policy } from './policy.js';
@@ -254,6 +255,7 @@ export async function createApi(options: ApiOptions): Promise<FastifyInstance> {
       ...(request.placementVersion === undefined ? {} : { version: request.placementVersion }),
       code: err.code,
       method: request.method,
+      accept: placementAccept(request.headers.accept),
     });
     return send(reply, err.status, body, { ...versionHeaders(request, err.options.vary !== false), ...err.headers });
   };
@@ -300,7 +302,7 @@ export async function createApi(options: ApiOptions): Promise<FastifyInstance> {
         }
         const negotiated = negotiate(request.headers[VERSION_HEADER]);
         if (!negotiated.ok) {
-          const body = errorBody({ status: negotiated.status, message: negotiated.message, requestId: request.id });
+          const body = errorBody({ status: negotiated.status, message: negotiated.message, requestId: request.id, accept: placementAccept(request.headers.accept) });
           if (negotiated.status === 406) Object.assign(body.errors[0]!, { max_version: '1.39', min_version: '1.0' });
           return send(reply, negotiated.status, body);
         }
@@ -366,6 +368,12 @@ export async function createApi(options: ApiOptions): Promise<FastifyInstance> {
       }
     }
     if (handler.query) {
+      // Placement's validate_query_params reads `dict(req.GET)`, which webob decodes as strict
+      // UTF-8 before jsonschema sees it: a key or value that is not UTF-8 is this 400, in
+      // Python's words (query-utf8.ts). From the query as received (not rewritten for `%`).
+      const originalUrl = request.originalUrl;
+      const decodeError = queryDecodeError(originalUrl.includes('?') ? originalUrl.slice(originalUrl.indexOf('?') + 1) : '');
+      if (decodeError !== undefined) throw new ApiError(400, `Invalid query string parameters: ${decodeError}`);
       const schema = handler.query(version);
       const key = `${request.routeOptions.url} ${formatVersion(version)}`;
       let validate = validators.get(key);

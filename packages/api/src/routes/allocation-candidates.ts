@@ -97,6 +97,11 @@ export const allocationCandidateRoutes: RouteDef[] = [
           range: { min: v('1.10') },
           policy: { rule: 'placement:allocation_candidates:list' },
           accept: true,
+          // Placement validates this query against its schema for the version
+          // (validate_query_params), which decodes it as strict UTF-8 first; ert's parser
+          // validates its parameters, so the schema admits any: the app decodes it as
+          // Placement does (400 on a key or value that is not UTF-8) and the parser does the rest.
+          query: () => ({ type: 'object' }),
           async handle(req) {
             let parsed;
             try {

@@ -21,6 +21,7 @@
 // - confirmOne not recording a refusal when the claim path took the instance back itself
 //   (enforcement undone): the record vanished, nothing reported (sixth case).
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { NoValidHostError } from '@ert/scheduler';
 import { BACKENDS, World, flavor, instance } from './world.js';
 
 const BIG = flavor('big', 1, 150);
@@ -68,6 +69,27 @@ describe.each(BACKENDS)('reservations: scheduled -> active / refused / expired (
     ]);
     expect([await world.used('h1', 'DISK_GB'), await world.used('h2', 'DISK_GB'), await world.used('h3', 'DISK_GB')]).toEqual([0, 300, 150]);
     for (const s of selections) expect(await world.store.getInstance(s.instanceUuid)).toMatchObject({ host: s.host, state: 'active' });
+  });
+
+  it('a failed batch withdraws only reservations: an instance its host confirmed meanwhile stays active, named in the error', async () => {
+    // Found by an audit against ert serve: the batch's undo deleted the allocations and record
+    // of an instance h1's tracker had confirmed (its plugins held it). Seen red with release()
+    // deleting every selection again: a's record was gone.
+    await world.host('h1', { total: 150 }, { start: true });
+    await world.host('h2', { total: 500 });
+    const scheduler = await world.scheduler();
+    const [a, b] = [instance(), instance()];
+    // a fills h1 (name order), whose tracker confirms it; b goes to h2, where no tracker runs:
+    // it expires, and h1 is full, so the batch fails.
+    const error = await scheduler.select({ flavor: BIG, instances: [a, b] }, { awaitConfirmation: true, confirmTimeout: 300 }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(NoValidHostError);
+    const failed = error as NoValidHostError;
+    expect(failed.details.keptInstances).toEqual([{ instanceUuid: a.uuid, host: 'h1', state: 'active' }]);
+    expect(failed.message).toContain(`${a.uuid} on h1): release them through their hosts`);
+    expect(await world.store.getInstance(a.uuid)).toMatchObject({ host: 'h1', state: 'active' });
+    expect(await world.store.getInstance(b.uuid)).toBeUndefined();
+    expect(await world.store.getAllocations(b.uuid)).toEqual({ generation: null, allocations: [] });
+    expect([await world.used('h1', 'DISK_GB'), await world.used('h2', 'DISK_GB')]).toEqual([150, 0]);
   });
 
   it('confirmScheduled(): a refusal releases the reservation and records the reason; a fitting one is adopted, not counted twice', async () => {

@@ -1,10 +1,11 @@
 /**
  * The latest scheduling decisions of this process, for `GET /scheduler/v1/decisions` (the web
- * view's Decisions page, docs/ui.md): every `POST /scheduler/v1/select` that reached its
- * handler (a body that passed validation and the policy) is recorded when it ends, placed or
- * not, with the request, the caller, the hosts chosen, the time it took, the hosts the
- * scheduler considered and, for a failure, its code and reason (for no valid host, the hosts
- * each filter removed). Kept in memory in a ring of the last `limit` decisions: the oldest goes
+ * view's Decisions page, docs/ui.md): every `POST /scheduler/v1/select` whose request passed
+ * validation (the policy, the body's schema and the checks after it, its instance uuids not
+ * in use) is recorded when it ends, placed or not, with the request as sent, the caller, the
+ * hosts chosen, the time it took, the hosts the scheduler considered and, for a failure, its
+ * code and reason (for no valid host, the hosts each filter removed). A request refused as
+ * such (400 `ERT_API_BAD_REQUEST`, 409 `ERT_SCHEDULER_INSTANCE_EXISTS`) is no decision. Kept in memory in a ring of the last `limit` decisions: the oldest goes
  * when a new one comes, and a restart forgets them all. Each process keeps its own: with
  * `ert serve --workers N` a worker answers with the decisions it made itself (`process` in the
  * answer says which one).
@@ -22,7 +23,7 @@ export interface Decision {
   /** When the request arrived (ISO 8601). */
   at: string;
   outcome: DecisionOutcome;
-  /** The request body as sent (without `instance_uuids`: the instances are below). */
+  /** The request body as sent: without the defaults the server filled in, and without `instance_uuids` (the instances are below). */
   request: Record<string, unknown>;
   /** Who asked. */
   user_id: string;
@@ -90,14 +91,17 @@ export class DecisionLog {
 
   /**
    * Run one select (`run`, the handler) and record its decision: the outcome, the time taken,
-   * the hosts chosen (from its answer) or the error's reason (rethrown). `hostsHeld` tells how
-   * many hosts the scheduler holds, read after a placement.
+   * the hosts chosen (from its answer) or the error's reason (rethrown). `body` is the request
+   * as sent; `hostsHeld` tells how many hosts the scheduler holds, read after a placement; an
+   * error `notADecision` says is the request's own refusal (an instance uuid in use): rethrown
+   * and not recorded.
    */
   async track(
     body: unknown,
     who: { userId: string; projectId: string | undefined },
     run: () => Promise<SelectAnswer>,
     hostsHeld: () => Promise<number | undefined>,
+    notADecision: (err: unknown) => boolean = () => false,
   ): Promise<SelectAnswer> {
     const at = new Date().toISOString();
     const started = performance.now();
@@ -108,6 +112,7 @@ export class DecisionLog {
     try {
       answer = await run();
     } catch (err) {
+      if (notADecision(err)) throw err;
       const duration = took();
       // An ErtError, or anything thrown (null included): its code and details when it has them.
       const { code = 'ERT_API_INTERNAL', details = {} } = (err ?? {}) as { code?: string; details?: SummaryDetails };

@@ -28,8 +28,9 @@ import type { DecisionEvent } from './metrics.js';
 import type { Policy } from './policy.js';
 import { HostSnapshots } from './host-snapshots.js';
 import { warmOnListen } from './warm-up.js';
-import { SchedulerApiError, SchedulerApiErrorCodes, schemaProblem, useErtErrors } from './ert-errors.js';
-import { SCHEDULER_PREFIX, SCHEDULER_ROUTES, schedulerOpenApi, type RequestBody } from './scheduler-routes.js';
+import { INSTANCE_EXISTS, SchedulerApiError, SchedulerApiErrorCodes, schemaProblem, useErtErrors } from './ert-errors.js';
+import { canonicalUuid } from './routes/allocation-writes.js';
+import { SCHEDULER_PREFIX, SCHEDULER_ROUTES, UUID_PATTERN, schedulerOpenApi, type RequestBody } from './scheduler-routes.js';
 import { hostFacets } from './host-facets.js';
 
 /** One instance of a request, as `@ert/scheduler`'s ScheduleRequest takes it. */
@@ -182,6 +183,60 @@ function placementOf(placement: string | Record<string, unknown>): PlacementRequ
   return parsed.request;
 }
 
+const UUID_LIKE = new RegExp(UUID_PATTERN);
+
+/** A uuid the schema let through (UUID_PATTERN), in its canonical form: lower case, dashed (as Placement takes a consumer's). */
+const canonical = (uuid: string): string => canonicalUuid(uuid) ?? uuid;
+
+/**
+ * A `select` or `explain` body the schema passed, as the scheduler takes it: its uuids
+ * canonical (`instance_uuids`, the hints', `forbidden_aggregates` entries that are uuids), so
+ * that one uuid in two spellings is one instance, and its `placement` query parsed. What the
+ * schema cannot say is refused here, 400 `ERT_API_BAD_REQUEST` naming the field: as many
+ * `instance_uuids` as `count`, each once; the image given once; a `placement` query Placement
+ * would take. Nothing here is a scheduling decision (decisions.ts): a refusal is the
+ * request's, as a schema's is.
+ */
+function checkedBody(raw: RequestBody): { body: RequestBody; placement?: PlacementRequest } {
+  const uuids = raw.instance_uuids?.map(canonical);
+  if (uuids !== undefined && uuids.length !== raw.count) {
+    throw new SchedulerApiError(400, SchedulerApiErrorCodes.BAD_REQUEST, `instance_uuids has ${uuids.length} uuids for count ${raw.count}`, { field: 'instance_uuids', count: raw.count });
+  }
+  const first = new Map<string, number>();
+  uuids?.forEach((uuid, i) => {
+    const earlier = first.get(uuid);
+    if (earlier !== undefined) {
+      throw new SchedulerApiError(
+        400,
+        SchedulerApiErrorCodes.BAD_REQUEST,
+        `instance_uuids/${i}: instance ${uuid} is there twice (as instance_uuids/${earlier}); uuids are compared in their canonical form, lower case with dashes`,
+        { field: `instance_uuids/${i}`, uuid },
+      );
+    }
+    first.set(uuid, i);
+  });
+  if (raw.image !== undefined && raw.image_properties !== undefined) {
+    throw new SchedulerApiError(400, SchedulerApiErrorCodes.BAD_REQUEST, 'give the image once: image or image_properties', { field: 'image', key: 'image' });
+  }
+  const h = raw.hints;
+  const body: RequestBody = {
+    ...raw,
+    ...(uuids !== undefined ? { instance_uuids: uuids } : {}),
+    ...(h !== undefined
+      ? {
+          hints: {
+            ...(h.same_host ? { same_host: h.same_host.map(canonical) } : {}),
+            ...(h.different_host ? { different_host: h.different_host.map(canonical) } : {}),
+            ...(h.server_group ? { server_group: { ...h.server_group, uuid: canonical(h.server_group.uuid), ...(h.server_group.members ? { members: h.server_group.members.map(canonical) } : {}) } } : {}),
+          },
+        }
+      : {}),
+    // Uuids or names: an entry that is a uuid is that uuid, in whatever spelling.
+    ...(raw.forbidden_aggregates !== undefined ? { forbidden_aggregates: raw.forbidden_aggregates.map((ref) => (UUID_LIKE.test(ref) ? canonical(ref) : ref)) } : {}),
+  };
+  return { body, ...(raw.placement !== undefined ? { placement: placementOf(raw.placement) } : {}) };
+}
+
 /** The Fastify plugin of the scheduler API (`createApi` registers it at SCHEDULER_PREFIX). */
 export function schedulerApi(ctx: SchedulerApiContext): (app: FastifyInstance) => Promise<void> {
   const ajv = new Ajv({ strict: false, useDefaults: true, allErrors: false });
@@ -208,15 +263,12 @@ export function schedulerApi(ctx: SchedulerApiContext): (app: FastifyInstance) =
     return found;
   };
 
-  /** The scheduler's request for a body, the caller's project and user owning the instances. */
-  const scheduleRequest = (body: RequestBody, credentials: Credentials) => {
-    if (body.instance_uuids !== undefined && body.instance_uuids.length !== body.count) {
-      throw new SchedulerApiError(400, SchedulerApiErrorCodes.BAD_REQUEST, `instance_uuids has ${body.instance_uuids.length} uuids for count ${body.count}`, { count: body.count });
-    }
-    const what = body.flavor !== undefined ? { flavor: flavorOf({ ...body, flavor: body.flavor }) } : { placement: placementOf(body.placement!) };
-    if (body.image !== undefined && body.image_properties !== undefined) {
-      throw new SchedulerApiError(400, SchedulerApiErrorCodes.BAD_REQUEST, 'give the image once: image or image_properties', { key: 'image' });
-    }
+  /**
+   * The scheduler's request for a checked body (`checkedBody`), the caller's project and user
+   * owning the instances. An unknown flavor is 404: a decision that ended in an error.
+   */
+  const scheduleRequest = ({ body, placement }: ReturnType<typeof checkedBody>, credentials: Credentials) => {
+    const what = body.flavor !== undefined ? { flavor: flavorOf({ ...body, flavor: body.flavor }) } : { placement: placement! };
     const imageProperties = body.image?.properties ?? body.image_properties;
     const owner = { projectId: credentials.projectId ?? credentials.userId, userId: credentials.userId };
     const instances = (body.instance_uuids ?? Array.from({ length: body.count }, () => randomUUID())).map((uuid) => ({ uuid, ...owner }));
@@ -297,8 +349,34 @@ export function schedulerApi(ctx: SchedulerApiContext): (app: FastifyInstance) =
     stale: ctx.staleAfter > 0 && now - Math.max(st.updatedAt, s.host.lastUpdate) > ctx.staleAfter,
   });
 
-  /** Answers with a status and a JSON body, or `streamed` when it answered on the raw response itself. */
-  type Handler = (request: FastifyRequest, body: unknown, reply: FastifyReply) => Promise<{ status: number; body?: unknown; streamed?: true }>;
+  /**
+   * Answers with a status and a JSON body, or `streamed` when it answered on the raw response
+   * itself. `body` is the body as its schema passed it (defaults filled in), `sent` a copy of
+   * its top level as the client sent it (the schemas' defaults are all at the top level).
+   */
+  type Handler = (request: FastifyRequest, body: unknown, reply: FastifyReply, sent: unknown) => Promise<{ status: number; body?: unknown; streamed?: true }>;
+
+  /**
+   * 409 `ERT_SCHEDULER_INSTANCE_EXISTS` when the store holds a record of one of `uuids`, not
+   * refused or expired (those hold nothing: a uuid whose reservation its host refused may be
+   * placed again, as the scheduler itself does with `wait`). The scheduler's claim refuses a
+   * uuid that holds allocations, in the store's transaction; a record holds none when its
+   * instance claimed nothing, and that is this check's. Read before the scheduler is called, so
+   * a record written meanwhile by another request with no allocations is not seen: every
+   * request this API takes claims something (vcpus and memory_mb from 1), except one whose
+   * extra specs or Placement-style request drop every class.
+   */
+  const refuseTaken = async (uuids: readonly string[]): Promise<void> => {
+    const records = await Promise.all(uuids.map((uuid) => ctx.store.getInstance(uuid)));
+    const taken = records.find((r) => r !== undefined && r.state !== 'refused' && r.state !== 'expired');
+    if (taken) {
+      throw new SchedulerApiError(409, INSTANCE_EXISTS, `instance ${taken.uuid} already exists in the store (${taken.state} on host ${taken.host}): give a new uuid`, {
+        instanceUuid: taken.uuid,
+        host: taken.host,
+        state: taken.state,
+      });
+    }
+  };
 
   const hostSnapshots = new HostSnapshots(ctx.store);
   // The live feed reads the same kept snapshots as GET /hosts: one poller of the store.
@@ -314,42 +392,55 @@ export function schedulerApi(ctx: SchedulerApiContext): (app: FastifyInstance) =
   let serverClosing: () => void = () => {};
   const closing = new Promise<void>((resolve) => (serverClosing = resolve));
 
+  /**
+   * One decision: the request's flavor read (an unknown flavor, a bad extra spec: a decision
+   * that ended in an error), the instances placed or not, observed in the metrics
+   * (`onDecision`) as the decisions' list records it (decisions.ts). An instance uuid the
+   * store's claim found in use (a request of the same uuid won the race) is no decision.
+   */
+  const decide = async (request: FastifyRequest, checked: ReturnType<typeof checkedBody>): Promise<{ status: number; body: unknown }> => {
+    const { body } = checked;
+    const started = performance.now();
+    let instances: number | undefined;
+    const observe = (outcome: DecisionEvent['outcome']) => ctx.onDecision?.({ outcome, seconds: (performance.now() - started) / 1000, ...(instances !== undefined ? { instances } : {}) });
+    let selections;
+    try {
+      const req = scheduleRequest(checked, request.credentials!);
+      instances = req.instances.length;
+      selections = await (
+        await scheduler()
+      ).select(req, body.wait ? { awaitConfirmation: true, ...(body.confirm_timeout_ms !== undefined ? { confirmTimeout: body.confirm_timeout_ms } : {}) } : {});
+    } catch (err) {
+      if (!uuidInUse(err)) observe(isErtError(err) && err.code === 'ERT_SCHEDULER_NO_VALID_HOST' ? 'no_valid_host' : 'error');
+      throw err;
+    }
+    observe('placed');
+    return {
+      status: 200,
+      body: {
+        instances: selections.map((s) => ({
+          uuid: s.instanceUuid,
+          host: s.host,
+          alternates: s.alternates,
+          allocations: placementAllocations(s.allocations),
+          state: s.state ?? 'scheduled',
+          ...(s.refusals && s.refusals.length > 0 ? { refusals: s.refusals } : {}),
+          ...(s.mappings !== undefined ? { mappings: s.mappings } : {}),
+        })),
+      },
+    };
+  };
+
   const handlers: Record<string, Handler> = {
-    select: async (request, raw) => {
-      const body = raw as RequestBody;
-      const started = performance.now();
-      let instances: number | undefined;
-      const observe = (outcome: DecisionEvent['outcome']) => ctx.onDecision?.({ outcome, seconds: (performance.now() - started) / 1000, ...(instances !== undefined ? { instances } : {}) });
-      let selections;
-      // Inside: a request refused as it is read (an unknown flavor, a bad extra spec) is a
-      // decision that ended in an error, as the decisions' list records it (decisions.ts).
-      try {
-        const req = scheduleRequest(body, request.credentials!);
-        instances = req.instances.length;
-        selections = await (
-          await scheduler()
-        ).select(req, body.wait ? { awaitConfirmation: true, ...(body.confirm_timeout_ms !== undefined ? { confirmTimeout: body.confirm_timeout_ms } : {}) } : {});
-      } catch (err) {
-        observe(isErtError(err) && err.code === 'ERT_SCHEDULER_NO_VALID_HOST' ? 'no_valid_host' : 'error');
-        throw err;
-      }
-      observe('placed');
-      return {
-        status: 200,
-        body: {
-          instances: selections.map((s) => ({
-            uuid: s.instanceUuid,
-            host: s.host,
-            alternates: s.alternates,
-            allocations: placementAllocations(s.allocations),
-            state: s.state ?? 'scheduled',
-            ...(s.refusals && s.refusals.length > 0 ? { refusals: s.refusals } : {}),
-            ...(s.mappings !== undefined ? { mappings: s.mappings } : {}),
-          })),
-        },
-      };
+    select: async (request, raw, _reply, sent) => {
+      // The request's own refusals come first and are no decision (docs/api.md): a body the
+      // schema passed but checkedBody refuses (400), an instance uuid in use (409).
+      const checked = checkedBody(raw as RequestBody);
+      const { body } = checked;
+      if (body.instance_uuids !== undefined) await refuseTaken(body.instance_uuids);
+      return decisions.track(sent, request.credentials!, () => decide(request, checked), async () => (await backend?.catch(() => undefined))?.hostCount, uuidInUse);
     },
-    explain: async (request, raw) => ({ status: 200, body: await (await scheduler()).explain(scheduleRequest(raw as RequestBody, request.credentials!)) }),
+    explain: async (request, raw) => ({ status: 200, body: await (await scheduler()).explain(scheduleRequest(checkedBody(raw as RequestBody), request.credentials!)) }),
     listHosts: async (request) => {
       const now = Date.now();
       const withStats = (request.query as { stats?: string }).stats !== 'false';
@@ -415,10 +506,6 @@ export function schedulerApi(ctx: SchedulerApiContext): (app: FastifyInstance) =
     },
   };
 
-  // Every select is recorded in the decisions' ring (decisions.ts), placed or not.
-  const select = handlers.select!;
-  handlers.select = (request, body, reply) =>
-    decisions.track(body, request.credentials!, () => select(request, body, reply), async () => (await backend?.catch(() => undefined))?.hostCount);
   handlers.hostFacets = async () => {
     const [snapshots, aggregates] = await Promise.all([hostSnapshots.all(), ctx.store.listAggregates()]);
     return { status: 200, body: hostFacets(snapshots, aggregates) };
@@ -471,8 +558,9 @@ export function schedulerApi(ctx: SchedulerApiContext): (app: FastifyInstance) =
               throw new SchedulerApiError(403, SchedulerApiErrorCodes.FORBIDDEN, `policy does not allow ${route.rule} (${route.method} ${SCHEDULER_PREFIX}${route.path})`, { rule: route.rule });
             }
           }
-          if (query && !query(request.query)) throw new SchedulerApiError(400, SchedulerApiErrorCodes.BAD_REQUEST, `invalid query: ${schemaProblem(query.errors)}`);
+          if (query && !query(request.query)) throw new SchedulerApiError(400, SchedulerApiErrorCodes.BAD_REQUEST, `invalid query: ${schemaProblem(query.errors, 'query')}`);
           let parsed: unknown;
+          let sent: unknown;
           if (body) {
             const contentType = (request.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
             if (contentType !== 'application/json') {
@@ -483,9 +571,16 @@ export function schedulerApi(ctx: SchedulerApiContext): (app: FastifyInstance) =
             } catch (err) {
               throw new SchedulerApiError(400, SchedulerApiErrorCodes.BAD_REQUEST, `malformed JSON: ${messageOf(err)}`);
             }
+            if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
+              throw new SchedulerApiError(400, SchedulerApiErrorCodes.BAD_REQUEST, `invalid body: the body must be a JSON object, not ${parsed === null ? 'null' : Array.isArray(parsed) ? 'an array' : `a ${typeof parsed}`}`);
+            }
+            const problem = route.bodyCheck?.(parsed as Record<string, unknown>);
+            if (problem !== undefined) throw new SchedulerApiError(400, SchedulerApiErrorCodes.BAD_REQUEST, `invalid body: ${problem}`);
+            // Before the schema fills in its defaults (at the top level only).
+            sent = { ...parsed };
             if (!body(parsed)) throw new SchedulerApiError(400, SchedulerApiErrorCodes.BAD_REQUEST, `invalid body: ${schemaProblem(body.errors)}`, { errors: body.errors ?? [] });
           }
-          const result = await handle(request, parsed, reply);
+          const result = await handle(request, parsed, reply, sent);
           if (result.streamed) return reply;
           reply.code(result.status);
           if (result.body === undefined) return reply.send();
@@ -494,6 +589,11 @@ export function schedulerApi(ctx: SchedulerApiContext): (app: FastifyInstance) =
       });
     }
   };
+}
+
+/** An instance uuid the store holds already: the request's refusal, not a scheduling decision. */
+function uuidInUse(err: unknown): boolean {
+  return isErtError(err) && err.code === INSTANCE_EXISTS;
 }
 
 function unknownInstance(uuid: string): SchedulerApiError {

@@ -8,18 +8,24 @@ import { DECISION_OUTCOMES } from './decisions.js';
 /** Where `ert serve` mounts the scheduler API. */
 export const SCHEDULER_PREFIX = '/scheduler/v1';
 
-const UUID = { type: 'string', pattern: '^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$' } as const;
+/** What a uuid of the body may look like: any case, dashes or not (taken in its canonical lower-case dashed form, `canonicalUuid`). */
+export const UUID_PATTERN = '^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$';
+const UUID = { type: 'string', pattern: UUID_PATTERN, description: 'Any case, with or without dashes: taken in its canonical lower-case dashed form.' } as const;
 const UUID_LIST = { type: 'array', items: UUID } as const;
+
+/** Nova's bound on a flavor's numbers (its database's MAX_INT). */
+const MAX_INT = 2147483647;
 
 const INLINE_FLAVOR = {
   type: 'object',
   additionalProperties: false,
   required: ['name', 'vcpus', 'memory_mb'],
+  description: "Nova's flavor rules: vcpus and memory_mb from 1, disk_gb from 0, all at most 2147483647. A class the instance must not claim is dropped with an extra spec (`resources:VCPU=0`), as in Nova.",
   properties: {
     name: { type: 'string', minLength: 1 },
-    vcpus: { type: 'integer', minimum: 0 },
-    memory_mb: { type: 'integer', minimum: 0 },
-    disk_gb: { type: 'integer', minimum: 0, description: 'Default 0.' },
+    vcpus: { type: 'integer', minimum: 1, maximum: MAX_INT },
+    memory_mb: { type: 'integer', minimum: 1, maximum: MAX_INT },
+    disk_gb: { type: 'integer', minimum: 0, maximum: MAX_INT, description: 'Default 0.' },
     extra_specs: { type: 'object', additionalProperties: { type: 'string' }, description: 'Default {}.' },
   },
 } as const;
@@ -29,6 +35,13 @@ const IMAGE_PROPERTIES = {
   additionalProperties: { type: 'string' },
   description: 'trait:NAME=required|forbidden, and hw_<name> for the flavor extra spec hw:<name> (hw_cpu_policy, hw_mem_page_size, ...).',
 } as const;
+
+/** REQUEST_BODY's `oneOf`, worded: exactly one of flavor and placement. */
+function flavorOrPlacement(body: Readonly<Record<string, unknown>>): string | undefined {
+  const flavor = Object.hasOwn(body, 'flavor');
+  if (flavor !== Object.hasOwn(body, 'placement')) return undefined;
+  return flavor ? 'give flavor or placement, not both' : 'give flavor (a configured flavor\'s name, or a flavor inline) or placement (a Placement-style request)';
+}
 
 const REQUEST_BODY = {
   type: 'object',
@@ -42,7 +55,13 @@ const REQUEST_BODY = {
       oneOf: [{ type: 'string', minLength: 1 }, { type: 'object' }],
     },
     count: { type: 'integer', minimum: 1, maximum: 1000, default: 1, description: 'Instances to place (all or none).' },
-    instance_uuids: { ...UUID_LIST, minItems: 1, maxItems: 1000, description: "The instances' uuids (as many as count); default: new ones." },
+    instance_uuids: {
+      ...UUID_LIST,
+      minItems: 1,
+      maxItems: 1000,
+      description:
+        "select: the instances' uuids (as many as count, each once in its canonical form); default: new ones. A uuid whose instance record is in the store (not refused or expired) is 409 ERT_SCHEDULER_INSTANCE_EXISTS.",
+    },
     hints: {
       type: 'object',
       additionalProperties: false,
@@ -65,7 +84,7 @@ const REQUEST_BODY = {
     forbidden_aggregates: {
       type: 'array',
       items: { type: 'string', minLength: 1 },
-      description: 'Aggregates (uuids or names) the instances must stay out of (request filter forbidden-aggregates).',
+      description: 'Aggregates (uuids or names) the instances must stay out of (request filter forbidden-aggregates). An entry that is a uuid in any case, with or without dashes, is taken in its canonical form.',
     },
     image: {
       type: 'object',
@@ -251,7 +270,7 @@ const DECISION = {
     id: { type: 'integer', description: "1 for the process's first decision, then one more each." },
     at: { type: 'string', format: 'date-time' },
     outcome: { enum: [...DECISION_OUTCOMES] },
-    request: { type: 'object', description: 'The body of POST /select as sent, without instance_uuids.' },
+    request: { type: 'object', description: 'The body of POST /select as sent (not the defaults the server filled in), without instance_uuids.' },
     user_id: { type: 'string' },
     project_id: { type: 'string' },
     duration_ms: { type: 'number' },
@@ -281,6 +300,11 @@ export interface SchedulerRoute {
   summary: string;
   rule: Rule;
   body?: object;
+  /**
+   * A check of the body (a JSON object) before its schema, worded for the caller: what the
+   * schema says in a way Ajv's message would not (a `oneOf` it names no field for).
+   */
+  bodyCheck?: (body: Readonly<Record<string, unknown>>) => string | undefined;
   query?: Record<string, object>;
   /** Status -> [description, schema or none]. */
   responses: Record<number, [string, object?]>;
@@ -297,6 +321,7 @@ const errors = (...statuses: number[]): Record<number, [string, object]> =>
           403: 'The policy refuses (ERT_API_FORBIDDEN)',
           404: 'Unknown flavor, instance or host (ERT_API_UNKNOWN_FLAVOR, ERT_API_UNKNOWN_INSTANCE, ERT_API_UNKNOWN_HOST)',
           409: 'No valid host (ERT_SCHEDULER_NO_VALID_HOST), uuid in use (ERT_SCHEDULER_INSTANCE_EXISTS), a store conflict, or an instance its tracker must release (ERT_API_INSTANCE_NOT_RELEASABLE)',
+          413: 'A body over 1 MiB (ERT_API_BODY_TOO_LARGE)',
           415: 'Not application/json (ERT_API_UNSUPPORTED_MEDIA_TYPE)',
         }[s]!,
         ERROR_BODY,
@@ -313,7 +338,8 @@ export const SCHEDULER_ROUTES: readonly SchedulerRoute[] = [
     summary: 'Place count instances of a flavor (all or none), claiming each in the store as a reservation (scheduled).',
     rule: 'system_admin_api',
     body: REQUEST_BODY,
-    responses: { 200: ['Where each instance went', { type: 'object', required: ['instances'], properties: { instances: { type: 'array', items: SELECTION } } }], ...errors(400, 401, 403, 404, 409, 415) },
+    bodyCheck: flavorOrPlacement,
+    responses: { 200: ['Where each instance went', { type: 'object', required: ['instances'], properties: { instances: { type: 'array', items: SELECTION } } }], ...errors(400, 401, 403, 404, 409, 413, 415) },
   },
   {
     method: 'POST',
@@ -322,7 +348,8 @@ export const SCHEDULER_ROUTES: readonly SchedulerRoute[] = [
     summary: "Per host, the filter that removed it and why; counts per filter; the candidates' weights. Changes nothing.",
     rule: 'system_reader_api',
     body: REQUEST_BODY,
-    responses: { 200: ["The scheduler's explanation (as `ert schedule --explain --json` prints it)", { type: 'object' }], ...errors(400, 401, 403, 404, 415) },
+    bodyCheck: flavorOrPlacement,
+    responses: { 200: ["The scheduler's explanation (as `ert schedule --explain --json` prints it)", { type: 'object' }], ...errors(400, 401, 403, 404, 413, 415) },
   },
   {
     method: 'GET',
@@ -433,7 +460,7 @@ export const SCHEDULER_ROUTES: readonly SchedulerRoute[] = [
     path: '/decisions',
     operationId: 'listDecisions',
     summary:
-      "The latest scheduling decisions of this process, newest first: every POST /select that reached the scheduler API's handler, placed or not, with the request, the caller, the hosts chosen, the time taken, the hosts considered and, when not placed, the error's code and reason (no valid host: the hosts removed per filter). Kept in memory, the last 200 by default (a restart forgets them); with ert serve --workers N each worker answers with its own (`process`).",
+      "The latest scheduling decisions of this process, newest first: every POST /select whose request passed validation (body, policy, instance_uuids not taken), placed or not, with the request, the caller, the hosts chosen, the time taken, the hosts considered and, when not placed, the error's code and reason (no valid host: the hosts removed per filter). Kept in memory, the last 200 by default (a restart forgets them); with ert serve --workers N each worker answers with its own (`process`).",
     rule: 'system_reader_api',
     query: { limit: { type: 'string', pattern: '^[1-9][0-9]{0,5}$', description: 'At most this many (a whole number from 1).' }, outcome: { enum: [...DECISION_OUTCOMES] } },
     responses: {

@@ -28,6 +28,10 @@ export interface HostChanges {
   aggregates?: AggregateInfo[];
   /** The store's `hostChanges` token as of this read: the next fetch asks what changed after it. */
   token: string;
+  /** `HostManager`'s count of fetches when this one began: `apply` ignores a fetch older than one it applied. */
+  fetch: number;
+  /** `HostManager`'s count of local changes when this fetch began (see `apply`). */
+  localChangesBefore: number;
 }
 
 /** The aggregates are read again at least this often (ms) while hosts change, whatever changed. */
@@ -72,6 +76,22 @@ export class HostManager {
   private readonly shape: HostShape;
   private stamp = 0;
   private loaded = false;
+  /**
+   * What a fetch in flight may not have seen. A placement counted in memory (`applyPlacement`)
+   * is unsettled on its host and the hosts sharing its providers until its claim is written or
+   * undone (`settle`); each settle and each `reload` is a local change, moving the count, and
+   * `changedLocally` holds each host's latest until a fetch begun after it is applied. `apply`
+   * does not replace an unsettled host, nor one changed here since the fetch began, with the
+   * fetch's snapshot (it could lack the placement: a decision then put two members of an
+   * anti-affinity group on one host); the host is read again at the next fetch (`recheck`).
+   */
+  private localChanges = 0;
+  private readonly changedLocally = new Map<string, number>();
+  private readonly unsettled = new Map<string, number>();
+  private readonly placing = new Map<string, string[]>();
+  private readonly recheck = new Set<string>();
+  private fetches = 0;
+  private appliedFetch = 0;
   /** Where the next `fetch` reads the store's host changes from (`Store.hostChanges`). */
   private changeToken: string | undefined;
   /**
@@ -201,18 +221,22 @@ export class HostManager {
    * are skipped there).
    */
   async fetch(): Promise<HostChanges> {
+    const began = { fetch: ++this.fetches, localChangesBefore: this.localChanges };
     if (!this.loaded) {
       // The token first: whatever changes after it is listed next time. Hosts before the
       // aggregates: aggregates read after them are never older than what the hosts show.
       const { token } = await this.store.hostChanges();
       const snapshots = await this.store.loadHosts();
-      return { snapshots, requested: [], removed: [], aggregates: await this.readAggregates(), token };
+      return { snapshots, requested: [], removed: [], aggregates: await this.readAggregates(), token, ...began };
     }
-    const { changed, removed, token } = await changedHosts(this.store, this.byName, (host) => host.generation, this.changeToken);
+    const again = [...this.recheck].filter((name) => this.byName.has(name));
+    this.recheck.clear();
+    const listed = await changedHosts(this.store, this.byName, (host) => host.generation, this.changeToken);
+    const changed = again.length === 0 ? listed.changed : [...new Set([...listed.changed, ...again])];
     const snapshots = await this.loadBatches(changed);
     const stale = changed.length > 0 && this.clock.now() - this.aggregatesReadAt > AGGREGATES_MAX_AGE;
     const aggregates = stale || snapshots.some((s) => this.aggregatesMoved(s)) ? await this.readAggregates() : undefined;
-    return { snapshots, requested: changed, removed, ...(aggregates ? { aggregates } : {}), token };
+    return { snapshots, requested: changed, removed: listed.removed, ...(aggregates ? { aggregates } : {}), token: listed.token, ...began };
   }
 
   private async readAggregates(): Promise<AggregateInfo[]> {
@@ -234,10 +258,17 @@ export class HostManager {
     return keys.some((k) => held.aggregateMetadata[k] !== snapshot.aggregateMetadata[k]);
   }
 
-  /** Apply what `fetch` read. Returns how many hosts were (re)loaded and removed. */
+  /**
+   * Apply what `fetch` read. Returns how many hosts were (re)loaded and removed. A fetch begun
+   * before one already applied is dropped whole (the later one read every host it lists, or
+   * newer); a host changed here since the fetch began (`localChanges`) keeps what it holds and
+   * is read again at the next fetch.
+   */
   apply(changes: HostChanges): { loaded: number; removed: number } {
     let loaded = 0;
     let removed = 0;
+    if (changes.fetch < this.appliedFetch) return { loaded, removed };
+    this.appliedFetch = changes.fetch;
     if (changes.aggregates) this.aggregates = changes.aggregates;
     const seen = new Set<string>();
     for (const snapshot of changes.snapshots) {
@@ -246,9 +277,14 @@ export class HostManager {
       // Same generation: nothing changed in the store; reloading would only drop placements
       // this scheduler counted since (claims still being written).
       if (held && held.generation === snapshot.host.generation && this.loaded) continue;
+      if (held && (this.unsettled.has(held.name) || (this.changedLocally.get(held.name) ?? -1) > changes.localChangesBefore)) {
+        this.recheck.add(held.name);
+        continue;
+      }
       this.put(snapshot);
       loaded++;
     }
+    for (const [name, change] of this.changedLocally) if (change <= changes.localChangesBefore) this.changedLocally.delete(name);
     for (const name of [...changes.removed, ...changes.requested.filter((n) => !seen.has(n))]) {
       const gone = this.byName.get(name);
       if (gone) {
@@ -270,6 +306,7 @@ export class HostManager {
    */
   async reload(names: readonly string[]): Promise<void> {
     const snapshots = await this.loadBatches(names);
+    for (const name of names) this.changedLocallyNow(name);
     const seen = new Set<string>();
     for (const snapshot of snapshots) {
       seen.add(snapshot.host.name);
@@ -296,13 +333,21 @@ export class HostManager {
    * closed) but undo the placement by reloading the host.
    */
   applyPlacement(host: Host, instance: InstanceRequest, spec: RequestSpec, allocations: readonly Allocation[]): string | undefined {
+    const touched = [host.name];
     for (const allocation of allocations) {
       const provider = host.provider(allocation.providerUuid);
       if (!provider) continue;
       provider.addUsage(allocation.resourceClass, allocation.amount);
       const shared = this.sharing.get(provider.uuid);
-      if (shared) for (const other of shared.hosts) this.touch(other);
+      if (shared) {
+        for (const other of shared.hosts) {
+          this.touch(other);
+          if (other !== host) touched.push(other.name);
+        }
+      }
     }
+    for (const name of touched) this.unsettled.set(name, (this.unsettled.get(name) ?? 0) + 1);
+    this.placing.set(instance.uuid, touched);
     host.addInstance(instance.uuid);
     this.holds(instance.uuid, host);
     const placement: Placement = { host: host.name, instance, spec, allocations: allocations.map((a) => ({ ...a })) };
@@ -323,6 +368,28 @@ export class HostManager {
     });
     this.touch(host);
     return problem;
+  }
+
+  /** Note a local change of the host that a fetch in flight cannot have seen (see `localChanges`). */
+  private changedLocallyNow(name: string): void {
+    this.changedLocally.set(name, ++this.localChanges);
+  }
+
+  /**
+   * The claim of the instance `applyPlacement` counted is settled: written (after
+   * `acknowledge`) or undone (after `reload`). Until then a refresh leaves its hosts as they are
+   * held (see `localChanges`). Call it once per `applyPlacement`, whatever happened.
+   */
+  settle(instanceUuid: string): void {
+    const touched = this.placing.get(instanceUuid);
+    if (touched === undefined) return;
+    this.placing.delete(instanceUuid);
+    for (const name of touched) {
+      const left = (this.unsettled.get(name) ?? 1) - 1;
+      if (left > 0) this.unsettled.set(name, left);
+      else this.unsettled.delete(name);
+      this.changedLocallyNow(name);
+    }
   }
 
   /**

@@ -4,7 +4,7 @@
  * See README.md.
  */
 export { createScheduler } from './scheduler.js';
-export type { InstanceToSchedule, RankingStrategy, ScheduleRequest, Scheduler, SchedulerOptions, Selection } from './scheduler.js';
+export type { InstanceToSchedule, KeptInstance, RankingStrategy, ScheduleRequest, Scheduler, SchedulerOptions, Selection } from './scheduler.js';
 export type { Refusal, SelectOptions } from './confirmation.js';
 export { NoValidHostError, SchedulerError, SchedulerErrorCode } from './errors.js';
 export { BUILTIN_FILTERS, builtinFilters } from './builtins.js';

@@ -3,7 +3,7 @@ import type { Clock, Flavor, HostState, ImageMeta, InstanceRequest, Logger, Plac
 import { createLogger, createPluginRuntime } from '@ert/core';
 import type { ErtConfig, HookTiming, PluginRuntime } from '@ert/core';
 import { checkPlacementRequest, fitRequest, parseFlavor, specFromPlacementRequest, withGroupProviders } from '@ert/placement';
-import { expireReservations } from '@ert/store';
+import { expireReservations, withdrawInstance } from '@ert/store';
 import type { Allocation, Store } from '@ert/store';
 import { affinityHosts, builtinFilters } from './builtins.js';
 import { NoValidHostError, SchedulerError, SchedulerErrorCode } from './errors.js';
@@ -82,6 +82,18 @@ export interface Selection {
   state?: 'active';
   /** With `awaitConfirmation`: hosts whose tracker refused the instance (or that let it expire) before this one took it, in order. */
   refusals?: Refusal[];
+}
+
+/**
+ * An instance of a batch that failed which stayed in the store: its host's tracker confirmed
+ * it (`active`, or later states only the tracker ends) before the batch failed, so withdrawing
+ * it would take it from under the tracker's plugins. The failed select's error lists these in
+ * `details.keptInstances`; release them through their hosts (`ert release`).
+ */
+export interface KeptInstance {
+  instanceUuid: string;
+  host: string;
+  state: string;
 }
 
 /**
@@ -169,6 +181,11 @@ export function memoLimit(capacity: number): number {
 }
 /** Parsed requests kept (see `parse`); the least recently used is dropped. */
 const PARSED_LIMIT = 64;
+/**
+ * A decision waits for the hosts to be read when their last read began this many
+ * `refreshInterval`s ago or more (`refreshIfDue`): the bound on the age of the state decided on.
+ */
+const STALE_REFRESHES = 2;
 
 /** A request's parsed flavor and hints, with the spec serialised once (the memo key). */
 interface ParsedRequest {
@@ -303,21 +320,27 @@ class DefaultScheduler implements Scheduler {
   }
 
   private async refreshNow(): Promise<{ loaded: number; removed: number }> {
+    const began = this.env.clock.now();
     const result = await this.manager.refresh();
-    this.lastRefresh = this.env.clock.now();
+    this.lastRefresh = began;
     this.prepareForHosts();
     return result;
   }
 
   /**
    * Called holding the lock before a decision. With `refreshInterval` 0 the hosts are refreshed
-   * right now; otherwise, when the interval has passed, the changes are read in the background
-   * and applied under the lock once read, so no decision waits for the store's reads.
+   * right now. Otherwise, when the interval has passed, the changes are read in the background
+   * and applied under the lock once read, so under steady traffic no decision waits for the
+   * store's reads; but when the last read began STALE_REFRESHES intervals ago or more (the
+   * first decision after a quiet spell, or a read that hangs), the hosts are read now, before
+   * deciding: a decision never uses host state read longer ago than that (a host disabled
+   * minutes before was chosen from the state held since).
    */
   private async refreshIfDue(): Promise<void> {
     const interval = this.config.scheduler.refreshInterval;
     const now = this.env.clock.now();
-    if (interval <= 0) {
+    if (interval <= 0 || now - this.lastRefresh >= STALE_REFRESHES * interval) {
+      // A background read still running began earlier: `apply` drops it once this one is in.
       await this.refreshNow();
       return;
     }
@@ -360,6 +383,13 @@ class DefaultScheduler implements Scheduler {
         request.placement !== undefined
           ? specFromPlacementRequest(checkPlacementRequest(request.placement), hints)
           : parseFlavor(flavor!, { keys: this.runtime.extraSpecKeys, hints });
+      // A claim of nothing writes no allocations, so the store could not tell a second claim of
+      // the uuid from the first (its check is the consumer's allocations); Placement refuses a
+      // request without resources too.
+      if (spec.groups.every((group) => Object.values(group.resources).every((amount) => amount <= 0))) {
+        const what = request.placement !== undefined ? 'the Placement-style request' : `flavor "${flavor!.name}"`;
+        throw new SchedulerError(SchedulerErrorCode.INVALID_REQUEST, `invalid scheduling request: ${what} claims no resources (every class 0 or dropped)`, { key: request.placement !== undefined ? 'placement' : 'flavor' });
+      }
       parsed = { spec, key: JSON.stringify(spec) };
       if (this.parsed.size >= PARSED_LIMIT) this.parsed.delete(this.parsed.keys().next().value!);
     }
@@ -401,7 +431,13 @@ class DefaultScheduler implements Scheduler {
       }
       if (options.awaitConfirmation) await this.confirm(request, parsed, locked, selections, tries, options);
     } catch (error) {
-      await this.release(selections, locked);
+      const kept = await this.release(selections, locked);
+      if (kept.length > 0 && isErtError(error)) {
+        // The batch failed, yet these are live on their hosts: the caller must know (error
+        // details are built per error, so adding to them changes no other error).
+        (error.details as Record<string, unknown>).keptInstances = kept;
+        error.message += `; ${kept.length} instance(s) of the batch stay, confirmed by their hosts before it failed (${kept.map((k) => `${k.instanceUuid} on ${k.host}`).join(', ')}): release them through their hosts`;
+      }
       throw error;
     }
     return selections;
@@ -438,7 +474,11 @@ class DefaultScheduler implements Scheduler {
         if (refused !== undefined) {
           // A consumer's `placed` failed: no claim on this host (fail closed); the reload undoes
           // what was counted in memory and rebuilds the consumers' data from the store.
-          await this.manager.reload([chosen.name]);
+          try {
+            await this.manager.reload([chosen.name]);
+          } finally {
+            this.manager.settle(instance.uuid);
+          }
           return { host: chosen.name, problem: refused };
         }
         const alternates = candidates
@@ -470,11 +510,16 @@ class DefaultScheduler implements Scheduler {
         // Synchronous, so no decision runs in between: hosts the claim alone changed in the
         // store take their new generation (the placement is in memory already).
         this.manager.acknowledge(written.hosts);
+        this.manager.settle(instance.uuid);
       } catch (error) {
         // Nothing was written (or, ERT_STORE_UNAVAILABLE, it may have been: the store could not
         // learn whether a commit whose answer was lost went through): the placement counted in
         // memory must go, and the host is read again (the store is the truth).
-        await locked(() => this.manager.reload([decision.host]));
+        try {
+          await locked(() => this.manager.reload([decision.host]));
+        } finally {
+          this.manager.settle(instance.uuid);
+        }
         if (!isErtError(error) || !RETRY_ON_OTHER_HOST.has(error.code)) {
           if (isErtError(error) && error.code === 'ERT_STORE_CONSUMER_GENERATION_CONFLICT') {
             throw new SchedulerError(SchedulerErrorCode.INSTANCE_EXISTS, `instance ${instance.uuid} already has allocations in the store`, { instanceUuid: instance.uuid }, { cause: error });
@@ -561,17 +606,27 @@ class DefaultScheduler implements Scheduler {
     }
   }
 
-  /** Undo the claims of a failed batch (store first, then the in-memory hosts by reloading them). */
-  private async release(selections: readonly Selection[], locked: Locked): Promise<void> {
+  /**
+   * Undo the claims of a failed batch (store first, then the in-memory hosts by reloading them):
+   * each reservation is withdrawn in one generation-checked write (`withdrawInstance`), so one
+   * its host's tracker confirmed meanwhile (`active`: its plugins hold it) is not taken from
+   * under the tracker but stays, the tracker's to release. Returns those that stayed.
+   */
+  private async release(selections: readonly Selection[], locked: Locked): Promise<KeptInstance[]> {
+    const kept: KeptInstance[] = [];
     for (const selection of selections) {
       try {
-        await this.store.deleteAllocations(selection.instanceUuid);
-        await this.store.deleteInstance(selection.instanceUuid);
+        const withdrawal = await withdrawInstance(this.store, selection.instanceUuid);
+        if (withdrawal.outcome === 'held') kept.push({ instanceUuid: selection.instanceUuid, host: withdrawal.record.host, state: withdrawal.record.state });
       } catch (error) {
         this.env.logger.error({ instance: selection.instanceUuid, host: selection.host, err: error }, `could not release the claim of a failed batch: ${messageOf(error)}`);
       }
     }
     if (selections.length > 0) await locked(() => this.manager.reload([...new Set(selections.map((s) => s.host))]));
+    if (kept.length > 0) {
+      this.env.logger.warn({ instances: kept }, 'a failed batch left instances their hosts had confirmed; release them through their hosts');
+    }
+    return kept;
   }
 
   private rank(memo: Memo, limit: number): Ranking {

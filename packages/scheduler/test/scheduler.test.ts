@@ -130,6 +130,19 @@ describe.each(BACKENDS)('scheduler on %s', (client) => {
     expect(calls() - before).toBe(44);
   });
 
+  it('refuses a request that claims no resources: nothing written, so a second claim of the uuid could not be told apart', async () => {
+    // Found by an audit against ert serve: such a select answered 200 with no allocations, and
+    // again for the same uuid (the store's check is the consumer's allocations). Seen red with
+    // the check removed from parse(): the first select placed the instance.
+    const { store, options } = await fleet('nothing', [{ name: 'n1', inventories: { VCPU: 8, MEMORY_MB: 8192 } }]);
+    const s = await scheduler(options, store, { filters: ['status', 'resources'] });
+    const dropped = flavor('dropped', 1, 512, { 'resources:VCPU': '0', 'resources:MEMORY_MB': '0' });
+    const [inst] = instances(1);
+    await expect(s.select({ flavor: dropped, instances: [inst!] })).rejects.toMatchObject({ code: 'ERT_SCHEDULER_INVALID_REQUEST', message: 'invalid scheduling request: flavor "dropped" claims no resources (every class 0 or dropped)' });
+    await expect(s.select({ placement: { groups: [{ suffix: '', resources: {}, requiredTraits: [], forbiddenTraits: [], memberOf: [] }], groupPolicy: 'none', sameSubtree: [], rootRequiredTraits: [], rootForbiddenTraits: [] }, instances: [inst!] })).rejects.toMatchObject({ code: 'ERT_SCHEDULER_INVALID_REQUEST', details: { key: 'placement' } });
+    expect(await store.getInstance(inst!.uuid)).toBeUndefined();
+  });
+
   it('fails a batch whole: releases what it claimed and explains why', async () => {
     const { store, options } = await fleet('whole', [
       { name: 'x1', inventories: { VCPU: 2, MEMORY_MB: 4096 } },

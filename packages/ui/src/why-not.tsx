@@ -38,7 +38,9 @@ export function requestOf(q: Query): { flavor: FlavorRequest; az?: string } | { 
   const size: Record<string, number> = {};
   for (const f of SIZE_FIELDS) {
     const raw = q[f].trim() === '' && f === 'disk_gb' ? '0' : q[f].trim();
-    if (!/^\d+$/.test(raw)) return { field: f, message: `must be a whole number, 0 or more; got "${q[f]}"` };
+    // The API's (and Nova's) flavor rules: vcpus and memory_mb from 1, disk_gb from 0.
+    const least = f === 'disk_gb' ? 0 : 1;
+    if (!/^\d+$/.test(raw) || Number(raw) < least) return { field: f, message: `must be a whole number, ${least} or more; got "${q[f]}"` };
     size[f] = Number(raw);
   }
   return { flavor: { name: 'custom', vcpus: size.vcpus!, memory_mb: size.memory_mb!, disk_gb: size.disk_gb! }, ...az };

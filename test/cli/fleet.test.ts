@@ -90,7 +90,7 @@ describe('ert aggregate, host disable/enable, db status', () => {
     const traits = json(await project.run(['--json', 'trait', 'add', 'CUSTOM_PROBE', '--host', 'node1'])).traits;
     expect(traits).toEqual(expect.arrayContaining(['CUSTOM_OPERATOR_GOLD', 'HW_CPU_X86_AVX2']));
     const bad = await project.run(['trait', 'add', 'gold', '--host', 'node1']);
-    expect([bad.code, bad.stderr]).toEqual([2, 'ert: "gold" is not a trait name (CUSTOM_ followed by A-Z, 0-9 and _, or a standard trait)\n']);
+    expect([bad.code, bad.stderr]).toEqual([2, 'ert: "gold" is not a trait name: CUSTOM_ followed by A-Z, 0-9 and _, or a standard trait (os-traits 2.9.0)\n']);
     expect((await project.run(['trait', 'add', 'CUSTOM_X'])).code).toBe(2);
     expect((await project.run(['trait', 'add', 'CUSTOM_X', '--provider', 'nope'])).code).toBe(2);
   });

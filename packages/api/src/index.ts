@@ -6,6 +6,7 @@
  */
 export { createApi, normalizePrefix, PLACEMENT_ROUTES, type ApiOptions } from './app.js';
 export { acceptsJson } from './accept.js';
+export { canonicalUuid } from './routes/allocation-writes.js';
 export { serve, resolveAuth, type ServeOptions, type RunningServer, ServeError, ServeErrorCodes } from './serve.js';
 export {
   AUTH_MODES,

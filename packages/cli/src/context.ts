@@ -1,8 +1,9 @@
 import { stat } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import type { ExtraSpecKey, Flavor, Logger, ResourceRequestGroup } from '@ert/plugin-api';
-import { createLogger, loadConfig, resolvePlugin, type ErtConfig } from '@ert/core';
-import { ErtError, isErtError, messageOf } from '@ert/plugin-api';
+import { createLogger, loadConfig, maskPasswords, resolvePlugin, type ErtConfig } from '@ert/core';
+import { ErtError, isErtError, isValidTraitName, messageOf } from '@ert/plugin-api';
+import { STANDARD_TRAITS, STANDARDS_SOURCE, canonicalUuid } from '@ert/api';
 import { parseFlavor } from '@ert/placement';
 import { createStore, isStoreUnavailable, type Store, type StoreOptions } from '@ert/store';
 import { CliError, CliErrorCode } from './errors.js';
@@ -60,44 +61,71 @@ export class CommandContext {
   }
 
   /**
-   * The configured store, opened once per invocation. With `create` (`db migrate` and the
-   * tracker's own commands: `host sync`, `host run`, `claim`) a missing store is created and
-   * pending migrations are applied; otherwise nothing is created or migrated: a missing store,
-   * a schema older or newer than this program's is an error saying which (ERT_STORE_MISSING,
-   * ERT_STORE_SCHEMA_OUTDATED, ERT_STORE_SCHEMA_NEWER) and what to do.
+   * The configured store, opened once per invocation (`openStore`). With `create` (`db migrate`
+   * and the tracker's own commands: `host sync`, `host run`, `claim`) a missing store is created
+   * and pending migrations are applied; with `anySchema` (`db status`) it is only reached;
+   * otherwise nothing is created or migrated: a missing store, a schema older or newer than
+   * this program's is an error saying which (ERT_STORE_MISSING, ERT_STORE_SCHEMA_OUTDATED,
+   * ERT_STORE_SCHEMA_NEWER) and what to do.
    */
-  async store(config?: ErtConfig, opts: { create?: boolean } = {}): Promise<Store> {
+  async store(config?: ErtConfig, opts: { create?: boolean; anySchema?: boolean } = {}): Promise<Store> {
     if (!this.storeInstance) {
       const options = (config ?? (await this.config())).store;
-      // knex's pool diagnostics (a connection lost, an acquire failed) at debug, as bin.ts
-      // treats libraries' console output: a one-shot command's failure stays one line.
-      const logger = await this.logger();
-      const store = await createStore({ ...options, logger: { warn: (fields, message) => logger.debug(fields, message) } });
-      try {
-        if (opts.create) {
-          const before = await store.schemaStatus();
-          await store.migrate();
-          // A mistyped path must not become a new, empty store silently.
-          if (!before.exists || before.applied.length === 0) {
-            this.out.status(`ert: note: created a new ${options.client === 'pg' ? 'PostgreSQL' : 'SQLite'} store at ${describeConnection(options)}${options.client === 'pg' ? ` (schema ${options.schema ?? 'public'})` : ''}; if that is not the store you meant, check store.connection`);
-          }
-        } else {
-          await store.checkSchema();
-        }
-      } catch (err) {
-        await store.close().catch(() => undefined);
-        // A driver error (ECONNREFUSED, SQLITE_CANTOPEN) does not say which store it was; nor
-        // does ERT_STORE_UNAVAILABLE (it stays the cause: `host run` waits for such a store).
-        if (isErtError(err) && !isStoreUnavailable(err)) throw err;
-        const reason = messageOf(isStoreUnavailable(err) && err.cause !== undefined ? err.cause : err);
-        throw new CliError(CliErrorCode.STORE_UNAVAILABLE, `cannot open the ${options.client} store ${describeConnection(options)}: ${reason}`, {
-          client: options.client,
-          connection: describeConnection(options),
-        }, { cause: err });
-      }
-      this.storeInstance = store;
+      this.storeInstance = await this.openStore(options, { mode: opts.create ? 'create' : opts.anySchema ? 'reach' : 'current' });
     }
     return this.storeInstance;
+  }
+
+  /**
+   * Open a store (the caller closes it; `store()` is the configured one, closed by `close()`):
+   * `create` creates a missing store and applies pending migrations, saying so on stderr when
+   * it was created (unless `quiet`); `current` refuses a missing store or a schema that is not
+   * this program's; `reach` only reads the schema's state. A store that cannot be opened
+   * (server unreachable, file not creatable) is ERT_CLI_STORE_UNAVAILABLE naming the client and
+   * the connection (password masked) and, when given, the `option` it came from.
+   */
+  async openStore(options: StoreOptions, opts: { mode: 'create' | 'current' | 'reach'; quiet?: boolean; option?: string }): Promise<Store> {
+    // knex's pool diagnostics (a connection lost, an acquire failed) at debug, as bin.ts
+    // treats libraries' console output: a one-shot command's failure stays one line.
+    const logger = await this.logger();
+    const where = describeConnection(options);
+    const unavailable = (err: unknown): CliError => {
+      const reason = messageOf(isStoreUnavailable(err) && err.cause !== undefined ? err.cause : err);
+      return new CliError(
+        CliErrorCode.STORE_UNAVAILABLE,
+        `cannot open the ${options.client} store ${where}${opts.option !== undefined ? ` (${opts.option})` : ''}: ${maskPasswords(reason)}`,
+        { client: options.client, connection: where, ...(opts.option !== undefined ? { option: opts.option } : {}) },
+        { cause: err },
+      );
+    };
+    let store: Store;
+    try {
+      store = await createStore({ ...options, logger: { warn: (fields, message) => logger.debug(fields, message) } });
+    } catch (err) {
+      if (isErtError(err) && !isStoreUnavailable(err)) throw err;
+      throw unavailable(err);
+    }
+    try {
+      if (opts.mode === 'create') {
+        const before = await store.schemaStatus();
+        await store.migrate();
+        // A mistyped path must not become a new, empty store silently.
+        if (!opts.quiet && (!before.exists || before.applied.length === 0)) {
+          this.out.status(`ert: note: created a new ${options.client === 'pg' ? 'PostgreSQL' : 'SQLite'} store at ${where}${options.client === 'pg' ? ` (schema ${options.schema ?? 'public'})` : ''}; if that is not the store you meant, check store.connection`);
+        }
+      } else if (opts.mode === 'reach') {
+        await store.schemaStatus();
+      } else {
+        await store.checkSchema();
+      }
+    } catch (err) {
+      await store.close().catch(() => undefined);
+      // A driver error (ECONNREFUSED, SQLITE_CANTOPEN) does not say which store it was; nor
+      // does ERT_STORE_UNAVAILABLE (it stays the cause: `host run` waits for such a store).
+      if (isErtError(err) && !isStoreUnavailable(err)) throw err;
+      throw unavailable(err);
+    }
+    return store;
   }
 
   /** Close what the command opened. Safe to call more than once. */
@@ -108,9 +136,9 @@ export class CommandContext {
   }
 }
 
-/** The store's connection as it may be shown: a PostgreSQL password is masked. */
+/** The store's connection as it may be shown: any password in it is masked (`maskPasswords`). */
 export function describeConnection(options: StoreOptions): string {
-  return options.connection.replace(/\/\/([^:/@]+):[^@]*@/, '//$1:***@');
+  return maskPasswords(options.connection);
 }
 
 /** The flavor of the config named `name`; an unknown name lists the known ones. */
@@ -260,4 +288,31 @@ export function positiveInt(option: string, value: string | undefined, fallback:
     throw new CliError(CliErrorCode.USAGE, `${option} must be a positive integer, got "${value}"`, { option, value });
   }
   return Number(value);
+}
+
+/** A uuid option's value (`--uuid`) in its canonical form (`canonicalUuid`); anything else is a usage error naming the option. */
+export function uuidOption(option: string, value: string): string {
+  const uuid = canonicalUuid(value);
+  if (uuid === undefined) {
+    throw new CliError(CliErrorCode.USAGE, `${option} must be a uuid (32 hex digits, any case, dashes optional: 4f1c9c1e-0b7a-4e4b-9d55-1c2f3a4b5c6d), got ${JSON.stringify(value)}`, { option, value });
+  }
+  return uuid;
+}
+
+const STANDARD_TRAIT_SET: ReadonlySet<string> = new Set(STANDARD_TRAITS);
+
+/**
+ * Refuse a trait an operator may not set (`ert trait`, `ert aggregate set-traits`), as
+ * Placement does: it must be a standard trait (os-traits, the list Placement knows) or
+ * `CUSTOM_` followed by A-Z, 0-9 and _. A usage error naming it, with the closest standard
+ * traits (`details.didYouMean`).
+ */
+export function checkTraitName(trait: string): void {
+  if (STANDARD_TRAIT_SET.has(trait) || (/^CUSTOM_[A-Z0-9_]+$/.test(trait) && isValidTraitName(trait))) return;
+  const close = closestNames(trait, STANDARD_TRAITS);
+  throw new CliError(
+    CliErrorCode.USAGE,
+    `${JSON.stringify(trait)} is not a trait name: CUSTOM_ followed by A-Z, 0-9 and _, or a standard trait (os-traits ${STANDARDS_SOURCE['os-traits'] ?? ''})${close.length > 0 ? `; did you mean ${close.join(', ')}?` : ''}`,
+    { trait, didYouMean: close },
+  );
 }

@@ -67,6 +67,10 @@ const USAGE_CODES: ReadonlySet<string> = new Set([
   CliErrorCode.NOT_RELEASED,
   CliErrorCode.UNKNOWN_HOST,
   CliErrorCode.MISSING_FILE,
+  // `ert serve --auth` / ERT_API_AUTH naming no auth mode.
+  'ERT_API_BAD_AUTH',
+  // `ert simulate`'s host profiles directory unreadable or without profiles.
+  'ERT_TRACKER_FLEET',
 ]);
 const REJECTED_CODES: ReadonlySet<string> = new Set(['ERT_SCHEDULER_NO_VALID_HOST', CliErrorCode.CLAIM_REJECTED]);
 const PROBLEM_CODES: ReadonlySet<string> = new Set([CliErrorCode.CLAIMED_WITH_PROBLEMS, CliErrorCode.RELEASED_WITH_PROBLEMS]);

@@ -1,3 +1,4 @@
+import { maskPasswords } from '@ert/core';
 import { formatTable, type Column } from './table.js';
 
 /** Where a command writes: stdout for results, stderr for progress and errors. */
@@ -40,9 +41,10 @@ export class Output {
     if (!this.json) this.io.stdout.write(text.endsWith('\n') ? text : text + '\n');
   }
 
-  /** Status on stderr (progress, daemons); kept off stdout so --json stays parseable. */
+  /** Status on stderr (progress, daemons); kept off stdout so --json stays parseable. No password is printed (`maskPasswords`). */
   status(text: string): void {
-    this.io.stderr.write(text.endsWith('\n') ? text : text + '\n');
+    const masked = maskPasswords(text);
+    this.io.stderr.write(masked.endsWith('\n') ? masked : masked + '\n');
   }
 
   table<Row>(rows: readonly Row[], columns: readonly Column<Row>[]): string {

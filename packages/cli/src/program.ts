@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { Command, CommanderError, Option } from 'commander';
 import { isErtError, messageOf } from '@ert/plugin-api';
+import { maskPasswords } from '@ert/core';
 import { CommandContext } from './context.js';
 import { CliErrorCode, ExitCode, exitCodeFor } from './errors.js';
 import { processIo, type CliIo, type GlobalOptions } from './io.js';
@@ -371,7 +372,8 @@ function withoutHelpForUnknownCommand(program: Command, argv: string[]): string[
 }
 
 function reportError(io: CliIo, err: unknown, globals: GlobalOptions): void {
-  const message = messageOf(err);
+  // No password is printed, whatever library wrote the message (a URL taken as a file path).
+  const message = maskPasswords(messageOf(err));
   // One line: a multi-line message (one line per config problem) is joined, not cut.
   const oneLine = message
     .split('\n')
@@ -380,17 +382,17 @@ function reportError(io: CliIo, err: unknown, globals: GlobalOptions): void {
     .join(' ');
   io.stderr.write(`ert: ${oneLine}\n`);
   if (globals.logLevel === 'debug' || globals.logLevel === 'trace') {
-    io.stderr.write(`${err instanceof Error ? (err.stack ?? message) : message}\n`);
+    io.stderr.write(`${maskPasswords(err instanceof Error ? (err.stack ?? message) : message)}\n`);
     let cause = err instanceof Error ? err.cause : undefined;
     while (cause) {
-      io.stderr.write(`caused by: ${cause instanceof Error ? (cause.stack ?? cause.message) : String(cause)}\n`);
+      io.stderr.write(`caused by: ${maskPasswords(cause instanceof Error ? (cause.stack ?? cause.message) : String(cause))}\n`);
       cause = cause instanceof Error ? cause.cause : undefined;
     }
   }
   if (globals.json) {
     const error = isErtError(err)
-      ? { code: err.code, message: err.message, details: err.details }
+      ? { code: err.code, message: maskPasswords(err.message), details: err.details }
       : { code: 'ERT_INTERNAL', message, details: {} };
-    io.stdout.write(JSON.stringify({ error }, null, 2) + '\n');
+    io.stdout.write(JSON.stringify({ error }, (_key, value: unknown) => (typeof value === 'string' ? maskPasswords(value) : value), 2) + '\n');
   }
 }

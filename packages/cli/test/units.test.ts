@@ -45,6 +45,11 @@ describe('exitCodeFor', () => {
     [new CliError(CliErrorCode.CLAIMED_WITH_PROBLEMS, 'x'), 4],
     [new CliError(CliErrorCode.RELEASED_WITH_PROBLEMS, 'x'), 4],
     [new CliError(CliErrorCode.NOT_RELEASED, 'x'), 2],
+    // An unknown `serve --auth` mode, and simulate's profiles directory unreadable or empty:
+    // the operator's options (seen red without them among the usage codes: 1).
+    [new ErtError('ERT_API_BAD_AUTH', 'x'), 2],
+    [new ErtError('ERT_TRACKER_FLEET', 'x'), 2],
+    [new ErtError('ERT_API_AUTH_REQUIRED', 'x'), 1],
     [new Error('plain'), 1],
   ])('%s -> %i', (err, code) => {
     expect(exitCodeFor(err)).toBe(code);

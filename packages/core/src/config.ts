@@ -141,6 +141,13 @@ export const MAX_DURATION_MS = 2_147_483_647;
  */
 export const MIN_HOOK_TIMEOUT_MS = 1;
 
+/**
+ * Shortest `tracker.interval`, `tracker.staleAfter`, `reservations.timeout` and
+ * `reservations.pollInterval` accepted, after rounding to whole ms: at 0 a period is a tight
+ * loop and a deadline has always passed.
+ */
+export const MIN_PERIOD_MS = 1;
+
 const nonEmptyString = { type: 'string', minLength: 1 };
 const duration = (fallback?: string) => ({
   type: ['string', 'number'],
@@ -293,6 +300,15 @@ export interface ConfigSource {
 }
 
 const POSTGRES_URL = /^postgres(ql)?:\/\//;
+
+/**
+ * `text` with the password of every URL in it masked: `postgres://ert:***@db/ert`, also when a
+ * path resolution collapsed the `//` (`/srv/postgres:/ert:***@db/ert`) and in a `password=`
+ * query parameter. A store's connection is shown only this way, in messages and their details.
+ */
+export function maskPasswords(text: string): string {
+  return text.replace(/([a-z][a-z0-9+.-]*:\/{0,2}[^\s:/?#@"'`]*):[^\s/?#"'`]*@/gi, '$1:***@').replace(/([?&]password=)[^&#\s"'`]*/gi, '$1***');
+}
 
 /**
  * The key path of the first value that contains itself (a recursive YAML alias such as
@@ -462,9 +478,10 @@ function unusedPluginOptionProblems(plugins: Record<string, unknown>, used: Read
 /**
  * Validate a config object (as a config file would hold it) and build the `ErtConfig`:
  * defaults applied, durations converted to ms, relative paths resolved from `configDir`,
- * a flavors file read. `input` is not modified. With `env`, `ERT_STORE_CONNECTION`
- * overrides `store.connection` (a postgres:// URL selects client pg, anything else is a
- * sqlite3 path resolved from `cwd`). Throws ConfigError ERT_CONFIG_INVALID listing every
+ * a flavors file read. `input` is not modified. A postgres:// (or postgresql://)
+ * `store.connection` selects client pg when `store.client` is not given, and is a problem
+ * with `client: sqlite3`. With `env`, `ERT_STORE_CONNECTION` overrides `store.connection` (a
+ * postgres:// URL selects client pg, anything else is a sqlite3 path resolved from `cwd`). Throws ConfigError ERT_CONFIG_INVALID listing every
  * problem, one line each, naming the file, key path, value and what was expected.
  */
 export function configFromObject(input: unknown, source: ConfigSource): ErtConfig {
@@ -488,9 +505,24 @@ export function configFromObject(input: unknown, source: ConfigSource): ErtConfi
   }
   wrapPluginObjects(data.tracker, ['resources']);
   wrapPluginObjects(data.scheduler, ['consumers', 'filters', 'weighers']);
+  // Before the schema's default (sqlite3) fills it in: whether the file chose the client.
+  const clientGiven = typeof data.store === 'object' && data.store !== null && (data.store as Record<string, unknown>).client !== undefined;
 
   const problems: ConfigProblem[] = validateConfig(data) ? [] : problemsFromAjv(validateConfig.errors);
   if (problems.length > 0) throw configError(file, problems);
+
+  // A PostgreSQL URL selects pg, as it does in ERT_STORE_CONNECTION; with sqlite3 chosen
+  // explicitly it would be taken as a file path (and its password printed in the error).
+  if (typeof data.store.connection === 'string' && POSTGRES_URL.test(data.store.connection)) {
+    if (!clientGiven) data.store.client = 'pg';
+    else if (data.store.client === 'sqlite3') {
+      problems.push({
+        path: 'store.client',
+        value: 'sqlite3',
+        expected: `pg: store.connection is a PostgreSQL URL (${maskPasswords(data.store.connection)}); set client: pg, or give store.connection a SQLite file path`,
+      });
+    }
+  }
 
   if (data.store.client === 'pg' && data.store.connection === undefined) {
     problems.push({ path: 'store.connection', value: undefined, expected: 'a postgres:// URL (required with client pg)' });
@@ -537,17 +569,26 @@ export function configFromObject(input: unknown, source: ConfigSource): ErtConfi
     }
     return ms;
   };
+  // A period or a deadline of 0 ms is meaningless (MIN_PERIOD_MS): checked after rounding, so
+  // `0.4ms` is refused too. `store.busyTimeout` (0: do not wait for a lock) and
+  // `scheduler.refreshInterval` (0: read before every decision) take 0.
+  const positiveDurationAt = (path: string, value: string | number, why: string): number => {
+    const ms = durationAt(path, value);
+    if (ms < MIN_PERIOD_MS) problems.push({ path, value, expected: `a duration of at least ${MIN_PERIOD_MS} ms (${why})` });
+    return ms;
+  };
   const t = data.tracker;
   const s = data.scheduler;
   const { busyTimeout, ...storeRest } = data.store as Record<string, unknown> & { busyTimeout: string | number };
   const busyTimeoutMs = durationAt('store.busyTimeout', busyTimeout);
-  const interval = durationAt('tracker.interval', t.interval);
-  const staleAfter = t.staleAfter === undefined ? Math.min(3 * interval, MAX_DURATION_MS) : durationAt('tracker.staleAfter', t.staleAfter);
+  const interval = positiveDurationAt('tracker.interval', t.interval, 'the tracker would update the store in a tight loop');
+  const staleAfter =
+    t.staleAfter === undefined ? Math.min(3 * interval, MAX_DURATION_MS) : positiveDurationAt('tracker.staleAfter', t.staleAfter, 'every host would be stale, and each tracker would mark all the others stale at every update');
   const hookTimeout = hookTimeoutAt('tracker.hookTimeout', t.hookTimeout);
   const refreshInterval = durationAt('scheduler.refreshInterval', s.refreshInterval);
   const schedulerHookTimeout = hookTimeoutAt('scheduler.hookTimeout', s.hookTimeout);
-  const reservationTimeout = durationAt('reservations.timeout', data.reservations.timeout);
-  const reservationPoll = durationAt('reservations.pollInterval', data.reservations.pollInterval);
+  const reservationTimeout = positiveDurationAt('reservations.timeout', data.reservations.timeout, 'every reservation would expire as soon as it is made');
+  const reservationPoll = positiveDurationAt('reservations.pollInterval', data.reservations.pollInterval, 'the tracker and a waiting scheduler would read the store in a tight loop');
   if (problems.length > 0) throw configError(file, problems);
 
   const store = { ...storeRest, connection: (storeRest.connection as string | undefined) ?? './ert.db', busyTimeoutMs } as StoreOptions;
@@ -580,7 +621,7 @@ export function configFromObject(input: unknown, source: ConfigSource): ErtConfi
       placementSearchBudget: s.placementSearchBudget,
       requestFilters: s.requestFilters,
     },
-    reservations: { timeout: reservationTimeout, pollInterval: Math.max(reservationPoll, 1) },
+    reservations: { timeout: reservationTimeout, pollInterval: reservationPoll },
     ...(data.api === undefined
       ? {}
       : {

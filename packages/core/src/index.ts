@@ -7,6 +7,7 @@ export { parseDuration, DURATION_EXPECTED } from './duration.js';
 export {
   loadConfig,
   configFromObject,
+  maskPasswords,
   CONFIG_SCHEMA,
   FLAVOR_SCHEMA,
   CONFIG_SEARCH_PLACES,

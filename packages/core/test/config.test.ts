@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { definePlugin, isPlugin } from '@ert/plugin-api';
-import { ConfigError, configFromObject, loadConfig, parseDuration } from '../src/index.js';
+import { ConfigError, configFromObject, loadConfig, maskPasswords, parseDuration } from '../src/index.js';
 
 function tempDir(files: Record<string, string> = {}): string {
   const dir = mkdtempSync(join(tmpdir(), 'ert-config-'));
@@ -406,6 +406,56 @@ describe('config bounds (issue 11)', () => {
       expect(configFromObject({ [section]: { [name]: '0.5ms' } }, { configDir: '/x' })[section as 'tracker'].hookTimeout).toBe(1);
       expect(configFromObject({ [section]: { [name]: 1 } }, { configDir: '/x' })[section as 'tracker'].hookTimeout).toBe(1);
     }
+  });
+
+  // A period or deadline of 0 is meaningless: `tracker.interval: 0` looped the tracker at
+  // 100% CPU, `reservations.timeout: 0` expired every reservation at once, `tracker.staleAfter:
+  // 0` made the scheduler never see a stale host while each tracker marked every other host
+  // stale. Seen red with `positiveDurationAt` back to `durationAt` for each key (accepted:
+  // "expected undefined to be an instance of ConfigError"), and with it applied to
+  // scheduler.refreshInterval (0 refused).
+  it('a zero tracker.interval, tracker.staleAfter, reservations.timeout or pollInterval is a config error naming the key; busyTimeout and refreshInterval take 0', async () => {
+    for (const key of ['tracker.interval', 'tracker.staleAfter', 'reservations.timeout', 'reservations.pollInterval']) {
+      const [section, name] = key.split('.') as [string, string];
+      for (const value of [0, '0s', '0.4ms']) {
+        const err = await configError(from({ [section]: { [name]: value } }));
+        expect(err.code).toBe('ERT_CONFIG_INVALID');
+        expect(err.message).toContain(`${file}: ${key}: got ${JSON.stringify(value)}, expected a duration of at least 1 ms (`);
+      }
+    }
+    const zero = configFromObject({ store: { busyTimeout: 0 }, scheduler: { refreshInterval: '0s' }, reservations: { pollInterval: '0.5ms' } }, { configDir: '/x' });
+    expect([zero.store.busyTimeoutMs, zero.scheduler.refreshInterval, zero.reservations.pollInterval]).toEqual([0, 0, 1]);
+  });
+
+  // Seen red with the URL check removed from configFromObject (client omitted: sqlite3, the URL
+  // resolved as a path, "/etc/ert/postgres:/ert:s3cret@db:5432/ert").
+  it('a postgres:// store.connection selects pg when client is omitted, and is refused with client sqlite3 (password masked)', async () => {
+    for (const url of ['postgres://ert:s3cret@db:5432/ert', 'postgresql://db/ert']) {
+      expect(configFromObject({ store: { connection: url } }, { configDir: '/etc/ert' }).store).toEqual({ client: 'pg', connection: url, busyTimeoutMs: 5000 });
+    }
+    const err = await configError(from({ store: { client: 'sqlite3', connection: 'postgres://ert:s3cret@db:5432/ert' } }));
+    expect(err.code).toBe('ERT_CONFIG_INVALID');
+    expect(err.message).toBe(
+      `Invalid config ${file} (1 problem):\n${file}: store.client: got "sqlite3", expected pg: store.connection is a PostgreSQL URL (postgres://ert:***@db:5432/ert); set client: pg, or give store.connection a SQLite file path`,
+    );
+    expect(JSON.stringify(err.details)).not.toContain('s3cret');
+    // A path that merely mentions postgres stays a SQLite file.
+    expect(configFromObject({ store: { connection: './postgres.db' } }, { configDir: '/etc/ert' }).store).toMatchObject({ client: 'sqlite3', connection: '/etc/ert/postgres.db' });
+  });
+
+  // Seen red with maskPasswords back on describeConnection's `//user:pw@` (the one-slash form
+  // kept its password) and without its `password=` pattern (`?password=s3cret` shown).
+  it('maskPasswords masks the password of every URL form, and nothing else', () => {
+    const cases: Array<[string, string]> = [
+      ['postgres://ert:s3cret@db:5432/ert', 'postgres://ert:***@db:5432/ert'],
+      ['/srv/x/postgres:/ert:s3cret@127.0.0.1:1/ert: SQLITE_CANTOPEN', '/srv/x/postgres:/ert:***@127.0.0.1:1/ert: SQLITE_CANTOPEN'],
+      ['cannot open postgresql://u:p@ss@db/x (schema a)', 'cannot open postgresql://u:***@db/x (schema a)'],
+      ['postgres://db/ert?user=ert&password=s3cret&sslmode=require', 'postgres://db/ert?user=ert&password=***&sslmode=require'],
+      ['postgres://ert@db/ert', 'postgres://ert@db/ert'],
+      ['/var/lib/ert/ert.db', '/var/lib/ert/ert.db'],
+      ['flavor "a" in /etc/ert/flavors.yaml: extra spec hw:cpu_policy=dedicated', 'flavor "a" in /etc/ert/flavors.yaml: extra spec hw:cpu_policy=dedicated'],
+    ];
+    for (const [text, masked] of cases) expect(maskPasswords(text)).toBe(masked);
   });
 
   // Caught: the `busyTimeout` key removed from the store schema (an unknown-key error), and

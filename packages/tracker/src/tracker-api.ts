@@ -11,8 +11,15 @@ import type { ClaimResult, DiscoveryReport, ReleaseResult, SyncReport, TrackerLi
 
 export interface TrackerOptions {
   config: ErtConfig;
-  /** The store to write to. When omitted the tracker opens `config.store` on first write and closes it in `stop()`; `discover()` never opens it. */
-  store?: HostStore;
+  /**
+   * The store to write to, or a function that opens it: called when the store is first needed
+   * (the first sync or claim, never by `createTracker` or `discover()`), and again after it
+   * rejects; the tracker does not close what it gives. So a caller can have the plugins loaded
+   * and checked (`createTracker`) before any store is opened or created. When omitted the
+   * tracker opens `config.store` on first write and closes it in `stop()`; `discover()` never
+   * opens it.
+   */
+  store?: HostStore | (() => Promise<HostStore>);
   logger?: Logger;
   /** Default: `config.tracker.hostName`, then `os.hostname()`. */
   hostName?: string;

@@ -68,6 +68,8 @@ class HostTracker implements Tracker {
   private readonly mutex = new Mutex();
   private store: HostStore | undefined;
   private readonly ownsStore: boolean;
+  /** The caller's opener of the store (`TrackerOptions.store` given as a function). */
+  private readonly storeOpener: (() => Promise<HostStore>) | undefined;
   private storeOpening: Promise<HostStore> | undefined;
   private timer: NodeJS.Timeout | undefined;
   private state: 'created' | 'started' | 'stopped' = 'created';
@@ -96,13 +98,14 @@ class HostTracker implements Tracker {
   /** Writes this host's share of the provider tree and its stats (reconcile.ts). */
   private readonly reconciler: StoreReconciler;
 
-  constructor(init: { config: ErtConfig; hostName: string; machine: string; root: string; logger: Logger; runtime: PluginRuntime; entries: ProviderConfigEntry[]; store: HostStore | undefined; clock: Clock; observer: TrackerObserver }) {
+  constructor(init: { config: ErtConfig; hostName: string; machine: string; root: string; logger: Logger; runtime: PluginRuntime; entries: ProviderConfigEntry[]; store: TrackerOptions['store']; clock: Clock; observer: TrackerObserver }) {
     this.config = init.config;
     this.hostName = init.hostName;
     this.machine = init.machine;
     this.rootUuid = providerUuid(init.hostName);
     this.logger = init.logger;
-    this.store = init.store;
+    this.store = typeof init.store === 'function' ? undefined : init.store;
+    this.storeOpener = typeof init.store === 'function' ? init.store : undefined;
     this.ownsStore = init.store === undefined;
     this.clock = init.clock;
     this.observer = init.observer;
@@ -128,6 +131,18 @@ class HostTracker implements Tracker {
 
   private async openStore(): Promise<HostStore> {
     if (this.store) return this.store;
+    const opener = this.storeOpener;
+    if (opener) {
+      // The caller's store: asked again after a failure (a database that does not answer yet).
+      this.storeOpening ??= opener().then(
+        (store) => (this.store = store),
+        (err: unknown) => {
+          this.storeOpening = undefined;
+          throw err;
+        },
+      );
+      return this.storeOpening;
+    }
     this.storeOpening ??= (async () => {
       const store = await createStore(this.config.store);
       await store.migrate();

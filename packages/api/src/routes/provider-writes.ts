@@ -5,6 +5,7 @@ import { ApiError, CODES, badRequest } from '../errors.js';
 import { atLeast, v, type Version } from '../microversion.js';
 import type { ApiRequest, VersionedHandler } from '../route.js';
 import { inventoryRecord, providerBody, providerOr404, sortedObject } from './common.js';
+import { canonicalUuid } from './allocation-writes.js';
 
 /**
  * The writes of `/resource_providers` and what hangs below one provider (PUT, POST, DELETE),
@@ -159,7 +160,8 @@ export const createProvider: VersionedHandler = {
   async handle(req) {
     const body = req.body as { name: string; uuid?: string; parent_provider_uuid?: string | null };
     // str(uuid.UUID(...)): the canonical lower-case form.
-    const uuid = body.uuid ? canonicalUuid(body.uuid) : randomUUID();
+    // The schema checked the form: `canonicalUuid` always has an answer.
+    const uuid = body.uuid ? (canonicalUuid(body.uuid) ?? body.uuid) : randomUUID();
     const parent = body.parent_provider_uuid ?? undefined;
     const unable = (reason: string) => badRequest(`Unable to create resource provider "${body.name}", ${uuid}: Object action create failed because: ${reason}`);
     if (parent !== undefined && parent === uuid) throw unable('parent provider UUID cannot be same as UUID. Please set parent provider UUID to None if there is no parent.');
@@ -179,12 +181,6 @@ export const createProvider: VersionedHandler = {
     return { status: 201, location, cacheHeaders: false };
   },
 };
-
-/** `uuid.UUID(s)` then `str()`: hex digits in the 8-4-4-4-12 form, lower case (the schema checked the form). */
-function canonicalUuid(s: string): string {
-  const hex = s.replace(/^urn:/i, '').replace(/^uuid:/i, '').replace(/[{}-]/g, '').toLowerCase();
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
-}
 
 export const updateProvider: VersionedHandler = {
   range: { min: v('1.0') },

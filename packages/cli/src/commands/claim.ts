@@ -3,7 +3,7 @@ import { hostname } from 'node:os';
 import { createTracker, type Problem } from '@ert/tracker';
 import type { JsonValue } from '@ert/plugin-api';
 import type { Allocation, Store } from '@ert/store';
-import { checkComputeFlavor, checkRoot, findFlavor, parseRequestGroupOption, unknownHost, withImageProperties, withRequestGroups, type CommandContext } from '../context.js';
+import { checkComputeFlavor, checkRoot, findFlavor, parseRequestGroupOption, unknownHost, uuidOption, withImageProperties, withRequestGroups, type CommandContext } from '../context.js';
 import { CliError, CliErrorCode } from '../errors.js';
 
 interface ClaimOptions {
@@ -58,17 +58,18 @@ export async function claimCommand(ctx: CommandContext, opts: ClaimOptions): Pro
   const flavor = withRequestGroups(withImageProperties(findFlavor(config, opts.flavor), opts.imageProperty), opts.requestGroup);
   await checkComputeFlavor(config, flavor);
   const root = opts.root !== undefined ? await checkRoot(ctx.io, opts.root) : undefined;
-  const store = await ctx.store(config, { create: true });
-  // The tracker registers the host it runs for; `--host` naming another host must name one
-  // the store holds, or a typo would create a phantom host with this machine's resources.
-  if (opts.host !== undefined && opts.host !== (config.tracker.hostName ?? hostname()) && !(await store.getHost(opts.host))) {
-    const known = (await store.listHosts()).map((h) => h.name);
-    throw unknownHost(opts.host, known, ' (a host joins the store with `ert host sync` run on it)');
-  }
-  const tracker = await createTracker({ config, store, logger: await ctx.logger(), ...(root ? { root } : {}), ...(opts.host ? { hostName: opts.host } : {}) });
+  const uuid = opts.uuid !== undefined ? uuidOption('--uuid', opts.uuid) : randomUUID();
+  // The plugins are loaded and checked (createTracker) before the store is opened or created.
+  const tracker = await createTracker({ config, store: () => ctx.store(config, { create: true }), logger: await ctx.logger(), ...(root ? { root } : {}), ...(opts.host ? { hostName: opts.host } : {}) });
   try {
+    const store = await ctx.store(config, { create: true });
+    // The tracker registers the host it runs for; `--host` naming another host must name one
+    // the store holds, or a typo would create a phantom host with this machine's resources.
+    if (opts.host !== undefined && opts.host !== (config.tracker.hostName ?? hostname()) && !(await store.getHost(opts.host))) {
+      const known = (await store.listHosts()).map((h) => h.name);
+      throw unknownHost(opts.host, known, ' (a host joins the store with `ert host sync` run on it)');
+    }
     await tracker.start();
-    const uuid = opts.uuid ?? randomUUID();
     const result = await tracker.claim({ uuid, projectId: opts.project, userId: opts.user, flavor });
     if (!result.ok) {
       const reasons = result.reasons.map((r) => (r.plugin ? `${r.plugin}: ${r.reason}` : r.reason));

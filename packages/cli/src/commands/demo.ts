@@ -2,7 +2,6 @@ import { existsSync } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
 import { join, relative, isAbsolute } from 'node:path';
 import type { ErtConfig } from '@ert/core';
-import { createStore } from '@ert/store';
 import { createTracker } from '@ert/tracker';
 import { positiveInt, type CommandContext } from '../context.js';
 import { renderSimulation, renderSync } from '../render.js';
@@ -40,10 +39,9 @@ export async function demoCommand(ctx: CommandContext, opts: { hosts: string; re
   const config: ErtConfig = { ...loaded, store: { client: 'sqlite3', connection: database } };
 
   ctx.out.note(`ert demo: database ${database}\n\n1. this machine, through the real plugins (root /):`);
-  const store = await createStore(config.store);
+  const store = await ctx.openStore(config.store, { mode: 'create', quiet: true });
   let localHost;
   try {
-    await store.migrate();
     const tracker = await createTracker({ config, store, logger: await ctx.logger(), root: '/' });
     try {
       localHost = await tracker.sync();

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { capacityOf, isValidResourceClass, isValidTraitName } from '@ert/plugin-api';
+import { capacityOf, isValidResourceClass } from '@ert/plugin-api';
 import { availabilityZonesOf } from '@ert/placement';
-import { TRACKER_OWNER, createStore, isStoreConflict, type AggregateRecord, type HostRecord, type SchemaStatus, type Store } from '@ert/store';
-import { describeConnection, unknownHost, type CommandContext } from '../context.js';
+import { TRACKER_OWNER, isStoreConflict, type AggregateRecord, type HostRecord, type SchemaStatus, type Store } from '@ert/store';
+import { checkTraitName, describeConnection, unknownHost, type CommandContext } from '../context.js';
 import { CliError, CliErrorCode } from '../errors.js';
 
 /*
@@ -174,19 +174,15 @@ export async function aggregateSetMetadataCommand(ctx: CommandContext, ref: stri
  */
 export async function dbStatusCommand(ctx: CommandContext): Promise<void> {
   const config = await ctx.config();
-  // Opened without the schema check: a store with pending migrations is what this reports.
-  const store = await createStore(config.store);
-  let schema: SchemaStatus;
+  // Opened without the schema check (a store with pending migrations is what this reports),
+  // but reached: one that cannot be is ERT_CLI_STORE_UNAVAILABLE naming it, as for every command.
+  const store = await ctx.store(config, { anySchema: true });
   let counts: { hosts: number; providers: number; instances: number; aggregates: number } | null = null;
-  try {
-    schema = await store.schemaStatus();
-    if (!schema.exists || schema.applied.length === 0) await store.checkSchema(); // ERT_STORE_MISSING, naming the store
-    if (schema.pending.length === 0 && schema.unknown.length === 0) {
-      const [hosts, providers, instances, aggregates] = await Promise.all([store.listHosts(), store.listProviders(), store.listInstances(), store.listAggregates()]);
-      counts = { hosts: hosts.length, providers: providers.length, instances: instances.length, aggregates: aggregates.length };
-    }
-  } finally {
-    await store.close();
+  const schema: SchemaStatus = await store.schemaStatus();
+  if (!schema.exists || schema.applied.length === 0) await store.checkSchema(); // ERT_STORE_MISSING, naming the store
+  if (schema.pending.length === 0 && schema.unknown.length === 0) {
+    const [hosts, providers, instances, aggregates] = await Promise.all([store.listHosts(), store.listProviders(), store.listInstances(), store.listAggregates()]);
+    counts = { hosts: hosts.length, providers: providers.length, instances: instances.length, aggregates: aggregates.length };
   }
   const status = {
     client: config.store.client,
@@ -219,7 +215,7 @@ export async function traitCommand(ctx: CommandContext, change: 'add' | 'remove'
   if ((opts.host === undefined) === (opts.provider === undefined)) {
     throw new CliError(CliErrorCode.USAGE, `trait ${change}: give exactly one of --host and --provider`, { host: opts.host, provider: opts.provider });
   }
-  if (!isValidTraitName(trait)) throw new CliError(CliErrorCode.USAGE, `${JSON.stringify(trait)} is not a trait name (CUSTOM_ followed by A-Z, 0-9 and _, or a standard trait)`, { trait });
+  checkTraitName(trait);
   const store = await ctx.store();
   let uuid: string;
   let label: string;
@@ -301,7 +297,7 @@ async function retried<T>(write: () => Promise<T>): Promise<T> {
  */
 export async function aggregateSetTraitsCommand(ctx: CommandContext, ref: string, traits: string[], opts: { remove?: boolean }): Promise<void> {
   for (const trait of traits) {
-    if (!isValidTraitName(trait)) throw new CliError(CliErrorCode.USAGE, `${JSON.stringify(trait)} is not a trait name (CUSTOM_ followed by A-Z, 0-9 and _, or a standard trait)`, { trait });
+    checkTraitName(trait);
   }
   const store = await ctx.store();
   const aggregate = await aggregateOf(store, ref);

@@ -42,8 +42,9 @@ export async function hostDiscoverCommand(ctx: CommandContext, opts: HostOptions
  */
 export async function hostSyncCommand(ctx: CommandContext, opts: HostOptions): Promise<void> {
   const options = await trackerOptions(ctx, opts);
-  const store = await ctx.store(options.config, { create: true });
-  const tracker = await createTracker({ ...options, store });
+  // The plugins are loaded and checked (names, options, tracker.enforce) before the store is
+  // opened: a config the tracker refuses creates and migrates no store.
+  const tracker = await createTracker({ ...options, store: () => ctx.store(options.config, { create: true }) });
   try {
     const report = await tracker.sync();
     ctx.out.result(report, () => renderSync(ctx.out, report));
@@ -79,15 +80,19 @@ interface HostRunOptions extends HostOptions {
 export async function hostRunCommand(ctx: CommandContext, opts: HostRunOptions): Promise<void> {
   const metricsPort = opts.metricsPort === undefined ? undefined : metricsPortOf(opts.metricsPort);
   const eventsBuffer = eventsBufferOf(opts.eventsBuffer);
+  if (opts.server === undefined && opts.tokenFile !== undefined) throw new CliError(CliErrorCode.USAGE, '--token-file needs --server (the token is sent to that server)', { option: '--token-file' });
   const options = await trackerOptions(ctx, opts);
   const metrics = metricsPort === undefined ? undefined : processMetrics();
   const stopped = untilStopSignal();
-  const store = opts.server !== undefined ? await agentStore(opts.server, opts.tokenFile, metrics) : await directStore(ctx, opts, options.config, metrics, stopped);
-  if (store === undefined) {
-    ctx.out.status('ert: stop signal received before the store could be reached, stopping');
-    return;
-  }
-  const tracker = await createTracker({ ...options, store, ...(metrics ? { observer: trackerObserver(metrics) } : {}) });
+  // Everything the operator's config and options decide is checked before the store is opened
+  // (or created, or waited for): the plugins (createTracker loads them) and the event socket.
+  // The tracker gets the store once it is open (it asks for it at its first sync).
+  let store: HostStore | undefined;
+  const tracker = await createTracker({
+    ...options,
+    store: () => (store !== undefined ? Promise.resolve(store) : Promise.reject(new Error('host run: the store is not open yet'))),
+    ...(metrics ? { observer: trackerObserver(metrics) } : {}),
+  });
   let ops: RunningOpsServer | undefined;
   let socket: EventSocket | undefined;
   let watch: HostEventWatch | undefined;
@@ -97,6 +102,18 @@ export async function hostRunCommand(ctx: CommandContext, opts: HostRunOptions):
     // through other processes too), looked at at once after each of this tracker's events.
     const log = new EventLog<HostEvent>(eventsBuffer);
     const state = () => ({ host: tracker.hostName, instances: watch?.state() ?? [] });
+    if (opts.eventsSocket !== undefined) {
+      try {
+        socket = await serveEventSocket(opts.eventsSocket, { log, state });
+      } catch (err) {
+        throw new CliError(CliErrorCode.USAGE, `--events-socket ${opts.eventsSocket}: ${messageOf(err)}`, { option: '--events-socket', value: opts.eventsSocket });
+      }
+    }
+    store = opts.server !== undefined ? await agentStore(opts.server, opts.tokenFile, metrics) : await directStore(ctx, options.config, metrics, stopped);
+    if (store === undefined) {
+      ctx.out.status('ert: stop signal received before the store could be reached, stopping');
+      return;
+    }
     if (metricsPort !== undefined || opts.eventsSocket !== undefined) {
       const events = new HostEventWatch({ store, hostName: tracker.hostName, publish: (e) => log.publish(e), pollMs: options.config.reservations.pollInterval, logger: options.logger });
       for (const type of ['claimed', 'released', 'resized', 'updated'] as const) tracker.on(type, () => void events.poke());
@@ -114,14 +131,7 @@ export async function hostRunCommand(ctx: CommandContext, opts: HostRunOptions):
       trackConnections(ops.app.server);
       ctx.out.status(`ert: metrics on ${ops.url}/metrics (/healthz, /readyz; events at /events)`);
     }
-    if (opts.eventsSocket !== undefined) {
-      try {
-        socket = await serveEventSocket(opts.eventsSocket, { log, state });
-      } catch (err) {
-        throw new CliError(CliErrorCode.USAGE, `--events-socket ${opts.eventsSocket}: ${messageOf(err)}`, { option: '--events-socket', value: opts.eventsSocket });
-      }
-      ctx.out.status(`ert: events on unix socket ${socket.path}`);
-    }
+    if (socket !== undefined) ctx.out.status(`ert: events on unix socket ${socket.path}`);
     const first = tracker.start({ waitForStore: true });
     // A stop signal while the store is still out of reach ends the wait (start then rejects).
     if ((await Promise.race([first.then(() => 'started' as const), stopped])) !== 'started') {
@@ -152,8 +162,7 @@ export async function hostRunCommand(ctx: CommandContext, opts: HostRunOptions):
  * when missing). A database that cannot be reached (ERT_STORE_UNAVAILABLE) is tried again with
  * capped exponential backoff until it answers; undefined when a stop signal came first.
  */
-async function directStore(ctx: CommandContext, opts: HostRunOptions, config: ErtConfig, metrics: ErtMetrics | undefined, stopped: Promise<string>): Promise<HostStore | undefined> {
-  if (opts.tokenFile !== undefined) throw new CliError(CliErrorCode.USAGE, '--token-file needs --server (the token is sent to that server)', { option: '--token-file' });
+async function directStore(ctx: CommandContext, config: ErtConfig, metrics: ErtMetrics | undefined, stopped: Promise<string>): Promise<HostStore | undefined> {
   const backoff = new Backoff({ baseMs: Math.min(1000, config.tracker.interval), capMs: config.tracker.interval });
   for (;;) {
     try {

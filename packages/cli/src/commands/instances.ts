@@ -1,6 +1,6 @@
 import { withdrawInstance, type InstanceRecord, type InstanceState } from '@ert/store';
 import { CliError, CliErrorCode } from '../errors.js';
-import type { CommandContext } from '../context.js';
+import { unknownHost, type CommandContext } from '../context.js';
 
 const STATES: readonly InstanceState[] = ['scheduled', 'active', 'resizing', 'error', 'refused', 'expired'];
 
@@ -13,7 +13,8 @@ interface InstancesOptions {
  * `ert instances [--host H] [--state S]`: the instance records in the store, with their host,
  * state (a reservation is `scheduled` until its host's tracker confirms it: `active`, or
  * `refused`, or `expired` when nobody did in time), flavor, and the reason of a refusal or
- * expiry. JSON: `{ instances: [{ uuid, host, state, flavor, reason?, createdAt, updatedAt }] }`
+ * expiry. A `--host` the store does not hold (and no record names) exits 2 with the closest
+ * names. JSON: `{ instances: [{ uuid, host, state, flavor, reason?, createdAt, updatedAt }] }`
  * (times as ISO 8601).
  */
 export async function instancesCommand(ctx: CommandContext, opts: InstancesOptions): Promise<void> {
@@ -23,6 +24,11 @@ export async function instancesCommand(ctx: CommandContext, opts: InstancesOptio
   const config = await ctx.config();
   const store = await ctx.store(config);
   const records = await store.listInstances({ ...(opts.host !== undefined ? { host: opts.host } : {}), ...(opts.state !== undefined ? { state: opts.state as InstanceState } : {}) });
+  // A --host the store does not know is a typo, not an empty list (as `ert usage --host`);
+  // records kept for a host no longer in the store are still listed.
+  if (opts.host !== undefined && records.length === 0 && !(await store.getHost(opts.host)) && (opts.state === undefined || (await store.listInstances({ host: opts.host })).length === 0)) {
+    throw unknownHost(opts.host, (await store.listHosts()).map((h) => h.name));
+  }
   const instances = records.map((r: InstanceRecord) => ({
     uuid: r.uuid,
     host: r.host,

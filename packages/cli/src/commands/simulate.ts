@@ -1,12 +1,12 @@
-import { existsSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import cliProgress from 'cli-progress';
-import type { ErtConfig } from '@ert/core';
-import { createStore } from '@ert/store';
-import { positiveInt, type CommandContext } from '../context.js';
+import { ConfigError, CoreErrorCodes, type ErtConfig } from '@ert/core';
+import { messageOf } from '@ert/plugin-api';
+import { flavorsFileOf, positiveInt, type CommandContext } from '../context.js';
 import { CliError, CliErrorCode } from '../errors.js';
 import { renderSimulation } from '../render.js';
 import { runSimulation, type SimulationReport } from '../simulation.js';
@@ -16,15 +16,39 @@ export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..
 
 /**
  * The host profiles directory: `--profiles`, else `hosts/` next to the config file, else
- * the repository's config/hosts. Missing: exit 2 naming every place looked at.
+ * the repository's config/hosts. Missing, not a directory or without a profile (a
+ * subdirectory): exit 2 naming every place looked at, or the directory.
  */
 export function profilesDir(ctx: CommandContext, config: ErtConfig, option: string | undefined): string {
   const candidates = option !== undefined ? [resolve(ctx.io.cwd, option)] : [join(config.configDir, 'hosts'), join(REPO_ROOT, 'config/hosts')];
   const found = candidates.find((dir) => existsSync(dir));
+  const via = option !== undefined ? { option: '--profiles' } : {};
   if (!found) {
-    throw new CliError(CliErrorCode.MISSING_FILE, `no host profiles directory: tried ${candidates.join(', ')}`, { tried: candidates });
+    throw new CliError(CliErrorCode.MISSING_FILE, `no host profiles directory: tried ${candidates.join(', ')}`, { tried: candidates, ...via });
+  }
+  let profiles: string[];
+  try {
+    profiles = readdirSync(found, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => e.name);
+  } catch (err) {
+    throw new CliError(CliErrorCode.MISSING_FILE, `host profiles directory ${found} cannot be read: ${messageOf(err)}`, { profilesDir: found, ...via }, { cause: err });
+  }
+  if (profiles.length === 0) {
+    throw new CliError(CliErrorCode.MISSING_FILE, `host profiles directory ${found} has no profiles (one subdirectory per host profile, standing for its /, as in config/hosts)`, { profilesDir: found, ...via });
   }
   return found;
+}
+
+/**
+ * The flavors a simulation draws its requests from: the config's; none is a configuration
+ * error naming the file that should hold them (ERT_CONFIG_INVALID, exit 2).
+ */
+function simulatedFlavors(config: ErtConfig): void {
+  if (config.flavors.length > 0) return;
+  const file = flavorsFileOf(config) ?? '<config object>';
+  throw new ConfigError(CoreErrorCodes.CONFIG_INVALID, `Invalid config ${file}: flavors: none configured; a simulation draws its requests from the flavors (see config/flavors.yaml)`, {
+    file,
+    problems: [{ path: 'flavors', value: [], expected: 'at least one flavor (a simulation draws its requests from them)' }],
+  });
 }
 
 interface SimulateOptions {
@@ -42,9 +66,13 @@ export async function simulateInto(
   config: ErtConfig,
   dbFile: string,
   params: { profilesDir: string; hosts: number; requests: number; seed: number; meanLifetime?: number },
+  /** The option that named `dbFile` (`--db`), for the error when it cannot be created. */
+  option?: string,
 ): Promise<SimulationReport> {
+  simulatedFlavors(config);
   const simConfig: ErtConfig = { ...config, store: { client: 'sqlite3', connection: dbFile } };
-  const store = await createStore(simConfig.store);
+  // A new file every time: created without the note that a store was created.
+  const store = await ctx.openStore(simConfig.store, { mode: 'create', quiet: true, ...(option !== undefined ? { option } : {}) });
   const bar =
     ctx.io.stderr.isTTY && !ctx.out.json
       ? new cliProgress.SingleBar(
@@ -53,7 +81,6 @@ export async function simulateInto(
         )
       : undefined;
   try {
-    await store.migrate();
     bar?.start(params.requests, 0);
     return await runSimulation({ ...params, config: simConfig, store, logger: await ctx.logger(), onProgress: (done) => bar?.update(done) });
   } finally {
@@ -85,14 +112,24 @@ export async function simulateCommand(ctx: CommandContext, opts: SimulateOptions
     dbFile = join(tempDir, 'simulate.db');
   }
   try {
-    const report = await simulateInto(ctx, config, dbFile, {
-      profilesDir: profiles,
-      hosts,
-      requests,
-      seed: Number(opts.seed),
-      ...(lifetime !== undefined ? { meanLifetime: lifetime } : {}),
-    });
+    const report = await simulateInto(
+      ctx,
+      config,
+      dbFile,
+      {
+        profilesDir: profiles,
+        hosts,
+        requests,
+        seed: Number(opts.seed),
+        ...(lifetime !== undefined ? { meanLifetime: lifetime } : {}),
+      },
+      opts.db !== undefined ? '--db' : undefined,
+    );
     ctx.out.result(report, () => renderSimulation(ctx.out, report));
+  } catch (err) {
+    // A failed run leaves no half-made --db behind (it did not exist: checked above).
+    if (opts.db !== undefined) for (const suffix of ['', '-wal', '-shm', '-journal']) await rm(dbFile + suffix, { force: true });
+    throw err;
   } finally {
     if (tempDir) await rm(tempDir, { recursive: true, force: true });
   }

@@ -473,14 +473,15 @@ export function schedulerApi(ctx: SchedulerApiContext): (app: FastifyInstance) =
       return { status: 200, body: { instances: records.map(instanceView) } };
     },
     showInstance: async (request) => {
-      const { uuid } = request.params as { uuid: string };
+      // Any spelling of the uuid, as the select's bodies take it (`canonical`).
+      const uuid = canonical((request.params as { uuid: string }).uuid);
       const record = await ctx.store.getInstance(uuid);
       if (!record) throw unknownInstance(uuid);
       const { allocations } = await ctx.store.getAllocations(uuid);
       return { status: 200, body: { instance: { ...instanceView(record), ...holdsView(record), allocations: placementAllocations(allocations) } } };
     },
     deleteInstance: async (request) => {
-      const { uuid } = request.params as { uuid: string };
+      const uuid = canonical((request.params as { uuid: string }).uuid);
       const withdrawal = await withdrawInstance(ctx.store, uuid);
       if (withdrawal.outcome === 'unknown') throw unknownInstance(uuid);
       if (withdrawal.outcome === 'held') throw notReleasable(withdrawal.record);

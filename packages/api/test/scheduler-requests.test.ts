@@ -116,6 +116,20 @@ describe('instance uuids in any spelling are one instance (audit A)', () => {
     expect((await store.listInstances()).filter((r) => r.uuid.toLowerCase().replaceAll('-', '') === uuid(2).replaceAll('-', ''))).toHaveLength(1);
   });
 
+  // Caught: GET and DELETE /instances/{uuid} looked the path's uuid up as spelled, so an
+  // instance placed as an upper-case uuid (stored canonical) was 404 by that spelling. Seen red
+  // with the handlers' `canonical` removed: the GET was 404.
+  it('GET and DELETE /instances/{uuid} take the uuid in any spelling', async () => {
+    const placed = await post('/select', { flavor: MEM, instance_uuids: [upper(uuid(40))] });
+    expect(placed.status, JSON.stringify(placed.body)).toBe(200);
+    const shown = (await send('GET', `/instances/${upper(uuid(40))}`)) as unknown as { status: number; body: { instance: { uuid: string } } };
+    expect(shown.status).toBe(200);
+    expect(shown.body.instance.uuid).toBe(uuid(40));
+    const removed = await fetch(`${origin}${SCHEDULER_PREFIX}/instances/${undashed(uuid(40))}`, { method: 'DELETE', headers: { 'x-auth-token': 'admin' } });
+    expect(removed.status).toBe(204);
+    expect(await store.getInstance(uuid(40))).toBeUndefined();
+  });
+
   // Caught: the hints' and forbidden_aggregates' uuids were passed on as spelled, so an upper
   // case or undashed one named no instance or aggregate. Seen red with the hints and
   // forbidden_aggregates left as sent in checkedBody: each explanation weighed both hosts.

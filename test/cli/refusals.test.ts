@@ -171,6 +171,18 @@ describe('ert refusals', () => {
       expect((await project.run(['release', '4f1c9c1e-0b7a-4e4b-9d55-1c2f3a4b5c6d'])).code).toBe(0);
     });
 
+    // Seen red with aggregate create taking `--uuid` as given (the aggregate "not-a-uuid" made, exit 0).
+    it('aggregate create --uuid: not a uuid is exit 2 naming the option, nothing written; any spelling is taken canonically', async () => {
+      const bad = await project.run(['--json', 'aggregate', 'create', 'silver', '--uuid', 'not-a-uuid']);
+      expect(bad.code).toBe(2);
+      expect(json(bad).error).toMatchObject({ code: 'ERT_CLI_USAGE', details: { option: '--uuid', value: 'not-a-uuid' } });
+      const made = await project.run(['--json', 'aggregate', 'create', 'silver', '--uuid', '5A1C9C1E0B7A4E4B9D551C2F3A4B5C6D']);
+      expect(made.code, made.stderr).toBe(0);
+      expect(json(made).uuid).toBe('5a1c9c1e-0b7a-4e4b-9d55-1c2f3a4b5c6d');
+      const listed = json(await project.run(['--json', 'aggregate', 'list'])).aggregates.filter((a: { name: string }) => a.name === 'silver');
+      expect(listed.map((a: { uuid: string }) => a.uuid)).toEqual(['5a1c9c1e-0b7a-4e4b-9d55-1c2f3a4b5c6d']);
+    });
+
     // Seen red with checkTraitName back on isValidTraitName (FOO written, exit 0), and with the
     // check left out of aggregate set-traits only (ABC_DEF written, exit 0).
     it('trait add and aggregate set-traits take CUSTOM_ or a standard trait only; the rest is exit 2 with the closest standard names, nothing written', async () => {

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { capacityOf, isValidResourceClass } from '@ert/plugin-api';
 import { availabilityZonesOf } from '@ert/placement';
 import { TRACKER_OWNER, isStoreConflict, type AggregateRecord, type HostRecord, type SchemaStatus, type Store } from '@ert/store';
-import { checkTraitName, describeConnection, unknownHost, type CommandContext } from '../context.js';
+import { checkTraitName, describeConnection, unknownHost, uuidOption, type CommandContext } from '../context.js';
 import { CliError, CliErrorCode } from '../errors.js';
 
 /*
@@ -64,10 +64,11 @@ function parseMetadata(pairs: readonly string[]): Record<string, string> {
  * other aggregate has). JSON: the aggregate `{ uuid, name, metadata, hosts: [] }`.
  */
 export async function aggregateCreateCommand(ctx: CommandContext, name: string, opts: { uuid?: string; metadata?: string[] }): Promise<void> {
+  // Checked before the store is opened: a refused command writes nothing.
+  const uuid = opts.uuid !== undefined ? uuidOption('--uuid', opts.uuid) : randomUUID();
   const store = await ctx.store();
   const existing = await store.listAggregates();
   if (existing.some((a) => a.name === name)) throw new CliError(CliErrorCode.USAGE, `an aggregate named ${JSON.stringify(name)} exists already`, { aggregate: name });
-  const uuid = opts.uuid ?? randomUUID();
   if (existing.some((a) => a.uuid === uuid)) throw new CliError(CliErrorCode.USAGE, `an aggregate with uuid ${uuid} exists already`, { aggregate: uuid });
   const metadata = parseMetadata(opts.metadata ?? []);
   await store.upsertAggregate({ uuid, name, metadata });

@@ -77,7 +77,9 @@ describe('config/flavors.yaml', () => {
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
-  });
+    // One `ert` process per flavor (11), one after another: about 1 s each on a quiet machine,
+    // over 2.5 s under a full CI run on 2 cores (it went past the default 30 s there once).
+  }, 120_000);
 });
 
 describe('ert simulate', () => {

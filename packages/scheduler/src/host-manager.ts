@@ -34,6 +34,14 @@ export interface HostChanges {
   localChangesBefore: number;
 }
 
+/** A placement `HostManager.applyPlacement` counted in memory, to `settle` once its claim is written or undone. */
+export interface CountedPlacement {
+  /** Why a consumer's `placed` failed (the host is then excluded: do not claim it), or undefined. */
+  problem: string | undefined;
+  /** The host, and the hosts sharing a provider it allocated from. */
+  hosts: Host[];
+}
+
 /** The aggregates are read again at least this often (ms) while hosts change, whatever changed. */
 const AGGREGATES_MAX_AGE = 60_000;
 
@@ -78,17 +86,17 @@ export class HostManager {
   private loaded = false;
   /**
    * What a fetch in flight may not have seen. A placement counted in memory (`applyPlacement`)
-   * is unsettled on its host and the hosts sharing its providers until its claim is written or
-   * undone (`settle`); each settle and each `reload` is a local change, moving the count, and
-   * `changedLocally` holds each host's latest until a fetch begun after it is applied. `apply`
-   * does not replace an unsettled host, nor one changed here since the fetch began, with the
-   * fetch's snapshot (it could lack the placement: a decision then put two members of an
-   * anti-affinity group on one host); the host is read again at the next fetch (`recheck`).
+   * is unsettled on its host and the hosts sharing its providers (`unsettled[slot]`) until its
+   * claim is written or undone (`settle`); each settle and each `reload` is a local change,
+   * moving the count, and `changedAt[slot]` holds the slot's latest. `apply` does not replace
+   * an unsettled host, nor one changed here since the fetch began, with the fetch's snapshot
+   * (it could lack the placement: a decision then put two members of an anti-affinity group on
+   * one host); the host is read again at the next fetch (`recheck`). Per slot, in typed arrays:
+   * maps keyed by name or instance cost a decision about a tenth of the scheduler's part.
    */
   private localChanges = 0;
-  private readonly changedLocally = new Map<string, number>();
-  private readonly unsettled = new Map<string, number>();
-  private readonly placing = new Map<string, string[]>();
+  private unsettled = new Int32Array(1024);
+  private changedAt = new Float64Array(1024);
   private readonly recheck = new Set<string>();
   private fetches = 0;
   private appliedFetch = 0;
@@ -200,6 +208,12 @@ export class HostManager {
       const updates = new Float64Array(size);
       updates.set(this.lastUpdates);
       this.lastUpdates = updates;
+      const unsettled = new Int32Array(size);
+      unsettled.set(this.unsettled);
+      this.unsettled = unsettled;
+      const changedAt = new Float64Array(size);
+      changedAt.set(this.changedAt);
+      this.changedAt = changedAt;
     }
     this.versions[slot] = version;
     this.summaries.refreshBuiltins(slot, version < 0 ? undefined : this.slots[slot]);
@@ -277,14 +291,13 @@ export class HostManager {
       // Same generation: nothing changed in the store; reloading would only drop placements
       // this scheduler counted since (claims still being written).
       if (held && held.generation === snapshot.host.generation && this.loaded) continue;
-      if (held && (this.unsettled.has(held.name) || (this.changedLocally.get(held.name) ?? -1) > changes.localChangesBefore)) {
+      if (held && (this.unsettled[held.slot]! > 0 || this.changedAt[held.slot]! > changes.localChangesBefore)) {
         this.recheck.add(held.name);
         continue;
       }
       this.put(snapshot);
       loaded++;
     }
-    for (const [name, change] of this.changedLocally) if (change <= changes.localChangesBefore) this.changedLocally.delete(name);
     for (const name of [...changes.removed, ...changes.requested.filter((n) => !seen.has(n))]) {
       const gone = this.byName.get(name);
       if (gone) {
@@ -306,11 +319,12 @@ export class HostManager {
    */
   async reload(names: readonly string[]): Promise<void> {
     const snapshots = await this.loadBatches(names);
-    for (const name of names) this.changedLocallyNow(name);
     const seen = new Set<string>();
     for (const snapshot of snapshots) {
       seen.add(snapshot.host.name);
       this.put(snapshot);
+      // Newer than what a fetch in flight read (see `localChanges`).
+      this.changedAt[this.byName.get(snapshot.host.name)!.slot] = ++this.localChanges;
     }
     for (const name of names) {
       const gone = this.byName.get(name);
@@ -327,13 +341,14 @@ export class HostManager {
   /**
    * The scheduler decided to place an instance on `host` (its claim is written next): count the
    * allocations in the providers' usages, record the instance, and let every consumer update its
-   * data, so the next decision sees the placement. Returns undefined, or, when a consumer's
-   * `placed` threw (or returned a promise), the reason naming the plugin and hook: that consumer
-   * no longer knows the host, so the host is excluded and the caller must not claim it (fail
-   * closed) but undo the placement by reloading the host.
+   * data, so the next decision sees the placement. Returns the placement counted, to `settle`
+   * once its claim is written or undone, with `problem` set when a consumer's `placed` threw (or
+   * returned a promise), the reason naming the plugin and hook: that consumer no longer knows
+   * the host, so the host is excluded and the caller must not claim it (fail closed) but undo
+   * the placement by reloading the host.
    */
-  applyPlacement(host: Host, instance: InstanceRequest, spec: RequestSpec, allocations: readonly Allocation[]): string | undefined {
-    const touched = [host.name];
+  applyPlacement(host: Host, instance: InstanceRequest, spec: RequestSpec, allocations: readonly Allocation[]): CountedPlacement {
+    const hosts = [host];
     for (const allocation of allocations) {
       const provider = host.provider(allocation.providerUuid);
       if (!provider) continue;
@@ -342,12 +357,11 @@ export class HostManager {
       if (shared) {
         for (const other of shared.hosts) {
           this.touch(other);
-          if (other !== host) touched.push(other.name);
+          if (!hosts.includes(other)) hosts.push(other);
         }
       }
     }
-    for (const name of touched) this.unsettled.set(name, (this.unsettled.get(name) ?? 0) + 1);
-    this.placing.set(instance.uuid, touched);
+    for (const touched of hosts) this.unsettled[touched.slot]!++;
     host.addInstance(instance.uuid);
     this.holds(instance.uuid, host);
     const placement: Placement = { host: host.name, instance, spec, allocations: allocations.map((a) => ({ ...a })) };
@@ -367,28 +381,22 @@ export class HostManager {
       this.summarize(host, consumer, index);
     });
     this.touch(host);
-    return problem;
-  }
-
-  /** Note a local change of the host that a fetch in flight cannot have seen (see `localChanges`). */
-  private changedLocallyNow(name: string): void {
-    this.changedLocally.set(name, ++this.localChanges);
+    return { problem, hosts };
   }
 
   /**
-   * The claim of the instance `applyPlacement` counted is settled: written (after
-   * `acknowledge`) or undone (after `reload`). Until then a refresh leaves its hosts as they are
-   * held (see `localChanges`). Call it once per `applyPlacement`, whatever happened.
+   * The claim of a placement `applyPlacement` counted is settled: written (after `acknowledge`)
+   * or undone (after `reload`). Until then a refresh leaves its hosts as they are held (see
+   * `localChanges`). Call it once per `applyPlacement`, whatever happened. A host reloaded
+   * meanwhile keeps its slot (another object, the same name); one removed is skipped (its slot
+   * may hold another host).
    */
-  settle(instanceUuid: string): void {
-    const touched = this.placing.get(instanceUuid);
-    if (touched === undefined) return;
-    this.placing.delete(instanceUuid);
-    for (const name of touched) {
-      const left = (this.unsettled.get(name) ?? 1) - 1;
-      if (left > 0) this.unsettled.set(name, left);
-      else this.unsettled.delete(name);
-      this.changedLocallyNow(name);
+  settle(counted: CountedPlacement): void {
+    const stamp = ++this.localChanges;
+    for (const host of counted.hosts) {
+      if (this.slots[host.slot]?.name !== host.name) continue;
+      this.unsettled[host.slot] = Math.max(0, this.unsettled[host.slot]! - 1);
+      this.changedAt[host.slot] = stamp;
     }
   }
 
@@ -529,6 +537,8 @@ export class HostManager {
     this.layout++;
     this.slots[host.slot] = undefined;
     this.setVersion(host.slot, -1);
+    // A claim still in flight on it settles into nothing (`settle` checks the name).
+    this.unsettled[host.slot] = 0;
     this.freeSlots.push(host.slot);
   }
 

@@ -470,22 +470,22 @@ class DefaultScheduler implements Scheduler {
         const withMappings = (spec.flavor.requestGroups?.length ?? 0) > 0;
         const fit = fitRequest(spec, { providers: chosen.providers, sharingProviders: chosen.sharingProviders }, { budget: this.config.scheduler.placementSearchBudget, withMappings });
         if (!fit.ok) return { host: chosen.name, problem: fit.reason };
-        const refused = this.manager.applyPlacement(chosen, instance, spec, fit.allocations);
-        if (refused !== undefined) {
+        const counted = this.manager.applyPlacement(chosen, instance, spec, fit.allocations);
+        if (counted.problem !== undefined) {
           // A consumer's `placed` failed: no claim on this host (fail closed); the reload undoes
           // what was counted in memory and rebuilds the consumers' data from the store.
           try {
             await this.manager.reload([chosen.name]);
           } finally {
-            this.manager.settle(instance.uuid);
+            this.manager.settle(counted);
           }
-          return { host: chosen.name, problem: refused };
+          return { host: chosen.name, problem: counted.problem };
         }
         const alternates = candidates
           .filter((c) => c.host !== chosen)
           .slice(0, maxAttempts - 1)
           .map((c) => c.host.name);
-        return { host: chosen.name, allocations: fit.allocations, alternates, flavor: withMappings ? withGroupProviders(instance.flavor, fit.mappings) : instance.flavor };
+        return { host: chosen.name, allocations: fit.allocations, alternates, flavor: withMappings ? withGroupProviders(instance.flavor, fit.mappings) : instance.flavor, counted };
       });
       if (!decision.allocations) {
         attempts.push({ host: decision.host, error: decision.problem! });
@@ -510,7 +510,7 @@ class DefaultScheduler implements Scheduler {
         // Synchronous, so no decision runs in between: hosts the claim alone changed in the
         // store take their new generation (the placement is in memory already).
         this.manager.acknowledge(written.hosts);
-        this.manager.settle(instance.uuid);
+        this.manager.settle(decision.counted!);
       } catch (error) {
         // Nothing was written (or, ERT_STORE_UNAVAILABLE, it may have been: the store could not
         // learn whether a commit whose answer was lost went through): the placement counted in
@@ -518,7 +518,7 @@ class DefaultScheduler implements Scheduler {
         try {
           await locked(() => this.manager.reload([decision.host]));
         } finally {
-          this.manager.settle(instance.uuid);
+          this.manager.settle(decision.counted!);
         }
         if (!isErtError(error) || !RETRY_ON_OTHER_HOST.has(error.code)) {
           if (isErtError(error) && error.code === 'ERT_STORE_CONSUMER_GENERATION_CONFLICT') {

@@ -231,7 +231,7 @@ describe('scheduler hooks that fail', () => {
     expect((await third.s.select({ flavor: small, instances: instances(1) }))[0]!.host).toBe('a');
   });
 
-  // Mutation seen caught: the `refused` check after applyPlacement removed from placeOne (the
+  // Mutation seen caught: the `counted.problem` check after applyPlacement removed from placeOne (the
   // claim on `a` was written although the consumer could not follow it).
   it('a placed hook that throws: that host is not claimed, the next candidate is, and the reason names plugin and hook', async () => {
     const counting = definePlugin({

@@ -7,12 +7,14 @@
 // Mutations seen caught (each made once, the test red, then reverted):
 // - refreshIfDue without the STALE_REFRESHES read (a due refresh always in the background):
 //   the first test placed on the host disabled 5 s before;
-// - HostManager.apply without the `changedLocally` check: the second test placed both members
+// - HostManager.apply without the changed-here check (`changedAt`): the second test placed both members
 //   of the anti-affinity group on `big`;
-// - HostManager.acknowledge not noting its hosts as changed locally (the placement counted
-//   before the fetch began, its claim committed after the read): the third test did the same.
+// - HostManager.apply without the unsettled-claim check: the fourth test did the same;
+// - HostManager.settle matching the host object instead of its slot's name (a host reloaded
+//   after its claim failed stayed unsettled, never refreshed again): the third test placed on
+//   the host disabled before the refresh.
 import { describe, expect, it } from 'vitest';
-import type { Store } from '@ert/store';
+import { StoreError, type Store } from '@ert/store';
 import { freeRam } from './fixtures.js';
 import { BACKENDS, flavor, instances, useFleets } from './helpers.js';
 
@@ -119,6 +121,40 @@ describe.each(BACKENDS)('the host state decisions are made on (%s)', (client) =>
     await s.refresh();
     expect(s.host('big')!.free('MEMORY_MB')).toBe(65536 - 2 * 1024);
     expect(s.host('big')!.instances.has(b!.uuid)).toBe(true);
+  });
+
+  it('a host whose claim failed and was reloaded is refreshed again afterwards', async () => {
+    const { store, options } = await fleet('failed-claim', [
+      { name: 'big', inventories: { VCPU: 16, MEMORY_MB: 65536 } },
+      { name: 'small', inventories: { VCPU: 16, MEMORY_MB: 16384 } },
+    ]);
+    const [a, c] = instances(2);
+    // a's first claim (on `big`) is refused as a lost race: `big` is reloaded (another object
+    // in its slot) and the placement settled, and a goes to `small`.
+    let refuse = true;
+    const spy: Store = new Proxy(store, {
+      get(target, prop, receiver) {
+        if (prop === 'writeAllocations') {
+          return async (...args: Parameters<Store['writeAllocations']>) => {
+            if (refuse && args[0][0]?.consumer.uuid === a!.uuid) {
+              refuse = false;
+              throw new StoreError('ERT_STORE_CONFLICT', 'another writer got there first (test)');
+            }
+            return target.writeAllocations(...args);
+          };
+        }
+        const value = Reflect.get(target, prop, receiver);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const s = await scheduler(options, spy, { filters: ['status', 'resources'], weighers: [{ name: 'free-ram', plugin: freeRam, multiplier: 1 }], refreshInterval: '1h' }, { staleAfter: '1h' });
+    const [placed] = await s.select({ flavor: small, instances: [a!] });
+    expect(placed!.host).toBe('small');
+    // The next refresh sees an operator's disable of `big`: its placement is settled.
+    await store.setHostStatus('big', 'disabled');
+    await s.refresh();
+    const [next] = await s.select({ flavor: small, instances: [c!] });
+    expect(next!.host).toBe('small');
   });
 
   it("with overlapping claims, a refresh read while a member's claim is being written does not erase it", async () => {

@@ -2,7 +2,7 @@ import { stat } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import type { ExtraSpecKey, Flavor, Logger, ResourceRequestGroup } from '@ert/plugin-api';
 import { createLogger, loadConfig, maskPasswords, resolvePlugin, type ErtConfig } from '@ert/core';
-import { ErtError, isErtError, isValidTraitName, messageOf } from '@ert/plugin-api';
+import { ErtError, isCustomName, isErtError, isValidTraitName, messageOf } from '@ert/plugin-api';
 import { STANDARD_TRAITS, STANDARDS_SOURCE, canonicalUuid } from '@ert/api';
 import { parseFlavor } from '@ert/placement';
 import { createStore, isStoreUnavailable, type Store, type StoreOptions } from '@ert/store';
@@ -308,7 +308,7 @@ const STANDARD_TRAIT_SET: ReadonlySet<string> = new Set(STANDARD_TRAITS);
  * traits (`details.didYouMean`).
  */
 export function checkTraitName(trait: string): void {
-  if (STANDARD_TRAIT_SET.has(trait) || (/^CUSTOM_[A-Z0-9_]+$/.test(trait) && isValidTraitName(trait))) return;
+  if (STANDARD_TRAIT_SET.has(trait) || (isCustomName(trait) && isValidTraitName(trait))) return;
   const close = closestNames(trait, STANDARD_TRAITS);
   throw new CliError(
     CliErrorCode.USAGE,

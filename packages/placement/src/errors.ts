@@ -4,7 +4,9 @@ import { ErtError } from '@ert/plugin-api';
  * The error catalogue of @ert/placement. Codes are stable; `details` is always
  * `{ key, value, expected }`: the extra-spec key at fault (or the flavor field, e.g.
  * `vcpus`), the value as written (undefined when the key itself is the problem), and a
- * short description of what would have been accepted.
+ * short description of what would have been accepted. An error about a plugin's key also
+ * names the plugin (`details.plugin`, and the message starts `plugin "<name>": `) when the
+ * key object came from `definePlugin` (`extraSpecKeyOwner`).
  *
  * - ERT_SPEC_UNKNOWN_KEY        no built-in form and no loaded plugin owns the key, or the key
  *                               has a built-in prefix but a malformed rest (bad resource class,
@@ -12,7 +14,9 @@ import { ErtError } from '@ert/plugin-api';
  * - ERT_SPEC_INVALID_VALUE      the key is known but its value is malformed or out of range
  * - ERT_SPEC_CONFLICT           keys that are each valid but contradict each other (two or more
  *                               numbered groups without `group_policy`, a numbered group with
- *                               traits or member_of but no resources)
+ *                               traits or member_of but no resources, a plugin key whose
+ *                               `applyResources` refuses the amounts the flavor set, as
+ *                               `llc:ways=3` with `resources:CUSTOM_LLC_WAYS=5`)
  * - ERT_SPEC_SCHEMA_UNSUPPORTED a plugin's `ExtraSpecKey.schema` uses a type or keyword the
  *                               parser does not implement (a plugin bug, not an operator's)
  *
@@ -68,6 +72,11 @@ export class RequestSpecError extends ErtError<PlacementErrorCode> {
 /** `key=value` as it appears in messages (`key` alone when the value is unknown). */
 export function describeKey(key: string, value: string | undefined): string {
   return value === undefined ? `"${key}"` : `"${key}=${value}"`;
+}
+
+/** `plugin "<name>": ` before a message about a key the plugin owns; empty when no plugin is known. */
+export function pluginPrefix(plugin: string | undefined): string {
+  return plugin === undefined ? '' : `plugin "${plugin}": `;
 }
 
 export interface PlacementQueryErrorDetails {

@@ -1,5 +1,5 @@
 import { isValidTraitName, type Flavor } from '@ert/plugin-api';
-import { describeKey, PlacementErrorCodes, RequestSpecError, type PlacementErrorCode } from './errors.js';
+import { describeKey, PlacementErrorCodes, pluginPrefix, RequestSpecError, type PlacementErrorCode } from './errors.js';
 
 /**
  * Image properties merged with a flavor's extra specs, the way Nova merges them
@@ -155,17 +155,18 @@ export function mergeImageProperties(flavor: Flavor): MergedExtraSpecs {
 
 /**
  * A RequestSpecError about a key whose value came from the image, said about the image
- * property (`image property "hw_mem_page_size=huge" (as hw:mem_page_size): ...`); any other
- * error unchanged.
+ * property (`image property "hw_mem_page_size=huge" (as hw:mem_page_size): ...`, after
+ * `plugin "<name>": ` when the error names the key's plugin); any other error unchanged.
  */
 export function attributeToImage(err: unknown, merged: MergedExtraSpecs): unknown {
   if (!(err instanceof RequestSpecError)) return err;
   const property = merged.fromImage.get(err.details.key);
   if (property === undefined || err.details.source === 'image') return err;
   const value = merged.extraSpecs[err.details.key];
-  const prefix = `extra spec ${describeKey(err.details.key, value)}: `;
+  const plugin = typeof err.details['plugin'] === 'string' ? err.details['plugin'] : undefined;
+  const prefix = `${pluginPrefix(plugin)}extra spec ${describeKey(err.details.key, value)}: `;
   const why = err.message.startsWith(prefix) ? err.message.slice(prefix.length) : err.message;
-  return new RequestSpecError(err.code, `image property ${describeKey(property, value)} (as ${err.details.key}): ${why}`, {
+  return new RequestSpecError(err.code, `${pluginPrefix(plugin)}image property ${describeKey(property, value)} (as ${err.details.key}): ${why}`, {
     ...err.details,
     source: 'image',
     imageProperty: property,

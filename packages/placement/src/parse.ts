@@ -1,4 +1,5 @@
 import {
+  extraSpecKeyOwner,
   isValidResourceClass,
   isValidTraitName,
   type CapabilityRequirement,
@@ -10,7 +11,7 @@ import {
   type ResourceClass,
   type SchedulingHints,
 } from '@ert/plugin-api';
-import { describeKey, PlacementErrorCodes, RequestSpecError, type PlacementErrorCode } from './errors.js';
+import { describeKey, PlacementErrorCodes, pluginPrefix, RequestSpecError, type PlacementErrorCode } from './errors.js';
 import { attributeToImage, mergeImageProperties } from './image.js';
 import { parseOpExpression } from './ops.js';
 import { requestGroupsOf } from './request-groups.js';
@@ -66,9 +67,10 @@ export interface ParseFlavorOptions {
   hints?: SchedulingHints;
 }
 
-function specError(code: PlacementErrorCode, key: string, value: string | undefined, expected: string, why?: string): RequestSpecError {
-  const message = `extra spec ${describeKey(key, value)}: ${why ?? `expected ${expected}`}`;
-  return new RequestSpecError(code, message, { key, value, expected });
+/** The error about `key` (`value` as written); `plugin`: the plugin that owns the key, named first. */
+function specError(code: PlacementErrorCode, key: string, value: string | undefined, expected: string, why?: string, plugin?: string): RequestSpecError {
+  const message = `${pluginPrefix(plugin)}extra spec ${describeKey(key, value)}: ${why ?? `expected ${expected}`}`;
+  return new RequestSpecError(code, message, { key, value, expected, ...(plugin === undefined ? {} : { plugin }) });
 }
 
 interface GroupDraft {
@@ -96,13 +98,16 @@ function newDraft(): GroupDraft {
  *   `group_policy=none|isolate` (required with two or more numbered groups);
  * - `aggregate_instance_extra_specs:KEY=VALUE`, `capabilities:KEY=<op> VALUE`, `ert:policy`;
  * - keys owned by loaded plugins are converted by their schema into `pluginSpecs`, then
- *   each plugin's `applyResources` adjusts the unnumbered group, in `keys` order;
+ *   each plugin's `applyResources` adjusts the unnumbered group, in `keys` order (a reason
+ *   it returns instead refuses the flavor: ERT_SPEC_CONFLICT);
  * - `flavor.image.properties` are merged in first, by Nova's rules (`mergeImageProperties`,
  *   docs/images.md): `trait:NAME` joins the unnumbered group, `hw_X` is the flavor's `hw:X`;
  *   a conflict between flavor and image is ERT_SPEC_CONFLICT naming both.
  *
  * Throws RequestSpecError (ERT_SPEC_UNKNOWN_KEY, ERT_SPEC_INVALID_VALUE, ERT_SPEC_CONFLICT,
- * ERT_SPEC_SCHEMA_UNSUPPORTED) naming the key and value at fault. Pure: the flavor is
+ * ERT_SPEC_SCHEMA_UNSUPPORTED) naming the key and value at fault, and for a plugin's key the
+ * plugin too (`plugin "llc": extra spec "llc:ways=abc": ...`, `details.plugin`; the name
+ * `definePlugin` recorded, `extraSpecKeyOwner`). Pure: the flavor is
  * not modified and the same input always gives an equal spec. Groups come out in the
  * order unnumbered, then numbered by suffix (numeric suffixes in numeric order first).
  */
@@ -221,8 +226,12 @@ function parseExtraSpecs(flavor: Flavor, extraSpecs: Record<string, string>, opt
     const value = convertPluginValue(spec, raw);
     pluginSpecs[spec.key] = value;
     if (spec.applyResources !== undefined) {
-      spec.applyResources(value, unnumbered.resources);
-      checkAdjustedResources(spec.key, raw, unnumbered.resources);
+      const plugin = extraSpecKeyOwner(spec);
+      const refusal: unknown = spec.applyResources(value, unnumbered.resources, extraSpecs);
+      if (typeof refusal === 'string') {
+        throw specError(PlacementErrorCodes.CONFLICT, spec.key, raw, 'a value that agrees with the amounts the flavor asks for', refusal, plugin);
+      }
+      checkAdjustedResources(spec.key, raw, unnumbered.resources, plugin);
     }
   }
 
@@ -284,13 +293,13 @@ function parseMemberOf(key: string, raw: string): { forbidden: boolean; aggregat
 }
 
 /** A plugin's applyResources must leave valid classes and whole positive amounts; zeros are dropped. */
-function checkAdjustedResources(key: string, raw: string, resources: Record<ResourceClass, number>): void {
+function checkAdjustedResources(key: string, raw: string, resources: Record<ResourceClass, number>, plugin: string | undefined): void {
   for (const [resourceClass, amount] of Object.entries(resources)) {
     if (!isValidResourceClass(resourceClass)) {
-      throw specError(PlacementErrorCodes.INVALID_VALUE, key, raw, RESOURCE_CLASS_EXPECTED, `the owning plugin's applyResources produced class "${resourceClass}"`);
+      throw specError(PlacementErrorCodes.INVALID_VALUE, key, raw, RESOURCE_CLASS_EXPECTED, `the owning plugin's applyResources produced class "${resourceClass}"`, plugin);
     }
     if (!Number.isSafeInteger(amount) || amount < 0) {
-      throw specError(PlacementErrorCodes.INVALID_VALUE, key, raw, 'a non-negative integer amount', `the owning plugin's applyResources produced ${resourceClass}=${String(amount)}`);
+      throw specError(PlacementErrorCodes.INVALID_VALUE, key, raw, 'a non-negative integer amount', `the owning plugin's applyResources produced ${resourceClass}=${String(amount)}`, plugin);
     }
     if (amount === 0) delete resources[resourceClass];
   }

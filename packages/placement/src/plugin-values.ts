@@ -1,5 +1,5 @@
-import type { ExtraSpecKey } from '@ert/plugin-api';
-import { describeKey, PlacementErrorCodes, RequestSpecError } from './errors.js';
+import { extraSpecKeyOwner, type ExtraSpecKey } from '@ert/plugin-api';
+import { describeKey, PlacementErrorCodes, pluginPrefix, RequestSpecError } from './errors.js';
 
 /**
  * Converting and checking the string value of a plugin-owned extra-spec key by its
@@ -62,24 +62,30 @@ export function extraSpecKeyProblem(key: ExtraSpecKey): string | undefined {
  * The value of plugin key `key` converted and validated by its schema. Throws
  * RequestSpecError: ERT_SPEC_INVALID_VALUE when the string does not convert or breaks
  * enum/minimum/maximum/pattern, ERT_SPEC_SCHEMA_UNSUPPORTED when the schema itself is
- * outside the supported subset.
+ * outside the supported subset; either names the plugin that owns the key when known
+ * (`extraSpecKeyOwner`).
  */
 export function convertPluginValue(key: ExtraSpecKey, raw: string): unknown {
+  const plugin = extraSpecKeyOwner(key);
+  const about = `${pluginPrefix(plugin)}extra spec ${describeKey(key.key, raw)}`;
+  const owner = plugin === undefined ? {} : { plugin };
   const problem = extraSpecKeyProblem(key);
   if (problem !== undefined) {
-    throw new RequestSpecError(PlacementErrorCodes.SCHEMA_UNSUPPORTED, `extra spec ${describeKey(key.key, raw)}: the owning plugin's ${problem}`, {
+    throw new RequestSpecError(PlacementErrorCodes.SCHEMA_UNSUPPORTED, `${about}: the owning plugin's ${problem}`, {
       key: key.key,
       value: raw,
       expected: 'a schema using type, enum, minimum, maximum, pattern',
+      ...owner,
     });
   }
   const schema = key.schema;
   const type = (schema['type'] as string | undefined) ?? 'string';
   const invalid = (expected: string): RequestSpecError =>
-    new RequestSpecError(PlacementErrorCodes.INVALID_VALUE, `extra spec ${describeKey(key.key, raw)}: expected ${expected}`, {
+    new RequestSpecError(PlacementErrorCodes.INVALID_VALUE, `${about}: expected ${expected}`, {
       key: key.key,
       value: raw,
       expected,
+      ...owner,
     });
 
   let value: string | number | boolean;

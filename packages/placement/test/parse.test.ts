@@ -6,7 +6,7 @@ import {
   parseFlavor,
   RequestSpecError,
 } from '@ert/placement';
-import type { ExtraSpecKey, Flavor } from '@ert/plugin-api';
+import { definePlugin, type ExtraSpecKey, type Flavor } from '@ert/plugin-api';
 
 const flavor = (extraSpecs: Record<string, string>, amounts: Partial<Pick<Flavor, 'vcpus' | 'memoryMb' | 'diskGb'>> = {}): Flavor => ({
   name: 'f1',
@@ -276,5 +276,72 @@ describe('parseFlavor: errors name the key and value', () => {
   it('a plugin cannot take over a built-in key', () => {
     const keys: ExtraSpecKey[] = [{ key: 'ert:other', description: '', schema: {} }];
     expect(errorOf(() => parseFlavor(flavor({ 'ert:other': 'x' }), { keys })).code).toBe('ERT_SPEC_UNKNOWN_KEY');
+  });
+});
+
+// Audit #8. Catches extra-spec errors that name the key and value but not the plugin whose key
+// it is: every error about a key of a plugin made with definePlugin (its value, its schema,
+// what its applyResources produced or refused, a value an image gave it) starts with
+// `plugin "<name>": ` and carries `details.plugin`; codes are unchanged. Keys no plugin was
+// made with (a bare ExtraSpecKey list) keep the former wording.
+describe('parseFlavor: errors about a plugin key name the plugin', () => {
+  const gpu = definePlugin({
+    name: 'gpu',
+    extraSpecs: [
+      {
+        key: 'gpu:count',
+        description: 'GPUs',
+        schema: { type: 'integer', minimum: 1 },
+        applyResources(value: number, resources: Record<string, number>) {
+          const asked = resources['CUSTOM_GPU'];
+          if (asked !== undefined && asked !== value) return `resources:CUSTOM_GPU=${asked} asks for ${asked} GPUs`;
+          resources['CUSTOM_GPU'] = value;
+          return undefined;
+        },
+      },
+      { key: 'gpu:model', description: 'model', schema: { type: 'string', format: 'email' } },
+      { key: 'gpu:bad', description: 'bad', schema: {}, applyResources: (_v: string, r: Record<string, number>) => void (r['lower'] = 1) },
+      { key: 'hw:gpu_mode', description: 'mode', schema: { type: 'string', enum: ['a', 'b'] } },
+    ],
+  });
+  const keys = gpu.extraSpecs!;
+
+  it('a value its schema refuses', () => {
+    const err = errorOf(() => parseFlavor(flavor({ 'gpu:count': 'two' }), { keys }));
+    expect(err.code).toBe('ERT_SPEC_INVALID_VALUE');
+    expect(err.message).toBe('plugin "gpu": extra spec "gpu:count=two": expected an integer (decimal digits)');
+    expect(err.details).toMatchObject({ key: 'gpu:count', value: 'two', plugin: 'gpu' });
+  });
+
+  it('a schema outside the supported subset, and a bad class from applyResources', () => {
+    const schema = errorOf(() => parseFlavor(flavor({ 'gpu:model': 'a' }), { keys }));
+    expect(schema.code).toBe('ERT_SPEC_SCHEMA_UNSUPPORTED');
+    expect(schema.message).toMatch(/^plugin "gpu": extra spec "gpu:model=a": the owning plugin's schema keyword "format"/);
+    expect(schema.details.plugin).toBe('gpu');
+    const produced = errorOf(() => parseFlavor(flavor({ 'gpu:bad': 'a' }), { keys }));
+    expect(produced.code).toBe('ERT_SPEC_INVALID_VALUE');
+    expect(produced.message).toMatch(/^plugin "gpu": extra spec "gpu:bad=a": the owning plugin's applyResources produced class "lower"/);
+    expect(produced.details.plugin).toBe('gpu');
+  });
+
+  it('applyResources returning a reason refuses the flavor as ERT_SPEC_CONFLICT; agreeing keys pass', () => {
+    const err = errorOf(() => parseFlavor(flavor({ 'gpu:count': '2', 'resources:CUSTOM_GPU': '3' }), { keys }));
+    expect(err.code).toBe('ERT_SPEC_CONFLICT');
+    expect(err.message).toBe('plugin "gpu": extra spec "gpu:count=2": resources:CUSTOM_GPU=3 asks for 3 GPUs');
+    expect(err.details).toMatchObject({ key: 'gpu:count', value: '2', plugin: 'gpu' });
+    expect(parseFlavor(flavor({ 'gpu:count': '3', 'resources:CUSTOM_GPU': '3' }), { keys }).groups[0]!.resources['CUSTOM_GPU']).toBe(3);
+  });
+
+  it('a value the image gave, said about the image property', () => {
+    const err = errorOf(() => parseFlavor({ ...flavor({}), image: { properties: { hw_gpu_mode: 'c' } } }, { keys }));
+    expect(err.code).toBe('ERT_SPEC_INVALID_VALUE');
+    expect(err.message).toBe('plugin "gpu": image property "hw_gpu_mode=c" (as hw:gpu_mode): expected one of "a", "b"');
+    expect(err.details).toMatchObject({ key: 'hw:gpu_mode', plugin: 'gpu', imageProperty: 'hw_gpu_mode' });
+  });
+
+  it('keys that no plugin was made with keep the former wording', () => {
+    const err = errorOf(() => parse({ 'cu:units': 'ten' }));
+    expect(err.message).toBe('extra spec "cu:units=ten": expected an integer (decimal digits)');
+    expect(err.details.plugin).toBeUndefined();
   });
 });

@@ -450,7 +450,39 @@ export type Plugin<Options = unknown, Stats = unknown, HostData = unknown> = Plu
 export function definePlugin<Options = unknown, Stats = unknown, HostData = unknown>(
   definition: PluginDefinition<Options, Stats, HostData>,
 ): Plugin<Options, Stats, HostData> {
+  // A malformed declaration (not an array, not objects) is refused when the host loads the plugin, not here.
+  if (Array.isArray(definition.extraSpecs)) for (const key of definition.extraSpecs) recordExtraSpecOwner(key, definition.name);
   return Object.freeze({ ...definition, [PLUGIN_BRAND]: true as const, apiVersion: PLUGIN_API_VERSION });
+}
+
+const EXTRA_SPEC_OWNERS = Symbol.for('ert.extraSpecOwners');
+
+/**
+ * Key object -> the name of the plugin made with it (null: plugins of two names were), kept on
+ * `globalThis` under a `Symbol.for` name so that every copy of this package (a plugin may
+ * resolve another one than the host) shares it, as they share the plugin brand.
+ */
+function extraSpecOwners(): WeakMap<object, string | null> {
+  const holder = globalThis as unknown as Record<symbol, WeakMap<object, string | null> | undefined>;
+  return (holder[EXTRA_SPEC_OWNERS] ??= new WeakMap());
+}
+
+function recordExtraSpecOwner(key: ExtraSpecKey<any>, name: string): void {
+  if (typeof key !== 'object' || key === null) return;
+  const owners = extraSpecOwners();
+  const known = owners.get(key);
+  owners.set(key, known === undefined || known === name ? name : null);
+}
+
+/**
+ * The name of the plugin whose extra-spec key `key` is: the `name` of the `definePlugin` call
+ * that declared this very key object in `extraSpecs` (both entries of a package declare the
+ * same keys under the same name). Undefined for a key no plugin was made with, or one that
+ * plugins of different names declare. `@ert/placement`'s parser names it in every error about
+ * the key (`plugin "llc": extra spec "llc:ways=abc": ...`, `details.plugin`).
+ */
+export function extraSpecKeyOwner(key: ExtraSpecKey<any>): string | undefined {
+  return extraSpecOwners().get(key) ?? undefined;
 }
 
 /** True for objects made by `definePlugin` (by any copy of this package). */

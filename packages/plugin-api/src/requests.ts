@@ -190,7 +190,8 @@ export type PlacementRequest = Pick<RequestSpec, 'groups' | 'groupPolicy' | 'sam
 /**
  * An extra-spec key a plugin owns. Keys no plugin owns are refused before scheduling.
  * The string value is converted by `schema` (integer, number, boolean, string, enum)
- * and then validated by it.
+ * and then validated by it. An error about the key names the plugin declaring it
+ * (`extraSpecKeyOwner`: the plugin `definePlugin` made with this key object).
  */
 export interface ExtraSpecKey<T = unknown> {
   /** The full key, e.g. `llc:ways` or `hw:cpu_policy`. */
@@ -208,8 +209,15 @@ export interface ExtraSpecKey<T = unknown> {
   /**
    * Adjust the unnumbered group's resources when the key is present, e.g. `cu:units=N`
    * adds `CUSTOM_CU: N`, `hw:cpu_policy=dedicated` moves VCPU to PCPU. Must be pure.
+   * `resources` already holds the flavor's amounts and its `resources:CLASS=N` keys (and what
+   * plugins loaded earlier applied); `extraSpecs` are the flavor's extra specs as written,
+   * merged with its image's properties (`hw_X` as `hw:X`), for a rule that depends on which
+   * keys the flavor set. Return a string instead to refuse the flavor when the value
+   * contradicts them (`llc:ways=3` with `resources:CUSTOM_LLC_WAYS=5`): the reason, naming
+   * the other key and its value; the parser throws ERT_SPEC_CONFLICT naming the plugin, this
+   * key and its value, then the reason. Return nothing otherwise.
    */
-  applyResources?(value: T, resources: Record<ResourceClass, number>): void;
+  applyResources?(value: T, resources: Record<ResourceClass, number>, extraSpecs: Readonly<Record<string, string>>): string | void;
 }
 
 /**

@@ -183,6 +183,20 @@ describe.each(BACKENDS)('scheduler on %s', (client) => {
     await expect(s.select({ flavor: small, instances: [inst!, inst!] })).rejects.toMatchObject({ code: 'ERT_SCHEDULER_INVALID_REQUEST', message: expect.stringContaining(inst!.uuid) });
   });
 
+  // Audit #8. Catches a plugin key's bad value refused without naming the plugin whose key it
+  // is: the scheduler's parse (the runtime's keys of the loaded `level` consumer) says it.
+  it('refuses a bad value of a plugin key naming the plugin, the key and the value', async () => {
+    const { store, options } = await fleet('badvalue', [{ name: 'v1', inventories: { VCPU: 4, MEMORY_MB: 4096 } }]);
+    const s = await scheduler(options, store, { consumers: [level], filters: ['resources'] }, { plugins: { level: { maxPerHost: 2 } } });
+    const bad = flavor('bad', 1, 512, { 'level:min': '-1' });
+    await expect(s.select({ flavor: bad, instances: instances(1) })).rejects.toMatchObject({
+      code: 'ERT_SPEC_INVALID_VALUE',
+      message: 'plugin "level": extra spec "level:min=-1": expected a value >= 0',
+      details: { key: 'level:min', value: '-1', plugin: 'level' },
+    });
+    expect(s.host('v1')!.free('VCPU')).toBe(4);
+  });
+
   it('excludes hosts a consumer cannot read, with reasons naming plugin and hook, and follows placements', async () => {
     const { store, options } = await fleet('consumers', [
       { name: 'good', inventories: { VCPU: 16, MEMORY_MB: 16384 }, stats: { level: { schemaVersion: 2, data: { level: 5 } } } },

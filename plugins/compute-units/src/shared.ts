@@ -76,8 +76,13 @@ export const unitsKey: ExtraSpecKey<number> = {
   key: 'cu:units',
   description: 'compute units the instance needs (CUSTOM_CU; a reference core is 10)',
   schema: { type: 'integer', minimum: 1 },
+  // A flavor that also says resources:CUSTOM_CU=M must say the same amount (as llc:ways):
+  // M != N is refused naming both rather than one of them silently winning.
   applyResources(value, resources) {
-    resources[CU_CLASS] = Math.max(resources[CU_CLASS] ?? 0, value);
+    const asked = resources[CU_CLASS];
+    if (asked !== undefined && asked !== value) return `conflicts with resources:${CU_CLASS}=${asked}; give one of the two keys, or the same number of units in both`;
+    resources[CU_CLASS] = value;
+    return undefined;
   },
 };
 

@@ -15,14 +15,15 @@ describe('compute-units options', () => {
 });
 
 describe('cu:units', () => {
-  it('adds CUSTOM_CU, the larger amount winning over resources:CUSTOM_CU', () => {
+  // What this catches: cu:units and resources:CUSTOM_CU disagreeing, one silently winning
+  // (the larger did before; llc:ways took its own): a conflict is refused naming both.
+  it('adds CUSTOM_CU, and refuses a resources:CUSTOM_CU of another amount', () => {
     const resources: Record<string, number> = { VCPU: 2 };
-    unitsKey.applyResources!(30, resources);
+    expect(unitsKey.applyResources!(30, resources, {})).toBeUndefined();
     expect(resources).toEqual({ VCPU: 2, CUSTOM_CU: 30 });
-    unitsKey.applyResources!(20, resources);
+    expect(unitsKey.applyResources!(30, resources, {})).toBeUndefined();
+    expect(unitsKey.applyResources!(20, resources, {})).toBe('conflicts with resources:CUSTOM_CU=30; give one of the two keys, or the same number of units in both');
     expect(resources.CUSTOM_CU).toBe(30);
-    unitsKey.applyResources!(40, resources);
-    expect(resources.CUSTOM_CU).toBe(40);
     expect(unitsKey.schema).toEqual({ type: 'integer', minimum: 1 });
   });
 });

@@ -172,13 +172,24 @@ export const statsSchema: StatsSchema = {
   },
 };
 
-/** `llc:ways=N`: N contiguous cache ways; sets CUSTOM_LLC_WAYS in the unnumbered group. */
+/**
+ * `llc:ways=N`: N contiguous cache ways; sets CUSTOM_LLC_WAYS in the unnumbered group. A
+ * flavor that also says `resources:CUSTOM_LLC_WAYS=M` must say the same amount: M != N is
+ * refused (ERT_SPEC_CONFLICT naming both), as Nova refuses contradicting `hw:` specs, rather
+ * than one of them silently winning. This is the one rule for both sides: the tracker and the
+ * scheduler parse flavors with this key.
+ */
 export const waysKey: ExtraSpecKey<number> = {
   key: 'llc:ways',
   description: 'Contiguous last-level cache ways for the instance (sets resources:CUSTOM_LLC_WAYS)',
   schema: { type: 'integer', minimum: 1, maximum: 32 },
   applyResources(value, resources) {
+    const asked = resources[LLC_WAYS];
+    if (asked !== undefined && asked !== value) {
+      return `conflicts with resources:${LLC_WAYS}=${asked}; give one of the two keys, or the same number of ways in both`;
+    }
     resources[LLC_WAYS] = value;
+    return undefined;
   },
 };
 

@@ -1,8 +1,8 @@
 /**
  * vcpu, compute side: discovers logical CPUs, sockets, cores, threads and NUMA nodes and
  * publishes VCPU (shared pool, overcommitted) and PCPU (dedicated CPUs) on the host. An
- * instance with PCPU is pinned to free dedicated CPUs (`ClaimGrant.cpus`), on one NUMA
- * node when one has enough.
+ * instance with PCPU is pinned to free dedicated CPUs (`ClaimGrant.cpus`), all on one NUMA
+ * node when its flavor pins it (Nova's rule: `pinnedBy`, `oneNodeProblem` in shared.ts).
  */
 import {
   amountProblem,
@@ -17,7 +17,7 @@ import {
 } from '@ert/plugin-api';
 import { HostFs, commonFlags, describeFailure, formatCpuList, parseCpuList, readCpuInfo, readCpuTopology, readNumaNodes } from '@ert/sysfs';
 import { VcpuError, VcpuErrorCodes } from './errors.js';
-import { DEDICATED_ISOLATED, PLUGIN_NAME, extraSpecs, optionsSchema, statsSchema, type VcpuOptions, type VcpuStats } from './shared.js';
+import { DEDICATED_ISOLATED, PLUGIN_NAME, extraSpecs, oneNodeProblem, optionsSchema, pinnedBy, statsSchema, type VcpuOptions, type VcpuStats } from './shared.js';
 import { guestCpuFlags } from './cpu-models.js';
 import { cpuTraits } from './traits.js';
 
@@ -40,7 +40,9 @@ interface Held {
 /**
  * `count` CPUs of `free`: all on one NUMA node when one has enough (the node with the fewest
  * free that still fits, so larger runs stay whole), else from the nodes with the most free
- * first. Lowest CPU numbers first within a node. Undefined when fewer than `count` are free.
+ * first (only a PCPU amount no flavor pins, a Placement-style request's, gets there: `test`
+ * refuses a pinned one, `oneNodeProblem`). Lowest CPU numbers first within a node. Undefined
+ * when fewer than `count` are free.
  */
 export function chooseCpus(dedicatedByNode: readonly number[][], free: ReadonlySet<number>, count: number): number[] | undefined {
   if (free.size < count) return undefined;
@@ -202,6 +204,13 @@ export default definePlugin<VcpuOptions, VcpuStats>({
         const free = freeDedicated();
         const cpus = chooseCpus(view.dedicatedByNode, free, wanted.PCPU);
         if (!cpus) return `PCPU: needs ${wanted.PCPU} dedicated CPUs to pin, ${free.size} free (${formatCpuList(free) || 'none'})`;
+        // A pinned instance's CPUs come from one NUMA node (Nova), the rule the scheduler's filter applies too.
+        const pinned = pinnedBy(request.spec);
+        if (pinned !== undefined) {
+          const largest = Math.max(0, ...view.dedicatedByNode.map((node) => node.filter((cpu) => free.has(cpu)).length));
+          const problem = oneNodeProblem(wanted.PCPU, pinned, largest, ' free');
+          if (problem !== undefined) return `PCPU: ${problem}`;
+        }
         return { cpus };
       },
 

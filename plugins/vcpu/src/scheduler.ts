@@ -1,9 +1,10 @@
 /**
  * vcpu, scheduler side: free VCPU/PCPU per host (kept current within a batch), a filter
- * that adds a NUMA sanity check for dedicated CPUs, and a weigher on free CPUs.
+ * that checks that a pinned instance's CPUs fit on one NUMA node (`oneNodeProblem`, as the
+ * tracker pins them), and a weigher on free CPUs.
  */
 import { definePlugin, requestedAmount, summaryName, type HostState, type Placement, type RequestSpec } from '@ert/plugin-api';
-import { PLUGIN_NAME, extraSpecs, optionsSchema, statsSchema, type VcpuOptions, type VcpuStatsRead } from './shared.js';
+import { PLUGIN_NAME, extraSpecs, oneNodeProblem, optionsSchema, pinnedBy, statsSchema, type VcpuOptions, type VcpuStatsRead } from './shared.js';
 
 /** This plugin's slot of a host state. */
 export interface VcpuHostData {
@@ -66,11 +67,10 @@ export default definePlugin<VcpuOptions, VcpuStatsRead, VcpuHostData>({
         const pcpu = requestedAmount(spec, 'PCPU');
         if (vcpu > data.freeVcpu) return `needs ${vcpu} VCPU, ${Math.max(data.freeVcpu, 0)} free`;
         if (pcpu > data.freePcpu) return `needs ${pcpu} PCPU, ${Math.max(data.freePcpu, 0)} free`;
-        // A dedicated instance without a NUMA topology of its own lives on one node.
-        if (pcpu > 0 && data.largestDedicatedNode !== null && pcpu > data.largestDedicatedNode) {
-          return `needs ${pcpu} dedicated CPUs on one NUMA node, the largest node has ${data.largestDedicatedNode}`;
-        }
-        return undefined;
+        // A pinned instance without a NUMA topology of its own lives on one node (Nova), as the tracker pins it.
+        if (pcpu === 0 || data.largestDedicatedNode === null) return undefined;
+        const pinned = pinnedBy(spec);
+        return pinned === undefined ? undefined : oneNodeProblem(pcpu, pinned, data.largestDedicatedNode);
       },
       /** What `filter` rejects below, read from the summaries (a host without this plugin's data has none: never pruned). */
       summaryBounds(spec) {
@@ -78,7 +78,8 @@ export default definePlugin<VcpuOptions, VcpuStatsRead, VcpuHostData>({
         const pcpu = requestedAmount(spec, 'PCPU');
         return [
           ...(vcpu > 0 ? [{ summary: summaryName(PLUGIN_NAME, 'freeVcpu'), atLeast: vcpu }] : []),
-          ...(pcpu > 0 ? [{ summary: summaryName(PLUGIN_NAME, 'freePcpu'), atLeast: pcpu }, { summary: summaryName(PLUGIN_NAME, 'largestDedicatedNode'), atLeast: pcpu }] : []),
+          ...(pcpu > 0 ? [{ summary: summaryName(PLUGIN_NAME, 'freePcpu'), atLeast: pcpu }] : []),
+          ...(pcpu > 0 && pinnedBy(spec) !== undefined ? [{ summary: summaryName(PLUGIN_NAME, 'largestDedicatedNode'), atLeast: pcpu }] : []),
         ];
       },
     };

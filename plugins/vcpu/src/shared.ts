@@ -2,7 +2,7 @@
  * What both entries of the vcpu plugin share: options, stats schema and extra-spec keys.
  * Imports no hardware code, so the scheduler entry never loads sysfs readers.
  */
-import type { ExtraSpecKey, JsonSchema, StatsSchema } from '@ert/plugin-api';
+import type { ExtraSpecKey, JsonSchema, RequestSpec, StatsSchema } from '@ert/plugin-api';
 import { CPU_MODELS } from './cpu-models.js';
 
 export const PLUGIN_NAME = 'vcpu';
@@ -109,18 +109,69 @@ export type CpuPolicy = 'shared' | 'dedicated';
 
 /**
  * `hw:cpu_policy=shared|dedicated` (Nova). `dedicated` moves the unnumbered group's VCPU
- * amount to PCPU, so the instance gets whole host CPUs; `shared` changes nothing.
+ * amount to PCPU, so the instance gets whole host CPUs; `shared` changes nothing. Beside an
+ * explicit `resources[N]:VCPU` or `resources[N]:PCPU` above 0 the flavor is refused when it
+ * is parsed (ERT_SPEC_CONFLICT), as Nova's nova/virt/hardware.py `numa_get_constraints`
+ * refuses it ("use one or the other"), whichever side parses it and whether the policy is
+ * the flavor's or the image's `hw_cpu_policy`.
  */
 export const cpuPolicyKey: ExtraSpecKey<CpuPolicy> = {
   key: 'hw:cpu_policy',
   description: 'shared: vCPUs float on the shared pool (VCPU); dedicated: each vCPU gets a whole host CPU (PCPU)',
   schema: { type: 'string', enum: ['shared', 'dedicated'] },
-  applyResources(value, resources) {
-    if (value !== 'dedicated') return;
+  applyResources(value, resources, extraSpecs) {
+    const amounts = cpuAmounts(extraSpecs);
+    if (amounts.length > 0) {
+      return `conflicts with ${amounts.map(([key, amount]) => `${key}=${amount}`).join(', ')}: Nova refuses an explicit resources:VCPU or resources:PCPU beside a CPU policy; use one or the other`;
+    }
+    if (value !== 'dedicated') return undefined;
     const vcpus = resources.VCPU ?? 0;
     delete resources.VCPU;
     if (vcpus > 0) resources.PCPU = (resources.PCPU ?? 0) + vcpus;
+    return undefined;
   },
 };
 
 export const extraSpecs: readonly ExtraSpecKey<any>[] = [cpuPolicyKey];
+
+/** An explicit VCPU or PCPU amount of any group: `resources:VCPU`, `resources1:PCPU`. */
+const CPU_AMOUNT_KEY = /^resources[a-zA-Z0-9_-]{0,64}:(VCPU|PCPU)$/;
+
+/** The explicit VCPU and PCPU amounts above 0 of `extraSpecs`, as sorted `key=value` pairs (Nova's `_get_vcpu_pcpu_resources` counts those). */
+function cpuAmounts(extraSpecs: Readonly<Record<string, string>>): Array<[key: string, value: string]> {
+  return Object.entries(extraSpecs)
+    .filter(([key, value]) => CPU_AMOUNT_KEY.test(key) && Number(value.trim()) > 0)
+    .map(([key, value]): [string, string] => [key, value.trim()])
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+}
+
+/** The request's CPU policy as `key=value`, naming the image property when the image set it; undefined without one. */
+function policySource(spec: RequestSpec): string | undefined {
+  const policy = spec.pluginSpecs[cpuPolicyKey.key] as CpuPolicy | undefined;
+  if (policy === undefined) return undefined;
+  return cpuPolicyKey.key in (spec.flavor.extraSpecs ?? {}) ? `${cpuPolicyKey.key}=${policy}` : `image hw_cpu_policy=${policy}`;
+}
+
+/**
+ * What makes the request's CPUs pinned in Nova's sense, as `key=value`: `hw:cpu_policy=dedicated`
+ * (or the image's), or an explicit PCPU amount without a policy (Nova reads it as dedicated).
+ * Undefined when nothing does (no PCPU, or a PCPU amount of a Placement-style request).
+ */
+export function pinnedBy(spec: RequestSpec): string | undefined {
+  const policy = policySource(spec);
+  if (policy !== undefined) return spec.pluginSpecs[cpuPolicyKey.key] === 'dedicated' ? policy : undefined;
+  const pcpu = cpuAmounts(spec.flavor.extraSpecs ?? {}).find(([key]) => key.endsWith(':PCPU'));
+  return pcpu === undefined ? undefined : `${pcpu[0]}=${pcpu[1]}`;
+}
+
+/**
+ * Nova's NUMA rule for pinned CPUs: an instance whose CPUs are pinned (`pinnedBy`) and that asks
+ * for no NUMA topology gets one NUMA node (nova/virt/hardware.py `numa_get_constraints`:
+ * `nodes or 1`), so all its dedicated CPUs come from one host NUMA node. The reason `count`
+ * CPUs cannot be pinned when the node with the most has `largest` (`unit`: ` free` on the
+ * tracker, which knows which are taken; the scheduler knows each node's dedicated CPUs), or
+ * undefined. Both entries ask it.
+ */
+export function oneNodeProblem(count: number, pinned: string, largest: number, unit = ''): string | undefined {
+  return count > largest ? `needs ${count} dedicated CPUs on one NUMA node (${pinned}), the largest node has ${largest}${unit}` : undefined;
+}

@@ -248,7 +248,9 @@ describe('vcpu claims', () => {
       expect(await hooks.test!(request('a', { VCPU: 4 }))).toBeUndefined();
       expect(await hooks.test!(request('a', { PCPU: 3 }))).toEqual({ cpus: [4, 5, 6] });
       expect(await hooks.test!(request('a', { PCPU: 5 }))).toEqual({ cpus: [8, 9, 10, 11, 12] });
-      // No node has 8: the fullest node first, then the next.
+      // No node has 8: a PCPU amount no flavor pins (these specs have no extra specs, as a
+      // Placement-style request) takes the fullest node first, then the next. A flavor that pins
+      // (hw:cpu_policy=dedicated, resources:PCPU) is refused instead: cpu-policy.test.ts.
       expect(await hooks.test!(request('a', { PCPU: 8 }))).toEqual({ cpus: [4, 5, 8, 9, 10, 11, 12, 13] });
     });
 

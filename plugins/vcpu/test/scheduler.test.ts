@@ -23,16 +23,16 @@ describe('vcpu options', () => {
 describe('hw:cpu_policy', () => {
   it('moves the VCPU amount to PCPU when dedicated', () => {
     const resources: Record<string, number> = { VCPU: 4, MEMORY_MB: 2048 };
-    cpuPolicyKey.applyResources!('dedicated', resources);
+    cpuPolicyKey.applyResources!('dedicated', resources, {});
     expect(resources).toEqual({ PCPU: 4, MEMORY_MB: 2048 });
     const withPcpu: Record<string, number> = { VCPU: 2, PCPU: 1 };
-    cpuPolicyKey.applyResources!('dedicated', withPcpu);
+    cpuPolicyKey.applyResources!('dedicated', withPcpu, {});
     expect(withPcpu).toEqual({ PCPU: 3 });
   });
 
   it('changes nothing when shared', () => {
     const resources: Record<string, number> = { VCPU: 4 };
-    cpuPolicyKey.applyResources!('shared', resources);
+    cpuPolicyKey.applyResources!('shared', resources, {});
     expect(resources).toEqual({ VCPU: 4 });
   });
 
@@ -76,13 +76,19 @@ describe('vcpu scheduler side', () => {
     expect(filter.appliesTo!(specOf({ PCPU: 1 }))).toBe(true);
     expect(filter.filter(host, specOf({ VCPU: 10 }))).toBeUndefined();
     expect(filter.filter(host, specOf({ VCPU: 11 }))).toBe('needs 11 VCPU, 10 free');
-    expect(filter.filter(host, specOf({ PCPU: 8 }))).toBeUndefined();
-    expect(filter.filter(host, specOf({ PCPU: 9 }))).toBe('needs 9 dedicated CPUs on one NUMA node, the largest node has 8');
+    // A dedicated flavor's CPUs come from one NUMA node; a PCPU amount no flavor pins (a Placement-style request) is only counted.
+    const dedicated = (pcpu: number) => specOf({ PCPU: pcpu }, { pluginSpecs: { 'hw:cpu_policy': 'dedicated' }, flavor: { extraSpecs: { 'hw:cpu_policy': 'dedicated' } } });
+    expect(filter.filter(host, dedicated(8))).toBeUndefined();
+    expect(filter.filter(host, dedicated(9))).toBe('needs 9 dedicated CPUs on one NUMA node (hw:cpu_policy=dedicated), the largest node has 8');
+    expect(filter.filter(host, specOf({ PCPU: 9 }))).toBeUndefined();
     expect(filter.filter(host, specOf({ PCPU: 13 }))).toBe('needs 13 PCPU, 12 free');
     // Groups are summed: the unnumbered group and a numbered one together.
     expect(filter.filter(host, specOf({ VCPU: 6 }, { extraGroups: [{ VCPU: 5 }] }))).toBe('needs 11 VCPU, 10 free');
     const noNuma = hostState('h2', {}, {}, { vcpu: { ...data, largestDedicatedNode: null } });
-    expect(filter.filter(noNuma, specOf({ PCPU: 12 }))).toBeUndefined();
+    expect(filter.filter(noNuma, dedicated(12))).toBeUndefined();
+    // The bounds say no more than the filter: the NUMA bound only for a pinned request.
+    expect(filter.summaryBounds!(dedicated(9))).toEqual([{ summary: 'vcpu.freePcpu', atLeast: 9 }, { summary: 'vcpu.largestDedicatedNode', atLeast: 9 }]);
+    expect(filter.summaryBounds!(specOf({ PCPU: 9 }))).toEqual([{ summary: 'vcpu.freePcpu', atLeast: 9 }]);
   });
 
   it('falls back to the host free counts without consumer data', async () => {

@@ -333,9 +333,9 @@ describe.skipIf(!CHROMIUM)('the web view at /ui on ert serve over 1,000 simulate
     expect(pinned.length).toBeGreaterThan(0);
     for (const r of pinned) expect(await page.locator(`[data-testid=pinned] tr[data-instance="${r.uuid}"] [data-field=cpus]`).textContent()).toBe(cpuList(r.cpus!));
     // Huge pages per NUMA node and size, from the memory plugin's stats.
-    const memory = catStats.memory!.data as { numaNodes: Array<{ id: number; hugePages: Array<{ sizeKb: number; total: number; free: number }> }> };
-    const rows = await page.evaluate<string[]>(`[...document.querySelectorAll('[data-testid=huge-pages] tbody tr')].map((e) => e.getAttribute('data-node') + '/' + e.getAttribute('data-size') + '/' + e.querySelector('[data-field=total]').textContent + '/' + e.querySelector('[data-field=free]').textContent)`);
-    expect(rows).toEqual(memory.numaNodes.flatMap((n) => n.hugePages.map((p) => `${n.id}/${p.sizeKb}/${p.total}/${p.free}`)));
+    const memory = catStats.memory!.data as { numaNodes: Array<{ id: number; hugePages: Array<{ sizeKb: number; total: number; free: number; reserved: number; usedOutside: number }> }> };
+    const rows = await page.evaluate<string[]>(`[...document.querySelectorAll('[data-testid=huge-pages] tbody tr')].map((e) => e.getAttribute('data-node') + '/' + e.getAttribute('data-size') + '/' + e.querySelector('[data-field=total]').textContent + '/' + e.querySelector('[data-field=free]').textContent + '/' + e.querySelector('[data-field=kept]').textContent)`);
+    expect(rows).toEqual(memory.numaNodes.flatMap((n) => n.hugePages.map((p) => `${n.id}/${p.sizeKb}/${p.total}/${p.free}/${Math.max(p.reserved, p.usedOutside)}`)));
     expect(await page.locator('[data-testid=pstate] [data-field=driver]').textContent()).toBe((catStats.pstate!.data as { driver: string }).driver);
     const plugins = await page.evaluate<string[]>(`[...document.querySelectorAll('[data-testid=stats] tbody tr')].map((e) => e.getAttribute('data-plugin'))`);
     expect(plugins).toEqual(Object.keys(catStats).sort());

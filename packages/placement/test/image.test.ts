@@ -27,7 +27,8 @@ const keys: ExtraSpecKey<any>[] = [
       }
     },
   },
-  { key: 'hw:mem_page_size', description: 'page size', schema: { type: 'string', pattern: '^(small|large|any|[0-9]+\\s*([KkMmGg]([Ii]?[Bb])?)?)$' } },
+  // The memory plugin's key (plugins/memory/src/shared.ts pageSizeKey): no size of 0.
+  { key: 'hw:mem_page_size', description: 'page size', schema: { type: 'string', pattern: '^(small|large|any|0*[1-9][0-9]{0,8}\\s*([KkMmGg]([Ii]?[Bb])?)?)$' } },
   { key: 'hw:cpu_thread_policy', description: 'threads', schema: { type: 'string', enum: ['prefer', 'isolate', 'require'] } },
 ];
 
@@ -112,6 +113,17 @@ describe('hw_mem_page_size (_numa_get_pagesize_constraints)', () => {
     const err = refusal(flavor({ 'hw:mem_page_size': '2MB' }, { hw_mem_page_size: '1GB' }));
     expect(err.message).toMatch(/^flavor hw:mem_page_size=2MB conflicts with image hw_mem_page_size=1GB: /);
     expect(refusal(flavor({ 'hw:mem_page_size': 'small' }, { hw_mem_page_size: 'large' })).code).toBe('ERT_SPEC_CONFLICT');
+  });
+
+  // What this catches: a flavor's page size of 0 read as small pages while the image's
+  // 2MB was dropped (the merge skips a flavor value it cannot read, leaving it to the key's
+  // schema, which took 0 until the memory plugin's pattern refused it).
+  it('a flavor page size of 0 is refused, not read as small pages beside the image\'s', () => {
+    for (const zero of ['0', '0MB']) {
+      const err = refusal(flavor({ 'hw:mem_page_size': zero }, { hw_mem_page_size: '2MB' }));
+      expect(err.code).toBe('ERT_SPEC_INVALID_VALUE');
+      expect(err.details).toMatchObject({ key: 'hw:mem_page_size', value: zero });
+    }
   });
 });
 

@@ -151,6 +151,9 @@ interface Pool {
   free: number;
   surplus: number;
   claimed: number;
+  /** Absent in stats of older trackers. */
+  reserved?: number;
+  usedOutside?: number;
 }
 
 const sizeOf = (kb: number): string => (kb >= 1048576 ? `${kb / 1048576} GB` : kb >= 1024 ? `${kb / 1024} MB` : `${kb} kB`);
@@ -172,6 +175,9 @@ function HugePages({ detail }: { detail: HostDetail }) {
             <th scope="col" class="num">pages</th>
             <th scope="col" class="num">free</th>
             <th scope="col" class="num">held by instances</th>
+            <th scope="col" class="num" title="kept from instances: reservedHugePages or pages seen used outside ert, whichever is larger">
+              kept
+            </th>
             <th scope="col" class="num">surplus</th>
           </tr>
         </thead>
@@ -191,6 +197,9 @@ function HugePages({ detail }: { detail: HostDetail }) {
                 </td>
                 <td class="num" data-field="claimed">
                   {p?.claimed ?? ''}
+                </td>
+                <td class="num" data-field="kept" title={p ? `reserved ${p.reserved ?? 0}, used outside ert ${p.usedOutside ?? 0}` : undefined}>
+                  {p ? Math.max(p.reserved ?? 0, p.usedOutside ?? 0) : ''}
                 </td>
                 <td class="num">{p?.surplus ?? ''}</td>
               </tr>

@@ -10,10 +10,12 @@ import {
   availablePages,
   choosePages,
   extraSpecs,
+  formatPageSize,
   guestMemoryMb,
   optionsSchema,
   pageSizeOf,
   statsSchema,
+  type HugePageReservation,
   type MemoryOptions,
   type MemoryStatsV1,
   type PageChoice,
@@ -36,6 +38,24 @@ interface Held {
 }
 
 const kbToMb = (kb: number) => Math.floor(kb / 1024);
+const poolKey = (node: number, sizeKb: number) => `${node}/${sizeKb}`;
+
+/** Why `reservedHugePages` cannot apply to the host's pools, naming the entry; undefined when it can. */
+function reservationProblem(reservations: readonly HugePageReservation[], nodes: Hardware['nodes']): string | undefined {
+  const seen = new Set<string>();
+  for (const [i, r] of reservations.entries()) {
+    const entry = `option reservedHugePages[${i}] (node ${r.node}, ${formatPageSize(r.sizeKb)}, count ${r.count})`;
+    const key = poolKey(r.node, r.sizeKb);
+    if (seen.has(key)) return `${entry}: node ${r.node} and ${formatPageSize(r.sizeKb)} are listed twice`;
+    seen.add(key);
+    const node = nodes.find((n) => n.id === r.node);
+    if (!node) return `${entry}: the host has no NUMA node ${r.node} (nodes: ${nodes.map((n) => n.id).join(', ')})`;
+    const pool = node.pools.find((p) => p.sizeKb === r.sizeKb);
+    if (!pool) return `${entry}: node ${r.node} has no ${formatPageSize(r.sizeKb)} huge pages`;
+    if (r.count > pool.total) return `${entry}: exceeds the ${pool.total} pages of that pool`;
+  }
+  return undefined;
+}
 
 function isPageChoice(value: JsonValue | undefined): value is JsonValue & PageChoice {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
@@ -53,6 +73,14 @@ export default definePlugin<MemoryOptions, MemoryStatsV1>({
     const fs = new HostFs(ctx.root);
     let view: View = { available: false, reason: 'the host has not been discovered yet' };
     const instances = new Map<string, Held>();
+    const reserved = new Map(ctx.options.reservedHugePages.map((r) => [poolKey(r.node, r.sizeKb), r.count]));
+    // Pages used by something other than ert's instances, per pool: what a reading proves
+    // (pages in use beyond the instances' pages) is kept until a reading shows fewer pages
+    // in use than that. Proven only once the view holds the host's instances (`reset` was
+    // called): until then every page in use counts as outside.
+    const usedOutside = new Map<string, number>();
+    let viewLoaded = false;
+    let readingToSettle = false;
 
     /** Pages held per node and size by the instances in the view, except `skip`. */
     const claimedPages = (node: number, sizeKb: number, skip?: string) => {
@@ -60,11 +88,46 @@ export default definePlugin<MemoryOptions, MemoryStatsV1>({
       for (const [uuid, held] of instances) if (uuid !== skip && held.pages?.node === node && held.pages.sizeKb === sizeKb) pages += held.pages.pages;
       return pages;
     };
+    /** A pool as `availablePages` and the stats see it. */
+    const poolCounts = (node: number, pool: HugePagePool, skip?: string) => {
+      const key = poolKey(node, pool.sizeKb);
+      const inUse = pool.total - pool.free;
+      return {
+        total: pool.total,
+        free: pool.free,
+        claimed: claimedPages(node, pool.sizeKb, skip),
+        reserved: reserved.get(key) ?? 0,
+        usedOutside: viewLoaded ? (usedOutside.get(key) ?? 0) : Math.max(0, inUse),
+      };
+    };
     const pageNodes = (hardware: Hardware, skip?: string): PageNode[] =>
       hardware.nodes.map((n) => ({
         id: n.id,
-        pools: n.pools.map((p) => ({ sizeKb: p.sizeKb, available: availablePages({ ...p, claimed: claimedPages(n.id, p.sizeKb, skip) }) })),
+        pools: n.pools.map((p) => ({ sizeKb: p.sizeKb, available: availablePages(poolCounts(n.id, p, skip)) })),
       }));
+
+    /**
+     * Fold the last reading into `usedOutside` once the view holds the instances: pages in
+     * use beyond the instances' pages are in use outside ert (an instance not started yet
+     * uses none, so this can only undercount), and outside use is never more than the pages
+     * in use. Called before the view is used, so a claim or stats after a discovery see it.
+     */
+    function settleReading(): void {
+      if (!readingToSettle || !viewLoaded || !view.available) return;
+      readingToSettle = false;
+      for (const node of view.hardware.nodes) {
+        for (const pool of node.pools) {
+          const key = poolKey(node.id, pool.sizeKb);
+          const inUse = Math.max(0, pool.total - pool.free);
+          const proven = inUse - claimedPages(node.id, pool.sizeKb);
+          const kept = Math.min(inUse, Math.max(usedOutside.get(key) ?? 0, proven));
+          if (kept > (usedOutside.get(key) ?? 0)) {
+            ctx.logger.warn({ node: node.id, sizeKb: pool.sizeKb, pages: kept }, 'huge pages in use outside ert\'s instances: kept from claims (reserve them with reservedHugePages)');
+          }
+          usedOutside.set(key, kept);
+        }
+      }
+    }
 
     async function readHardware(): Promise<View> {
       const [meminfo, numa, systemPools] = await Promise.all([readMemInfo(fs), readNumaNodes(fs), readHugePagePools(fs, HUGEPAGES_DIR)]);
@@ -82,6 +145,8 @@ export default definePlugin<MemoryOptions, MemoryStatsV1>({
         numa.value.length > 0
           ? numa.value.map((n) => ({ id: n.id, totalMb: kbToMb(n.memTotalKb), freeMb: kbToMb(n.memFreeKb), pools: n.hugePages }))
           : [{ id: 0, totalMb, freeMb, pools: systemPools.value }];
+      const problem = reservationProblem(ctx.options.reservedHugePages, nodes);
+      if (problem) return { available: false, reason: problem };
       return {
         available: true,
         hardware: {
@@ -98,6 +163,8 @@ export default definePlugin<MemoryOptions, MemoryStatsV1>({
     return {
       async discover(): Promise<Discovery> {
         view = await readHardware();
+        readingToSettle = view.available;
+        settleReading();
         if (!view.available) {
           ctx.logger.warn({ reason: view.reason }, 'memory unavailable');
           return { available: false, reason: view.reason };
@@ -107,9 +174,11 @@ export default definePlugin<MemoryOptions, MemoryStatsV1>({
 
       reset() {
         instances.clear();
+        viewLoaded = true;
       },
 
       test(request) {
+        settleReading();
         const memoryMb = requestedAmount(request.spec, 'MEMORY_MB');
         const pageSize = pageSizeOf(request.spec);
         if (memoryMb === 0 && pageSize === undefined) return undefined;
@@ -151,23 +220,27 @@ export default definePlugin<MemoryOptions, MemoryStatsV1>({
       },
 
       stats(): MemoryStatsV1 {
+        settleReading();
         if (!view.available) {
           throw new MemoryError(MemoryErrorCodes.unavailable, `plugin ${ctx.name} has no stats: ${view.reason}`, { plugin: ctx.name, reason: view.reason });
         }
         const hw = view.hardware;
-        const poolStats = (node: number | undefined, pool: HugePagePool): PagePoolStats => ({
-          sizeKb: pool.sizeKb,
-          total: pool.total,
-          free: pool.free,
-          surplus: pool.surplus,
-          claimed: node === undefined ? hw.nodes.reduce((sum, n) => sum + claimedPages(n.id, pool.sizeKb), 0) : claimedPages(node, pool.sizeKb),
-        });
+        const nodePool = (node: number, pool: HugePagePool): PagePoolStats => ({ sizeKb: pool.sizeKb, surplus: pool.surplus, ...poolCounts(node, pool) });
+        // The system-wide pools' counts from the kernel; what ert counts, summed over nodes.
+        const systemPool = (pool: HugePagePool): PagePoolStats => {
+          const sum = (field: 'claimed' | 'reserved' | 'usedOutside') =>
+            hw.nodes.reduce((total, n) => {
+              const onNode = n.pools.find((p) => p.sizeKb === pool.sizeKb);
+              return total + (onNode ? poolCounts(n.id, onNode)[field] : 0);
+            }, 0);
+          return { sizeKb: pool.sizeKb, total: pool.total, free: pool.free, surplus: pool.surplus, claimed: sum('claimed'), reserved: sum('reserved'), usedOutside: sum('usedOutside') };
+        };
         return {
           totalMb: hw.totalMb,
           freeMb: hw.freeMb,
           defaultHugePageSizeKb: hw.defaultHugePageSizeKb,
-          hugePages: hw.systemPools.map((p) => poolStats(undefined, p)),
-          numaNodes: hw.nodes.map((n) => ({ id: n.id, totalMb: n.totalMb, freeMb: n.freeMb, hugePages: n.pools.map((p) => poolStats(n.id, p)) })),
+          hugePages: hw.systemPools.map(systemPool),
+          numaNodes: hw.nodes.map((n) => ({ id: n.id, totalMb: n.totalMb, freeMb: n.freeMb, hugePages: n.pools.map((p) => nodePool(n.id, p)) })),
         };
       },
     };

@@ -15,6 +15,20 @@ export interface MemoryOptions {
   reservedMb: number;
   /** MEMORY_MB allocation ratio, default 1.0. */
   allocationRatio: number;
+  /**
+   * Huge pages kept from instances per NUMA node and page size (Nova's
+   * `reserved_huge_pages`): pages something other than ert's instances uses or will use
+   * (DPDK, OVS). Default none. An entry for a node or size the host lacks, more pages than
+   * the pool holds, or one node and size listed twice makes the plugin unavailable.
+   */
+  reservedHugePages: HugePageReservation[];
+}
+
+/** One `reservedHugePages` entry: `count` pages of `sizeKb` on NUMA node `node`. */
+export interface HugePageReservation {
+  node: number;
+  sizeKb: number;
+  count: number;
 }
 
 export const optionsSchema: JsonSchema = {
@@ -23,6 +37,16 @@ export const optionsSchema: JsonSchema = {
   properties: {
     reservedMb: { type: 'integer', minimum: 0, default: 512 },
     allocationRatio: { type: 'number', exclusiveMinimum: 0, default: 1.0 },
+    reservedHugePages: {
+      type: 'array',
+      default: [],
+      items: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['node', 'sizeKb', 'count'],
+        properties: { node: { type: 'integer', minimum: 0 }, sizeKb: { type: 'integer', minimum: 1 }, count: { type: 'integer', minimum: 0 } },
+      },
+    },
   },
 };
 
@@ -36,6 +60,14 @@ export interface PagePoolStats {
   surplus: number;
   /** Pages held by the instances ert placed in this pool (started or not). */
   claimed: number;
+  /** Pages the `reservedHugePages` option keeps from instances (absent in stats of older trackers: 0). */
+  reserved?: number;
+  /**
+   * Pages counted as used by something other than ert's instances: the most ever seen in use
+   * beyond the instances' pages since the tracker started, never more than the pages in use
+   * at the last reading (absent in stats of older trackers: 0). See `availablePages`.
+   */
+  usedOutside?: number;
 }
 
 /** Stats v1: memory size, per-NUMA memory and huge pages. */
@@ -62,6 +94,8 @@ const poolSchema: JsonSchema = {
     free: { type: 'integer', minimum: 0 },
     surplus: { type: 'integer', minimum: 0 },
     claimed: { type: 'integer', minimum: 0 },
+    reserved: { type: 'integer', minimum: 0 },
+    usedOutside: { type: 'integer', minimum: 0 },
   },
 };
 
@@ -98,13 +132,14 @@ export const statsSchema: StatsSchema = {
 export type PageSizeRequest = { kind: 'small' } | { kind: 'large' } | { kind: 'any' } | { kind: 'size'; sizeKb: number };
 
 const UNIT_KB: Record<string, number> = { '': 1, k: 1, m: 1024, g: 1024 * 1024 };
-const SIZE_PATTERN = /^(\d+)\s*(?:([kmg])(?:i?b)?)?$/i;
+// At most nine significant digits: a size in GB stays a safe integer of kB.
+const SIZE_PATTERN = /^0*([1-9]\d{0,8})\s*(?:([kmg])(?:i?b)?)?$/i;
 
 /** `hw:mem_page_size`: `small`, `large`, `any`, or a size (`2MB`, `1GB`, `2048` = kB). */
 export const pageSizeKey: ExtraSpecKey<string> = {
   key: PAGE_SIZE_KEY,
   description: 'guest memory page size: small, large (any huge page size), any, or a size such as 2MB, 1GB, 2048 (KB)',
-  schema: { type: 'string', pattern: '^(small|large|any|[0-9]+\\s*([KkMmGg]([Ii]?[Bb])?)?)$' },
+  schema: { type: 'string', pattern: '^(small|large|any|0*[1-9][0-9]{0,8}\\s*([KkMmGg]([Ii]?[Bb])?)?)$' },
 };
 
 export const extraSpecs: readonly ExtraSpecKey<any>[] = [pageSizeKey];
@@ -116,7 +151,6 @@ export function parsePageSize(value: string): PageSizeRequest | undefined {
   const match = SIZE_PATTERN.exec(word);
   if (!match) return undefined;
   const sizeKb = Number(match[1]) * UNIT_KB[(match[2] ?? '').toLowerCase()]!;
-  if (sizeKb <= 0) return undefined;
   return sizeKb === SMALL_PAGE_KB ? { kind: 'small' } : { kind: 'size', sizeKb };
 }
 
@@ -150,10 +184,20 @@ export interface PageChoice {
   pages: number;
 }
 
-/** Pages an instance can still take from a pool: the kernel's free pages, less those held by
- *  instances that are claimed but not started yet. */
-export function availablePages(pool: { total: number; free: number; claimed: number }): number {
-  return Math.max(0, Math.min(pool.free, pool.total - pool.claimed));
+/**
+ * Pages an instance can still take from a pool: its pages less those held by ert's instances
+ * (`claimed`, started or not) and those kept from them (`reserved` by the operator, or
+ * `usedOutside`, whichever is larger), and never more than the kernel reports free.
+ *
+ * Why not the kernel's `free` alone: an instance claimed but not started yet holds no page
+ * in the kernel, so `free` still counts its pages; `free - claimed` in turn takes a started
+ * instance's pages twice. Nova counts total - reserved - claimed and trusts the operator's
+ * `reserved_huge_pages`; ert does too, and also keeps the pages it has seen in use outside
+ * its instances (`usedOutside`), so pages used by something else are never handed out.
+ */
+export function availablePages(pool: { total: number; free: number; claimed: number; reserved?: number; usedOutside?: number }): number {
+  const keptFromInstances = Math.max(pool.reserved ?? 0, pool.usedOutside ?? 0);
+  return Math.max(0, Math.min(pool.free, pool.total - keptFromInstances - pool.claimed));
 }
 
 /**

@@ -1,23 +1,24 @@
 import { rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import type { ClaimGrant, ClaimedInstance, ResourceHooks } from '@ert/plugin-api';
+import type { ClaimGrant, ClaimedInstance, ResourceHooks, TestResult } from '@ert/plugin-api';
 import memory from '../src/compute.js';
 import { MemoryErrorCodes } from '../src/errors.js';
 import type { MemoryOptions, MemoryStatsV1 } from '../src/shared.js';
-import { instanceOf, profileCopy, schemaProblems, profileRoot, resourceContext, specOf, type Profile } from '../../vcpu/test/support.js';
+import { instanceOf, profileCopy, schemaProblems, profileRoot, resourceContext, specOf, withDefaults, type Profile } from '../../vcpu/test/support.js';
 
 async function hooksFor(root: string, options: Partial<MemoryOptions> = {}): Promise<ResourceHooks<MemoryStatsV1>> {
   return memory.resource!(resourceContext(memory, root, options));
 }
 
 const noHugePages = [
-  { sizeKb: 2048, total: 0, free: 0, surplus: 0, claimed: 0 },
-  { sizeKb: 1048576, total: 0, free: 0, surplus: 0, claimed: 0 },
+  { sizeKb: 2048, total: 0, free: 0, surplus: 0, claimed: 0, reserved: 0, usedOutside: 0 },
+  { sizeKb: 1048576, total: 0, free: 0, surplus: 0, claimed: 0, reserved: 0, usedOutside: 0 },
 ];
 
 // MB = floor(kB / 1024): 384 GiB = 393216 MB, MemTotal 16003328 kB = 15628 MB. MemFree per
-// node = 90% of what huge pages leave (see the profile generator).
+// node = 90% of what huge pages leave (see the profile generator). Before the tracker loads its
+// instances into the view, every page in use counts as used outside ert.
 const expected: Record<Profile, MemoryStatsV1> = {
   'xeon-2s-cat': {
     totalMb: 393216, freeMb: 353894, defaultHugePageSizeKb: 2048, hugePages: noHugePages,
@@ -34,14 +35,14 @@ const expected: Record<Profile, MemoryStatsV1> = {
   'xeon-4s-numa': {
     totalMb: 786432, freeMb: 530841, defaultHugePageSizeKb: 2048,
     hugePages: [
-      { sizeKb: 2048, total: 32768, free: 24576, surplus: 0, claimed: 0 },
-      { sizeKb: 1048576, total: 128, free: 128, surplus: 0, claimed: 0 },
+      { sizeKb: 2048, total: 32768, free: 24576, surplus: 0, claimed: 0, reserved: 0, usedOutside: 8192 },
+      { sizeKb: 1048576, total: 128, free: 128, surplus: 0, claimed: 0, reserved: 0, usedOutside: 0 },
     ],
     numaNodes: [0, 1, 2, 3].map((id) => ({
       id, totalMb: 196608, freeMb: 132710,
       hugePages: [
-        { sizeKb: 2048, total: 8192, free: 6144, surplus: 0, claimed: 0 },
-        { sizeKb: 1048576, total: 32, free: 32, surplus: 0, claimed: 0 },
+        { sizeKb: 2048, total: 8192, free: 6144, surplus: 0, claimed: 0, reserved: 0, usedOutside: 2048 },
+        { sizeKb: 1048576, total: 32, free: 32, surplus: 0, claimed: 0, reserved: 0, usedOutside: 0 },
       ],
     })),
   },
@@ -162,8 +163,8 @@ describe('memory claims', () => {
     // A resize does not get the instance's own pages back: they stay held until it is confirmed or reverted (issue 17).
     expect(await hooks.test!(request('big-2', 32768, '1GB', 'resize'))).toBe('hw:mem_page_size: no NUMA node has 32 free 1GB huge pages (best node: 0)');
     const stats = await hooks.stats!();
-    expect(stats.numaNodes[3]!.hugePages[1]).toEqual({ sizeKb: 1048576, total: 32, free: 32, surplus: 0, claimed: 32 });
-    expect(stats.hugePages[1]).toEqual({ sizeKb: 1048576, total: 128, free: 128, surplus: 0, claimed: 128 });
+    expect(stats.numaNodes[3]!.hugePages[1]).toEqual({ sizeKb: 1048576, total: 32, free: 32, surplus: 0, claimed: 32, reserved: 0, usedOutside: 0 });
+    expect(stats.hugePages[1]).toEqual({ sizeKb: 1048576, total: 128, free: 128, surplus: 0, claimed: 128, reserved: 0, usedOutside: 0 });
 
     await hooks.removeInstance!('big-1');
     expect(await hooks.test!(request('e', 1024, '1GB'))).toMatchObject({ assignment: { node: 1, sizeKb: 1048576, pages: 1 } });
@@ -176,5 +177,122 @@ describe('memory claims', () => {
     await hooks.discover();
     await hooks.addInstance!(claimedFrom(request('a', 2048, '1GB'), undefined));
     expect((await hooks.stats!()).numaNodes[0]!.hugePages[1]!.claimed).toBe(2);
+  });
+});
+
+describe('huge pages used outside ert and reserved', () => {
+  const TWO_MB = 2048;
+  const claimOf = (uuid: string, memoryMb: number) => {
+    const spec = specOf({ MEMORY_MB: memoryMb }, { pluginSpecs: { 'hw:mem_page_size': '2MB' } });
+    return { instance: instanceOf(uuid, spec), spec, kind: 'claim' as const };
+  };
+  /** Claim as the tracker does: test, then addInstance with the grant's assignment. */
+  async function claim(hooks: ResourceHooks<MemoryStatsV1>, uuid: string, memoryMb: number): Promise<TestResult> {
+    const req = claimOf(uuid, memoryMb);
+    const result = await hooks.test!(req);
+    if (result && typeof result === 'object') {
+      await hooks.addInstance!({
+        uuid, request: req.instance, spec: req.spec,
+        allocations: [{ providerName: 'compute-1', resourceClass: 'MEMORY_MB', amount: memoryMb }],
+        assignment: result.assignment,
+      });
+    }
+    return result;
+  }
+  /** The tracker's sync: discover, then the view rebuilt from the instances it holds. */
+  async function sync(hooks: ResourceHooks<MemoryStatsV1>, held: ClaimedInstance[]): Promise<MemoryStatsV1> {
+    await hooks.discover();
+    await hooks.reset!();
+    for (const instance of held) await hooks.addInstance!(instance);
+    return hooks.stats!();
+  }
+  const setFree = (root: string, node: number, free: number) =>
+    writeFile(path.join(root, `sys/devices/system/node/node${node}/hugepages/hugepages-${TWO_MB}kB/free_hugepages`), `${free}\n`);
+  const twoMbOn = (stats: MemoryStatsV1, node: number) => stats.numaNodes[node]!.hugePages.find((p) => p.sizeKb === TWO_MB)!;
+
+  // What this catches: pages used outside ert (2048 per node on xeon-4s-numa: 8192 pages,
+  // 6144 free) given out a second time to claims not started yet. With the old rule
+  // min(free, total - claimed), each node gave out 8192 pages of the 6144 free: the four
+  // 4 GB claims below passed (seen red with the old availablePages).
+  it('never gives out pages used outside ert, claims started or not', async () => {
+    const copy = await profileCopy('xeon-4s-numa');
+    try {
+      const hooks = await hooksFor(copy.root);
+      await sync(hooks, []);
+      for (const node of [0, 1, 2, 3]) expect(await claim(hooks, `big-${node}`, 12288)).toMatchObject({ assignment: { node, sizeKb: TWO_MB, pages: 6144 } });
+      for (const node of [0, 1, 2, 3]) expect(await claim(hooks, `small-${node}`, 4096)).toBe('hw:mem_page_size: no NUMA node has 2048 free 2MB huge pages (best node: 0)');
+      const stats = await hooks.stats!();
+      expect(twoMbOn(stats, 0)).toEqual({ sizeKb: TWO_MB, total: 8192, free: 6144, surplus: 0, claimed: 6144, reserved: 0, usedOutside: 2048 });
+
+      // The next sync reads the kernel again: the claims have not started (6144 still free),
+      // which proves nothing about outside use, so it stays kept.
+      const held = [0, 1, 2, 3].map((node) => ({
+        uuid: `big-${node}`, request: claimOf(`big-${node}`, 12288).instance, spec: claimOf(`big-${node}`, 12288).spec,
+        allocations: [{ providerName: 'compute-1', resourceClass: 'MEMORY_MB' as const, amount: 12288 }],
+        assignment: { node, sizeKb: TWO_MB, pages: 6144 },
+      }));
+      expect(twoMbOn(await sync(hooks, held), 0).usedOutside).toBe(2048);
+      expect(await claim(hooks, 'small-0', 4096)).toBe('hw:mem_page_size: no NUMA node has 2048 free 2MB huge pages (best node: 0)');
+
+      // Node 0's instance started (no page free); then the outside user let its pages go and
+      // the instance was released: its 6144 pages are free, and so are the 2048.
+      await setFree(copy.root, 0, 0);
+      expect(twoMbOn(await sync(hooks, held), 0).usedOutside).toBe(2048);
+      await setFree(copy.root, 0, 8192);
+      const stats2 = await sync(hooks, held.slice(1));
+      expect(twoMbOn(stats2, 0)).toMatchObject({ claimed: 0, usedOutside: 0 });
+      expect(await claim(hooks, 'all-0', 16384)).toMatchObject({ assignment: { node: 0, sizeKb: TWO_MB, pages: 8192 } });
+    } finally {
+      await copy.cleanup();
+    }
+  });
+
+  // What this catches: a restarted tracker counting its own running instances' pages as used
+  // outside ert (they would then be taken twice, for good): outside use is only proven once
+  // the view holds the instances (seen red with settleReading not waiting for reset).
+  it('after a restart counts only the pages its instances do not hold as used outside', async () => {
+    const copy = await profileCopy('xeon-4s-numa');
+    try {
+      await setFree(copy.root, 0, 0); // 2048 used outside, 6144 by a running instance
+      const hooks = await hooksFor(copy.root);
+      const running = claimOf('running', 12288);
+      const stats = await sync(hooks, [{
+        uuid: 'running', request: running.instance, spec: running.spec,
+        allocations: [{ providerName: 'compute-1', resourceClass: 'MEMORY_MB', amount: 12288 }],
+        assignment: { node: 0, sizeKb: TWO_MB, pages: 6144 },
+      }]);
+      expect(twoMbOn(stats, 0)).toMatchObject({ free: 0, claimed: 6144, usedOutside: 2048 });
+      await hooks.removeInstance!('running');
+      await setFree(copy.root, 0, 6144);
+      await sync(hooks, []);
+      expect(await claim(hooks, 'next', 12288)).toMatchObject({ assignment: { node: 0, sizeKb: TWO_MB, pages: 6144 } });
+    } finally {
+      await copy.cleanup();
+    }
+  });
+
+  it('keeps reservedHugePages from instances and refuses entries that cannot apply, naming them', async () => {
+    const copy = await profileCopy('xeon-4s-numa');
+    try {
+      await setFree(copy.root, 1, 8192); // node 1: nothing used outside
+      const hooks = await hooksFor(copy.root, { reservedHugePages: [{ node: 1, sizeKb: TWO_MB, count: 1024 }] });
+      const stats = await sync(hooks, []);
+      expect(twoMbOn(stats, 1)).toMatchObject({ free: 8192, reserved: 1024, usedOutside: 0 });
+      expect(stats.hugePages.find((p) => p.sizeKb === TWO_MB)).toMatchObject({ reserved: 1024, usedOutside: 6144 });
+      // Nodes 0, 2, 3 (6144 free) are tried first and cannot hold 7168 pages; node 1 holds 7168, not 7169.
+      expect(await claim(hooks, 'a', 14338)).toBe('hw:mem_page_size: no NUMA node has 7169 free 2MB huge pages (best node: 7168)');
+      expect(await claim(hooks, 'a', 14336)).toMatchObject({ assignment: { node: 1, pages: 7168 } });
+
+      const unavailable = async (reservedHugePages: MemoryOptions['reservedHugePages']) => (await (await hooksFor(copy.root, { reservedHugePages })).discover()).reason;
+      expect(await unavailable([{ node: 7, sizeKb: TWO_MB, count: 1 }])).toBe('option reservedHugePages[0] (node 7, 2MB, count 1): the host has no NUMA node 7 (nodes: 0, 1, 2, 3)');
+      expect(await unavailable([{ node: 0, sizeKb: 64, count: 1 }])).toBe('option reservedHugePages[0] (node 0, 64KB, count 1): node 0 has no 64KB huge pages');
+      expect(await unavailable([{ node: 0, sizeKb: 1048576, count: 33 }])).toBe('option reservedHugePages[0] (node 0, 1GB, count 33): exceeds the 32 pages of that pool');
+      expect(await unavailable([{ node: 0, sizeKb: TWO_MB, count: 1 }, { node: 0, sizeKb: TWO_MB, count: 2 }])).toBe(
+        'option reservedHugePages[1] (node 0, 2MB, count 2): node 0 and 2MB are listed twice',
+      );
+      expect(() => withDefaults(memory, { reservedHugePages: [{ node: 0, sizeKb: TWO_MB } as MemoryOptions['reservedHugePages'][number]] })).toThrow(/reservedHugePages/);
+    } finally {
+      await copy.cleanup();
+    }
   });
 });

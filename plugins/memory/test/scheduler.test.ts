@@ -18,7 +18,7 @@ const withPages = (memoryMb: number, size: string) => specOf({ MEMORY_MB: memory
 
 describe('memory options', () => {
   it('defaults to 512 MB reserved and ratio 1.0', () => {
-    expect(withDefaults(memory, {})).toEqual({ reservedMb: 512, allocationRatio: 1 });
+    expect(withDefaults(memory, {})).toEqual({ reservedMb: 512, allocationRatio: 1, reservedHugePages: [] });
     expect(() => withDefaults(memory, { reservedMb: -1 })).toThrow(/reservedMb must be >= 0/);
   });
 });
@@ -41,6 +41,13 @@ describe('hw:mem_page_size', () => {
     const pattern = new RegExp((pageSizeKey.schema as { pattern: string }).pattern);
     for (const ok of ['small', 'large', 'any', '2MB', '1GB', '2048', '1GiB', '64k']) expect(pattern.test(ok)).toBe(true);
     for (const bad of ['huge', '2TB', '', 'large ']) expect(pattern.test(bad)).toBe(false);
+    // A size of 0 is no page size (it read as small pages, dropping an image's page size), and
+    // ten digits of GB are no safe integer of kB: both refused by the key's schema.
+    for (const bad of ['0', '0MB', '00', '1234567890GB']) {
+      expect(pattern.test(bad)).toBe(false);
+      expect(parsePageSize(bad)).toBeUndefined();
+    }
+    expect(parsePageSize('02MB')).toEqual({ kind: 'size', sizeKb: 2048 });
     expect(pageSizeKey.applyResources).toBeUndefined();
   });
 });
@@ -66,6 +73,21 @@ describe('memory scheduler side', () => {
     expect(after.nodes[1]!.pools[1]).toEqual({ sizeKb: 1048576, available: 1 });
     expect(data.nodes[1]!.pools[1]).toEqual({ sizeKb: 1048576, available: 4 });
     expect(consumer.consume(undefined, host)).toEqual({ freeMb: 60928, nodes: [] });
+  });
+
+  it('keeps reserved pages and pages used outside ert from instances, and never offers more than the kernel has free', async () => {
+    const consumer = (await memory.consumer!(ctx())) as ConsumerHooks<MemoryStatsV1, MemoryHostData>;
+    const host = hostState('h1', { MEMORY_MB: { total: 65536, reserved: 512 } }, {});
+    const withPools = (...pools: MemoryStatsV1['hugePages']): MemoryStatsV1 => ({ ...stats, numaNodes: [{ id: 0, totalMb: 32768, freeMb: 16384, hugePages: pools }] });
+    const available = (p: MemoryStatsV1['hugePages'][number]) => (consumer.consume(withPools(p), host) as MemoryHostData).nodes[0]!.pools[0]!.available;
+    // 8192 pages, 2048 used outside ert, 4096 claimed and not started (still free in the kernel).
+    expect(available({ ...pool(2048, 8192, 6144, 4096), usedOutside: 2048 })).toBe(2048);
+    // The operator's reservation when it is the larger; the outside use when that is.
+    expect(available({ ...pool(2048, 8192, 8192, 0), reserved: 1024, usedOutside: 512 })).toBe(7168);
+    expect(available({ ...pool(2048, 8192, 8192, 0), reserved: 512, usedOutside: 1024 })).toBe(7168);
+    // The kernel's free pages bound it (stats of an older tracker: no reserved, no usedOutside).
+    expect(available(pool(2048, 8192, 1000, 0))).toBe(1000);
+    expect(available({ ...pool(2048, 8192, 8192, 8000), reserved: 1024 })).toBe(0);
   });
 
   it('filters on the requested page size', async () => {

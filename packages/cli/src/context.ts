@@ -3,11 +3,11 @@ import { resolve } from 'node:path';
 import type { ExtraSpecKey, Flavor, Logger, ResourceRequestGroup } from '@ert/plugin-api';
 import { createLogger, loadConfig, maskPasswords, resolvePlugin, type ErtConfig } from '@ert/core';
 import { ErtError, isCustomName, isErtError, isValidTraitName, messageOf } from '@ert/plugin-api';
-import { STANDARD_TRAITS, STANDARDS_SOURCE, canonicalUuid } from '@ert/api';
 import { parseFlavor } from '@ert/placement';
 import { createStore, isStoreUnavailable, type Store, type StoreOptions } from '@ert/store';
 import { CliError, CliErrorCode } from './errors.js';
-import { Output, type CliIo, type GlobalOptions } from './io.js';
+import type { CliIo, GlobalOptions } from './io.js';
+import { Output } from './output.js';
 
 /** Log level of one-shot commands when --log-level is not given: none. Their result already
  *  reports every problem (unavailable plugins, refused stats, claim reasons) and a failure
@@ -290,8 +290,13 @@ export function positiveInt(option: string, value: string | undefined, fallback:
   return Number(value);
 }
 
-/** A uuid option's value (`--uuid`) in its canonical form (`canonicalUuid`); anything else is a usage error naming the option. */
-export function uuidOption(option: string, value: string): string {
+/**
+ * A uuid option's value (`--uuid`) in its canonical form (`canonicalUuid`); anything else is a
+ * usage error naming the option. (@ert/api, which holds the rule, is imported here, when a
+ * uuid is given: it loads the API server's code, which no other command of the caller needs.)
+ */
+export async function uuidOption(option: string, value: string): Promise<string> {
+  const { canonicalUuid } = await import('@ert/api');
   const uuid = canonicalUuid(value);
   if (uuid === undefined) {
     throw new CliError(CliErrorCode.USAGE, `${option} must be a uuid (32 hex digits, any case, dashes optional: 4f1c9c1e-0b7a-4e4b-9d55-1c2f3a4b5c6d), got ${JSON.stringify(value)}`, { option, value });
@@ -299,16 +304,16 @@ export function uuidOption(option: string, value: string): string {
   return uuid;
 }
 
-const STANDARD_TRAIT_SET: ReadonlySet<string> = new Set(STANDARD_TRAITS);
-
 /**
  * Refuse a trait an operator may not set (`ert trait`, `ert aggregate set-traits`), as
  * Placement does: it must be a standard trait (os-traits, the list Placement knows) or
  * `CUSTOM_` followed by A-Z, 0-9 and _. A usage error naming it, with the closest standard
- * traits (`details.didYouMean`).
+ * traits (`details.didYouMean`). (@ert/api, which holds the standard traits, is imported
+ * here, as in `uuidOption`.)
  */
-export function checkTraitName(trait: string): void {
-  if (STANDARD_TRAIT_SET.has(trait) || (isCustomName(trait) && isValidTraitName(trait))) return;
+export async function checkTraitName(trait: string): Promise<void> {
+  const { STANDARD_TRAITS, STANDARDS_SOURCE } = await import('@ert/api');
+  if (STANDARD_TRAITS.includes(trait) || (isCustomName(trait) && isValidTraitName(trait))) return;
   const close = closestNames(trait, STANDARD_TRAITS);
   throw new CliError(
     CliErrorCode.USAGE,

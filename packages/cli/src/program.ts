@@ -1,23 +1,33 @@
 import { readFileSync } from 'node:fs';
 import { Command, CommanderError, Option } from 'commander';
 import { isErtError, messageOf } from '@ert/plugin-api';
-import { maskPasswords } from '@ert/core';
-import { CommandContext } from './context.js';
+import type { CommandContext } from './context.js';
 import { CliErrorCode, ExitCode, exitCodeFor } from './errors.js';
 import { processIo, type CliIo, type GlobalOptions } from './io.js';
-import { initCommand } from './commands/init.js';
-import { migrateCommand } from './commands/db.js';
-import { pluginsCommand } from './commands/plugins.js';
-import { hostDiscoverCommand, hostRunCommand, hostSyncCommand } from './commands/host.js';
-import { hostEventsCommand } from './commands/host-events.js';
-import { changeGroupsCommand, claimCommand, releaseCommand } from './commands/claim.js';
-import { scheduleCommand } from './commands/schedule.js';
-import { instanceDeleteCommand, instanceShowCommand, instancesCommand } from './commands/instances.js';
-import { flavorsCommand, hostsCommand, usageCommand } from './commands/inventory.js';
-import { simulateCommand } from './commands/simulate.js';
-import { demoCommand } from './commands/demo.js';
-import { serveCommand } from './commands/serve.js';
-import { aggregateCreateCommand, aggregateListCommand, aggregateMembershipCommand, aggregateSetMetadataCommand, aggregateSetRatioCommand, aggregateSetTraitsCommand, azListCommand, dbStatusCommand, hostDeleteCommand, hostDisableCommand, hostEnableCommand, traitCommand } from './commands/fleet.js';
+
+/*
+ * Each command's implementation is imported when the command runs (`action(commands.x, ...)`):
+ * `ert --help` and `ert --version` load commander and nothing else, and a command loads only
+ * what it uses (`ert hosts` neither fastify nor the tracker). The commander definitions below
+ * (names, options, help texts) stay here, eager, so that the help needs no command's module.
+ * A new command: its module in `commands/`, a loader here, its definition with `action`.
+ */
+const commands = {
+  init: () => import('./commands/init.js'),
+  db: () => import('./commands/db.js'),
+  plugins: () => import('./commands/plugins.js'),
+  host: () => import('./commands/host.js'),
+  hostRun: () => import('./commands/host-run.js'),
+  hostEvents: () => import('./commands/host-events.js'),
+  claim: () => import('./commands/claim.js'),
+  schedule: () => import('./commands/schedule.js'),
+  instances: () => import('./commands/instances.js'),
+  inventory: () => import('./commands/inventory.js'),
+  simulate: () => import('./commands/simulate.js'),
+  demo: () => import('./commands/demo.js'),
+  serve: () => import('./commands/serve.js'),
+  fleet: () => import('./commands/fleet.js'),
+};
 
 const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
 
@@ -89,13 +99,18 @@ export function createProgram(io: CliIo = processIo()): Command {
       outputError: (s, write) => write(`ert: ${usageMessage(s)} (run with --help for usage)\n`),
     });
 
+  /**
+   * A command's action: `load` imports the command's module, `handler` picks its handler;
+   * the handler runs with a `CommandContext` from the global options, which is then closed.
+   */
   const action =
-    (handler: Handler, opts: { daemon?: boolean } = {}) =>
+    <Module>(load: () => Promise<Module>, handler: (module: Module) => Handler, opts: { daemon?: boolean } = {}) =>
     async (...args: unknown[]) => {
       const command = args[args.length - 1] as Command;
+      const [{ CommandContext }, module] = await Promise.all([import('./context.js'), load()]);
       const ctx = new CommandContext(io, command.optsWithGlobals<GlobalOptions>(), opts.daemon);
       try {
-        await handler(ctx, ...args.slice(0, -1));
+        await handler(module)(ctx, ...args.slice(0, -1));
       } finally {
         await ctx.close();
       }
@@ -106,16 +121,16 @@ export function createProgram(io: CliIo = processIo()): Command {
     .description('write a starter ert.config.yaml, flavors.yaml and providers.d/ into DIR')
     .argument('[dir]', 'target directory', '.')
     .option('-f, --force', 'overwrite existing files')
-    .action(action(initCommand));
+    .action(action(commands.init, (m) => m.initCommand));
 
   const db = program.command('db').description('database commands');
-  db.command('migrate').description('apply pending store migrations (idempotent)').action(action(migrateCommand));
-  db.command('status').description('the store: kind, schema version, pending migrations, how many hosts, providers, instances').action(action(dbStatusCommand));
+  db.command('migrate').description('apply pending store migrations (idempotent)').action(action(commands.db, (m) => m.migrateCommand));
+  db.command('status').description('the store: kind, schema version, pending migrations, how many hosts, providers, instances').action(action(commands.fleet, (m) => m.dbStatusCommand));
 
   program
     .command('plugins')
     .description('list the resolved plugins of both sides: package, version, kinds, options')
-    .action(action(pluginsCommand));
+    .action(action(commands.plugins, (m) => m.pluginsCommand));
 
   const host = program.command('host').description('the compute-host tracker on this machine');
   host
@@ -123,26 +138,26 @@ export function createProgram(io: CliIo = processIo()): Command {
     .description('run the resource plugins and show what they find (writes nothing)')
     .option('--root <dir>', 'directory standing for / (default: tracker.root)')
     .option('--name <host>', 'host name (default: tracker.hostName, else the machine\'s)')
-    .action(action(hostDiscoverCommand));
+    .action(action(commands.host, (m) => m.hostDiscoverCommand));
   host
     .command('sync')
     .description('discover and write this host into the store once')
     .option('--root <dir>', 'directory standing for / (default: tracker.root)')
     .option('--name <host>', 'host name (default: tracker.hostName, else the machine\'s)')
-    .action(action(hostSyncCommand));
+    .action(action(commands.host, (m) => m.hostSyncCommand));
   host
     .command('disable')
     .description('the scheduler skips HOST (its instances stay; its tracker keeps reporting)')
     .argument('<host>', 'host name')
     .option('--reason <text>', 'why (shown by ert hosts)')
-    .action(action(hostDisableCommand));
-  host.command('enable').description('HOST is up again for the scheduler').argument('<host>', 'host name').action(action(hostEnableCommand));
+    .action(action(commands.fleet, (m) => m.hostDisableCommand));
+  host.command('enable').description('HOST is up again for the scheduler').argument('<host>', 'host name').action(action(commands.fleet, (m) => m.hostEnableCommand));
   host
     .command('delete')
     .description('remove HOST, its provider tree, stats and records (refused while it has instances, unless --force)')
     .argument('<host>', 'host name')
     .option('--force', 'also end its instances and the allocations on its providers')
-    .action(action(hostDeleteCommand));
+    .action(action(commands.fleet, (m) => m.hostDeleteCommand));
   host
     .command('run')
     .description('run the tracker: sync now, then every tracker.interval, until SIGINT/SIGTERM')
@@ -154,14 +169,14 @@ export function createProgram(io: CliIo = processIo()): Command {
     .option('--token-file <file>', 'with --server: a file holding the X-Auth-Token to send (first line)')
     .option('--events-buffer <n>', 'how many instance events /events of the metrics port keeps for resuming clients', '1000')
     .option('--events-socket <path>', 'also publish the instance events as JSON lines on this Unix socket (docs/operations.md)')
-    .action(action(hostRunCommand, { daemon: true }));
+    .action(action(commands.hostRun, (m) => m.hostRunCommand, { daemon: true }));
   host
     .command('events')
     .description("the instance events of a running ert host run (claimed, released, resized, updated), for outside agents")
     .option('--url <url>', 'the metrics server of ert host run (http://127.0.0.1:PORT)')
     .option('--metrics-port <n>', 'ert host run --metrics-port on 127.0.0.1')
     .option('--follow', 'keep printing new events until SIGINT, reconnecting and resuming after the last one')
-    .action(action(hostEventsCommand));
+    .action(action(commands.hostEvents, (m) => m.hostEventsCommand));
 
   program
     .command('claim')
@@ -174,13 +189,13 @@ export function createProgram(io: CliIo = processIo()): Command {
     .option('--user <id>', 'user id', 'ert-cli')
     .option('--image-property <key=value...>', "the image's properties, merged with the flavor's extra specs by Nova's rules (trait:NAME=required, hw_cpu_policy=dedicated; docs/images.md)")
     .option('--request-group <group...>', "a port's or device's request group, claimed with the flavor: REQUESTER:CLASS=N[,CLASS=N][;required=TRAIT,...][;forbidden=TRAIT,...] (docs/request-groups.md)")
-    .action(action(claimCommand));
+    .action(action(commands.claim, (m) => m.claimCommand));
   program
     .command('release')
     .description('release an instance\'s resources on the host it is on')
     .argument('<uuid>', 'instance uuid')
     .option('--root <dir>', 'directory standing for / (default: tracker.root)')
-    .action(action(releaseCommand));
+    .action(action(commands.claim, (m) => m.releaseCommand));
 
   program
     .command('schedule')
@@ -195,38 +210,38 @@ export function createProgram(io: CliIo = processIo()): Command {
     .option('--project <id>', "the instances' project (request filter tenant-isolation)", 'ert-cli')
     .option('--image-property <key=value...>', "the image's properties, merged with the flavor's extra specs by Nova's rules (trait:NAME=required, hw_cpu_policy=dedicated; docs/images.md)")
     .option('--request-group <group...>', "a port's or device's request group for each instance: REQUESTER:CLASS=N[,CLASS=N][;required=TRAIT,...][;forbidden=TRAIT,...] (docs/request-groups.md)")
-    .action(action(scheduleCommand));
+    .action(action(commands.schedule, (m) => m.scheduleCommand));
 
   program
     .command('instances')
     .description('list the instances in the store: host, state (scheduled, active, refused, expired, ...), reason')
     .option('--host <name>', 'only this host')
     .option('--state <state>', 'only this state')
-    .action(action(instancesCommand));
+    .action(action(commands.instances, (m) => m.instancesCommand));
 
   const instance = program.command('instance').description('one instance record');
-  instance.command('show').description('an instance with its allocations and assignments').argument('<uuid>', 'instance uuid').action(action(instanceShowCommand));
+  instance.command('show').description('an instance with its allocations and assignments').argument('<uuid>', 'instance uuid').action(action(commands.instances, (m) => m.instanceShowCommand));
   instance
     .command('attach')
     .description("extend a live instance's allocation in place with a port's or device's request group (checked by its host's plugins and the store)")
     .argument('<uuid>', 'instance uuid')
     .requiredOption('--request-group <group>', 'REQUESTER:CLASS=N[,CLASS=N][;required=TRAIT,...][;forbidden=TRAIT,...] (docs/request-groups.md)')
     .option('--root <dir>', 'directory standing for / (default: tracker.root)')
-    .action(action((ctx: CommandContext, uuid: string, opts: { requestGroup: string; root?: string }) => changeGroupsCommand(ctx, uuid, { attach: opts.requestGroup }, opts)));
+    .action(action(commands.claim, (m) => (ctx: CommandContext, uuid: string, opts: { requestGroup: string; root?: string }) => m.changeGroupsCommand(ctx, uuid, { attach: opts.requestGroup }, opts)));
   instance
     .command('detach')
     .description("shrink a live instance's allocation in place: its request group of REQUESTER goes")
     .argument('<uuid>', 'instance uuid')
     .requiredOption('--requester <id>', 'the requester (port or device id) whose group goes')
     .option('--root <dir>', 'directory standing for / (default: tracker.root)')
-    .action(action((ctx: CommandContext, uuid: string, opts: { requester: string; root?: string }) => changeGroupsCommand(ctx, uuid, { detach: opts.requester }, opts)));
+    .action(action(commands.claim, (m) => (ctx: CommandContext, uuid: string, opts: { requester: string; root?: string }) => m.changeGroupsCommand(ctx, uuid, { detach: opts.requester }, opts)));
   instance
     .command('delete')
     .description('remove a reservation or a refused/expired record (an active instance: ert release)')
     .argument('<uuid>', 'instance uuid')
-    .action(action(instanceDeleteCommand));
+    .action(action(commands.instances, (m) => m.instanceDeleteCommand));
 
-  program.command('hosts').description('list the hosts in the store').action(action(hostsCommand));
+  program.command('hosts').description('list the hosts in the store').action(action(commands.inventory, (m) => m.hostsCommand));
 
   const trait = program.command('trait').description("an operator's traits on a host or provider (kept across the host's syncs)");
   for (const change of ['add', 'remove'] as const) {
@@ -236,7 +251,7 @@ export function createProgram(io: CliIo = processIo()): Command {
       .argument('<trait>', 'trait name (CUSTOM_... or a standard trait)')
       .option('--host <name>', "the host (its root provider)")
       .option('--provider <name>', 'a provider by name')
-      .action(action((ctx: CommandContext, name: string, opts: { host?: string; provider?: string }) => traitCommand(ctx, change, name, opts)));
+      .action(action(commands.fleet, (m) => (ctx: CommandContext, name: string, opts: { host?: string; provider?: string }) => m.traitCommand(ctx, change, name, opts)));
   }
 
   const aggregate = program.command('aggregate').description('aggregates of hosts and their metadata (aggregate_instance_extra_specs)');
@@ -246,49 +261,49 @@ export function createProgram(io: CliIo = processIo()): Command {
     .argument('<name>', 'aggregate name')
     .option('--uuid <uuid>', 'its uuid (default: a new one)')
     .option('--metadata <key=value...>', 'metadata, e.g. ssd=true')
-    .action(action(aggregateCreateCommand));
-  aggregate.command('list').description('aggregates with their metadata and hosts').action(action(aggregateListCommand));
+    .action(action(commands.fleet, (m) => m.aggregateCreateCommand));
+  aggregate.command('list').description('aggregates with their metadata and hosts').action(action(commands.fleet, (m) => m.aggregateListCommand));
   aggregate
     .command('add-host')
     .description('put HOST (its root provider) in the aggregate')
     .argument('<aggregate>', 'aggregate name or uuid')
     .argument('<host>', 'host name')
-    .action(action((ctx: CommandContext, agg: string, h: string) => aggregateMembershipCommand(ctx, 'add', agg, h)));
+    .action(action(commands.fleet, (m) => (ctx: CommandContext, agg: string, h: string) => m.aggregateMembershipCommand(ctx, 'add', agg, h)));
   aggregate
     .command('remove-host')
     .description('take HOST out of the aggregate')
     .argument('<aggregate>', 'aggregate name or uuid')
     .argument('<host>', 'host name')
-    .action(action((ctx: CommandContext, agg: string, h: string) => aggregateMembershipCommand(ctx, 'remove', agg, h)));
+    .action(action(commands.fleet, (m) => (ctx: CommandContext, agg: string, h: string) => m.aggregateMembershipCommand(ctx, 'remove', agg, h)));
   aggregate
     .command('set-metadata')
     .description('set metadata keys of the aggregate (key=value ...), --unset to remove keys')
     .argument('<aggregate>', 'aggregate name or uuid')
     .argument('[pairs...]', 'key=value pairs')
     .option('--unset <key...>', 'keys to remove')
-    .action(action(aggregateSetMetadataCommand));
+    .action(action(commands.fleet, (m) => m.aggregateSetMetadataCommand));
   aggregate
     .command('set-traits')
     .description("add traits to the root provider of every host of the aggregate (--remove: take them off); they survive the hosts' syncs")
     .argument('<aggregate>', 'aggregate name or uuid')
     .argument('<traits...>', 'trait names (CUSTOM_... or standard traits)')
     .option('--remove', 'remove the traits instead')
-    .action(action(aggregateSetTraitsCommand));
+    .action(action(commands.fleet, (m) => m.aggregateSetTraitsCommand));
   aggregate
     .command('set-ratio')
     .description("set the allocation ratio of a class on every provider of the aggregate's hosts that has it; survives syncs unless a host's config sets it")
     .argument('<aggregate>', 'aggregate name or uuid')
     .argument('<class>', 'resource class (VCPU, MEMORY_MB, CUSTOM_...)')
     .argument('<ratio>', 'allocation ratio, a number >= 0 (0: capacity 0, nothing new of the class placed there)')
-    .action(action(aggregateSetRatioCommand));
+    .action(action(commands.fleet, (m) => m.aggregateSetRatioCommand));
   const az = program.command('az').description('availability zones: aggregates with availability_zone metadata (docs/request-filters.md)');
-  az.command('list').description('zones with their aggregates and hosts, and the hosts in no zone').action(action(azListCommand));
+  az.command('list').description('zones with their aggregates and hosts, and the hosts in no zone').action(action(commands.fleet, (m) => m.azListCommand));
   program
     .command('usage')
     .description('capacity, used and free per host and resource class')
     .option('--host <name>', 'only this host')
-    .action(action(usageCommand));
-  program.command('flavors').description('list the configured flavors').action(action(flavorsCommand));
+    .action(action(commands.inventory, (m) => m.usageCommand));
+  program.command('flavors').description('list the configured flavors').action(action(commands.inventory, (m) => m.flavorsCommand));
   program
     .command('serve')
     .description('serve the Placement-compatible API and the scheduler API (docs/api.md) on the store until SIGINT/SIGTERM')
@@ -300,7 +315,7 @@ export function createProgram(io: CliIo = processIo()): Command {
     .option('--policy-defaults <set>', "Placement's policy defaults: legacy (8.0.0's) or secure (new defaults, scope enforced)")
     .option('--policy-file <file>', 'YAML/JSON policy file overriding rules by name (oslo.policy syntax)')
     .option('--workers <n>', 'worker processes sharing the port (node:cluster); PostgreSQL recommended for more than 1')
-    .action(action(serveCommand, { daemon: true }));
+    .action(action(commands.serve, (m) => m.serveCommand, { daemon: true }));
 
   program
     .command('simulate')
@@ -311,14 +326,14 @@ export function createProgram(io: CliIo = processIo()): Command {
     .option('--db <file>', 'SQLite file to use (default: a fresh file in a temp directory)')
     .option('--profiles <dir>', 'host profiles directory (default: hosts/ next to the config, else the repo\'s config/hosts)')
     .option('--lifetime <n>', 'mean instance lifetime, in arrivals (default: requests/2)')
-    .action(action(simulateCommand));
+    .action(action(commands.simulate, (m) => m.simulateCommand));
 
   program
     .command('demo')
     .description('what npm start runs: migrate a demo database, register this machine, schedule a sample workload')
     .option('--hosts <n>', 'simulated fleet size', '12')
     .option('--requests <m>', 'sample workload size', '300')
-    .action(action(demoCommand));
+    .action(action(commands.demo, (m) => m.demoCommand));
 
   return program;
 }
@@ -345,7 +360,7 @@ export async function runCli(argv: string[], io: CliIo = processIo()): Promise<n
       return ExitCode.USAGE;
     }
     const globals = program.opts<GlobalOptions>();
-    reportError(io, err, globals);
+    await reportError(io, err, globals);
     return exitCodeFor(err);
   }
 }
@@ -371,8 +386,11 @@ function withoutHelpForUnknownCommand(program: Command, argv: string[]): string[
   return argv;
 }
 
-function reportError(io: CliIo, err: unknown, globals: GlobalOptions): void {
+async function reportError(io: CliIo, err: unknown, globals: GlobalOptions): Promise<void> {
   // No password is printed, whatever library wrote the message (a URL taken as a file path).
+  // (@ert/core is imported here, not at the top: `ert --help` does not load it; a failed
+  // command has loaded it already.)
+  const { maskPasswords } = await import('@ert/core');
   const message = maskPasswords(messageOf(err));
   // One line: a multi-line message (one line per config problem) is joined, not cut.
   const oneLine = message

@@ -3,7 +3,7 @@
  */
 import type { Explanation, ExplanationSummary } from '@ert/scheduler';
 import type { DiscoveryReport, SyncReport } from '@ert/tracker';
-import type { Output } from './io.js';
+import type { Output } from './output.js';
 import type { SimulationReport } from './simulation.js';
 import { capacityOf } from '@ert/plugin-api';
 import { toCandidatesQuery } from '@ert/placement';

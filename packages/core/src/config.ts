@@ -1,5 +1,6 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
+import type { Ajv2020, ValidateFunction } from 'ajv/dist/2020.js';
 import { cosmiconfig, type Loader } from 'cosmiconfig';
 import { parse as parseYaml } from 'yaml';
 import { isPlugin, type Flavor, type Plugin } from '@ert/plugin-api';
@@ -283,9 +284,24 @@ export const CONFIG_SCHEMA = {
   },
 };
 
-const ajv = createAjv({ strict: true, useDefaults: true });
-const validateConfig = compileSchema(ajv, CONFIG_SCHEMA, 'ert config schema');
-const validateFlavorList = compileSchema(ajv, { type: 'array', items: FLAVOR_SCHEMA }, 'ert flavor schema');
+// Compiled at first use, not at import: a process that imports @ert/core without reading a
+// config (`ert init`, a test of another module) does not pay for Ajv's code generation, and a
+// config whose flavors are inline never compiles the flavors file's schema.
+let ajv: Ajv2020 | undefined;
+let configValidator: ValidateFunction | undefined;
+let flavorListValidator: ValidateFunction | undefined;
+
+function validateConfig(data: unknown): ConfigProblem[] {
+  ajv ??= createAjv({ strict: true, useDefaults: true });
+  configValidator ??= compileSchema(ajv, CONFIG_SCHEMA, 'ert config schema');
+  return configValidator(data) ? [] : problemsFromAjv(configValidator.errors);
+}
+
+function validateFlavorList(list: unknown): ConfigProblem[] {
+  ajv ??= createAjv({ strict: true, useDefaults: true });
+  flavorListValidator ??= compileSchema(ajv, { type: 'array', items: FLAVOR_SCHEMA }, 'ert flavor schema');
+  return flavorListValidator(list) ? [] : problemsFromAjv(flavorListValidator.errors, 'flavors');
+}
 
 /** Options of `configFromObject`. */
 export interface ConfigSource {
@@ -419,7 +435,8 @@ function loadFlavorFile(file: string): unknown[] {
   }
   refuseCycle(data, file);
   const list = typeof data === 'object' && data !== null && !Array.isArray(data) && 'flavors' in data ? (data as { flavors: unknown }).flavors : data;
-  if (!validateFlavorList(list)) throw configError(file, problemsFromAjv(validateFlavorList.errors, 'flavors'));
+  const problems = validateFlavorList(list);
+  if (problems.length > 0) throw configError(file, problems);
   return list as unknown[];
 }
 
@@ -508,7 +525,7 @@ export function configFromObject(input: unknown, source: ConfigSource): ErtConfi
   // Before the schema's default (sqlite3) fills it in: whether the file chose the client.
   const clientGiven = typeof data.store === 'object' && data.store !== null && (data.store as Record<string, unknown>).client !== undefined;
 
-  const problems: ConfigProblem[] = validateConfig(data) ? [] : problemsFromAjv(validateConfig.errors);
+  const problems = validateConfig(data);
   if (problems.length > 0) throw configError(file, problems);
 
   // A PostgreSQL URL selects pg, as it does in ERT_STORE_CONNECTION; with sqlite3 chosen

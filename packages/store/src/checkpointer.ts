@@ -6,7 +6,10 @@ interface Sqlite3Module {
   Database: new (file: string, mode: number, callback: (err: Error | null) => void) => SqliteConnection;
 }
 
-const sqlite3 = createRequire(import.meta.url)('sqlite3') as Sqlite3Module;
+// Required when the first checkpoint runs, not when the store is imported: a process that
+// imports @ert/store without opening a SQLite store (a PostgreSQL one, or none) never loads
+// the native module.
+let sqlite3: Sqlite3Module | undefined;
 
 /** How often, while the store writes, the WAL is checkpointed in the background. */
 export const CHECKPOINT_INTERVAL_MS = 100;
@@ -68,6 +71,7 @@ export class WalCheckpointer {
           resolve();
         });
       if (this.db !== undefined) return checkpoint(this.db);
+      sqlite3 ??= createRequire(import.meta.url)('sqlite3') as Sqlite3Module;
       const db = new sqlite3.Database(this.file, sqlite3.OPEN_READWRITE, (err) => {
         if (err !== null) return resolve();
         this.db = db;

@@ -44,10 +44,13 @@ export function busyTimeoutOf(options: StoreOptions): number {
  * (migration 0003), and every value the store writes is a safe integer (`inventoryProblem`
  * bounds totals and capacities), so no precision is lost. Per connection, not global.
  */
-const pgTypes = (createRequire(import.meta.url)('pg') as { types: { getTypeParser(oid: number, format?: string): unknown } }).types;
+let pgTypes: { getTypeParser(oid: number, format?: string): unknown } | undefined;
 const PG_TYPES = {
   getTypeParser(oid: number, format?: string): unknown {
     if (oid === 20 && format !== 'binary') return (value: string) => Number(value);
+    // pg is required here, on a PostgreSQL store's first query, not when this module is
+    // imported: a SQLite store (and every process that only imports @ert/store) never loads it.
+    pgTypes ??= (createRequire(import.meta.url)('pg') as { types: NonNullable<typeof pgTypes> }).types;
     return pgTypes.getTypeParser(oid, format);
   },
 };

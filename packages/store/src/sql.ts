@@ -3,8 +3,12 @@ import { createRequire } from 'node:module';
 import type { Knex } from 'knex';
 import { StoreError } from './errors.js';
 
-/** node-postgres's literal quoting (quotes doubled, backslashes doubled under E''): right whatever standard_conforming_strings says. */
-const pgEscapeLiteral = (createRequire(import.meta.url)('pg') as { escapeLiteral(value: string): string }).escapeLiteral;
+/**
+ * node-postgres's literal quoting (quotes doubled, backslashes doubled under E''): right whatever
+ * standard_conforming_strings says. pg is required at the first use, not when the store is
+ * imported: a SQLite store never loads it.
+ */
+let pgEscapeLiteral: ((value: string) => string) | undefined;
 
 export type Trx = Knex.Transaction;
 export type Db = Knex | Knex.Transaction;
@@ -102,6 +106,7 @@ export function sqlLiteral(value: unknown, client: 'sqlite3' | 'pg' = 'sqlite3')
   if (typeof value === 'string') {
     if (client === 'pg') {
       if (value.includes('\0')) throw new StoreError('ERT_STORE_INVALID', `a string holding NUL (\\u0000) cannot be stored in PostgreSQL: ${JSON.stringify(value)}`, { value });
+      pgEscapeLiteral ??= (createRequire(import.meta.url)('pg') as { escapeLiteral(value: string): string }).escapeLiteral;
       return pgEscapeLiteral(value);
     }
     return value.includes('\0') ? `CAST(X'${Buffer.from(value, 'utf8').toString('hex')}' AS TEXT)` : `'${value.replaceAll("'", "''")}'`;

@@ -58,7 +58,7 @@ export async function claimCommand(ctx: CommandContext, opts: ClaimOptions): Pro
   const flavor = withRequestGroups(withImageProperties(findFlavor(config, opts.flavor), opts.imageProperty), opts.requestGroup);
   await checkComputeFlavor(config, flavor);
   const root = opts.root !== undefined ? await checkRoot(ctx.io, opts.root) : undefined;
-  const uuid = opts.uuid !== undefined ? uuidOption('--uuid', opts.uuid) : randomUUID();
+  const uuid = opts.uuid !== undefined ? await uuidOption('--uuid', opts.uuid) : randomUUID();
   // The plugins are loaded and checked (createTracker) before the store is opened or created.
   const tracker = await createTracker({ config, store: () => ctx.store(config, { create: true }), logger: await ctx.logger(), ...(root ? { root } : {}), ...(opts.host ? { hostName: opts.host } : {}) });
   try {

@@ -65,7 +65,7 @@ function parseMetadata(pairs: readonly string[]): Record<string, string> {
  */
 export async function aggregateCreateCommand(ctx: CommandContext, name: string, opts: { uuid?: string; metadata?: string[] }): Promise<void> {
   // Checked before the store is opened: a refused command writes nothing.
-  const uuid = opts.uuid !== undefined ? uuidOption('--uuid', opts.uuid) : randomUUID();
+  const uuid = opts.uuid !== undefined ? await uuidOption('--uuid', opts.uuid) : randomUUID();
   const store = await ctx.store();
   const existing = await store.listAggregates();
   if (existing.some((a) => a.name === name)) throw new CliError(CliErrorCode.USAGE, `an aggregate named ${JSON.stringify(name)} exists already`, { aggregate: name });
@@ -216,7 +216,7 @@ export async function traitCommand(ctx: CommandContext, change: 'add' | 'remove'
   if ((opts.host === undefined) === (opts.provider === undefined)) {
     throw new CliError(CliErrorCode.USAGE, `trait ${change}: give exactly one of --host and --provider`, { host: opts.host, provider: opts.provider });
   }
-  checkTraitName(trait);
+  await checkTraitName(trait);
   const store = await ctx.store();
   let uuid: string;
   let label: string;
@@ -298,7 +298,7 @@ async function retried<T>(write: () => Promise<T>): Promise<T> {
  */
 export async function aggregateSetTraitsCommand(ctx: CommandContext, ref: string, traits: string[], opts: { remove?: boolean }): Promise<void> {
   for (const trait of traits) {
-    checkTraitName(trait);
+    await checkTraitName(trait);
   }
   const store = await ctx.store();
   const aggregate = await aggregateOf(store, ref);

@@ -195,9 +195,12 @@ export default definePlugin<MemoryOptions, MemoryStatsV1>({
         if (typeof choice === 'string') return `hw:mem_page_size: ${choice}`;
         if (choice === null) return undefined;
         // The pages come from a pool the store counts per host, so two trackers of one host
-        // cannot both hand out its last pages.
+        // cannot both hand out its last pages: its capacity is what instances may hold, the
+        // pool's pages less those kept from them (as availablePages counts).
         const pool = view.hardware.nodes.find((n) => n.id === choice.node)?.pools.find((p) => p.sizeKb === choice.sizeKb);
-        return { assignment: { ...choice }, pools: { [`node${choice.node}/${choice.sizeKb}kB`]: { amount: choice.pages, capacity: pool?.total ?? choice.pages } } };
+        const counts = pool && poolCounts(choice.node, pool);
+        const capacity = counts ? counts.total - Math.max(counts.reserved, counts.usedOutside) : choice.pages;
+        return { assignment: { ...choice }, pools: { [`node${choice.node}/${choice.sizeKb}kB`]: { amount: choice.pages, capacity } } };
       },
 
       addInstance(instance: ClaimedInstance) {

@@ -40,6 +40,27 @@ interface Held {
 const kbToMb = (kb: number) => Math.floor(kb / 1024);
 const poolKey = (node: number, sizeKb: number) => `${node}/${sizeKb}`;
 
+/** Above this much work (instances x pages in use), `largestSumAtMost` answers the weaker bound. */
+const SUBSET_SUM_WORK_LIMIT = 20_000_000;
+
+/**
+ * The largest sum of some of `sizes` (each used at most once) that is at most `limit`: the
+ * most pages the started instances can account for. Exact (a reachability table over
+ * 0..limit) unless that would take more than SUBSET_SUM_WORK_LIMIT steps, then min(limit,
+ * the sum of all): never less than the exact answer, so outside use is never overstated.
+ */
+export function largestSumAtMost(sizes: readonly number[], limit: number): number {
+  const total = sizes.reduce((sum, size) => sum + size, 0);
+  if (total <= limit) return total;
+  if (sizes.length * (limit + 1) > SUBSET_SUM_WORK_LIMIT) return limit;
+  const reachable = new Uint8Array(limit + 1);
+  reachable[0] = 1;
+  for (const size of sizes) for (let sum = limit; sum >= size; sum--) if (reachable[sum - size]) reachable[sum] = 1;
+  let best = limit;
+  while (!reachable[best]) best--;
+  return best;
+}
+
 /** Why `reservedHugePages` cannot apply to the host's pools, naming the entry; undefined when it can. */
 function reservationProblem(reservations: readonly HugePageReservation[], nodes: Hardware['nodes']): string | undefined {
   const seen = new Set<string>();
@@ -88,6 +109,13 @@ export default definePlugin<MemoryOptions, MemoryStatsV1>({
       for (const [uuid, held] of instances) if (uuid !== skip && held.pages?.node === node && held.pages.sizeKb === sizeKb) pages += held.pages.pages;
       return pages;
     };
+    /** The page counts of the instances holding pages of one pool. */
+    const heldPages = (node: number, sizeKb: number): number[] => {
+      const pages: number[] = [];
+      for (const held of instances.values()) if (held.pages?.node === node && held.pages.sizeKb === sizeKb) pages.push(held.pages.pages);
+      return pages;
+    };
+
     /** A pool as `availablePages` and the stats see it. */
     const poolCounts = (node: number, pool: HugePagePool, skip?: string) => {
       const key = poolKey(node, pool.sizeKb);
@@ -107,10 +135,14 @@ export default definePlugin<MemoryOptions, MemoryStatsV1>({
       }));
 
     /**
-     * Fold the last reading into `usedOutside` once the view holds the instances: pages in
-     * use beyond the instances' pages are in use outside ert (an instance not started yet
-     * uses none, so this can only undercount), and outside use is never more than the pages
-     * in use. Called before the view is used, so a claim or stats after a discovery see it.
+     * Fold the last reading into `usedOutside` once the view holds the instances. An instance
+     * uses all its pages once started (libvirt preallocates huge-page guest memory) and none
+     * before, so the pages in use are the outside use plus the pages of some of the
+     * instances: outside use is at least the pages in use less the largest sum of instances'
+     * pages that fits in them (`largestSumAtMost`). So a fresh tracker proves it even while
+     * instances are pending: 2,048 pages in use beside one pending instance of 4,096 are
+     * outside ert. Outside use is never more than the pages in use. Called before the view is
+     * used, so a claim or stats after a discovery see it.
      */
     function settleReading(): void {
       if (!readingToSettle || !viewLoaded || !view.available) return;
@@ -119,7 +151,7 @@ export default definePlugin<MemoryOptions, MemoryStatsV1>({
         for (const pool of node.pools) {
           const key = poolKey(node.id, pool.sizeKb);
           const inUse = Math.max(0, pool.total - pool.free);
-          const proven = inUse - claimedPages(node.id, pool.sizeKb);
+          const proven = inUse - largestSumAtMost(heldPages(node.id, pool.sizeKb), inUse);
           const kept = Math.min(inUse, Math.max(usedOutside.get(key) ?? 0, proven));
           if (kept > (usedOutside.get(key) ?? 0)) {
             ctx.logger.warn({ node: node.id, sizeKb: pool.sizeKb, pages: kept }, 'huge pages in use outside ert\'s instances: kept from claims (reserve them with reservedHugePages)');

@@ -2,7 +2,7 @@ import { rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { ClaimGrant, ClaimedInstance, ResourceHooks, TestResult } from '@ert/plugin-api';
-import memory from '../src/compute.js';
+import memory, { largestSumAtMost } from '../src/compute.js';
 import { MemoryErrorCodes } from '../src/errors.js';
 import type { MemoryOptions, MemoryStatsV1 } from '../src/shared.js';
 import { instanceOf, profileCopy, schemaProblems, profileRoot, resourceContext, specOf, withDefaults, type Profile } from '../../vcpu/test/support.js';
@@ -246,6 +246,44 @@ describe('huge pages used outside ert and reserved', () => {
     } finally {
       await copy.cleanup();
     }
+  });
+
+  // What this catches: a tracker with no history (each \`ert claim\` is a new process, and so is
+  // a restarted \`ert host run\`) proving no outside use while its instances are pending: 2,048
+  // pages in use beside one pending instance of 4,096 read as 2,048 - 4,096 < 0, so each node
+  // gave out 8,192 pages again, two 4,096-page claims per node (found by the audit; seen red
+  // with the proof back on the pages in use less every instance's pages).
+  it('proves outside use in a tracker without history while its instances are pending (one process per claim)', async () => {
+    const copy = await profileCopy('xeon-4s-numa');
+    try {
+      const held: ClaimedInstance[] = [];
+      const placed: Array<number | string> = [];
+      for (let i = 0; i < 9; i++) {
+        const hooks = await hooksFor(copy.root);
+        await sync(hooks, held);
+        const req = claimOf(`c${i}`, 8192);
+        const result = await hooks.test!(req);
+        if (result && typeof result === 'object') {
+          held.push({ uuid: `c${i}`, request: req.instance, spec: req.spec, allocations: [{ providerName: 'compute-1', resourceClass: 'MEMORY_MB', amount: 8192 }], assignment: result.assignment });
+          placed.push((result.assignment as { node: number }).node);
+        } else placed.push('refused');
+      }
+      expect(placed).toEqual([0, 1, 2, 3, 'refused', 'refused', 'refused', 'refused', 'refused']);
+    } finally {
+      await copy.cleanup();
+    }
+  });
+
+  it('largestSumAtMost: the most pages some of the instances can account for', () => {
+    expect(largestSumAtMost([], 2048)).toBe(0);
+    expect(largestSumAtMost([4096], 2048)).toBe(0);
+    expect(largestSumAtMost([1000, 4096], 2048)).toBe(1000);
+    expect(largestSumAtMost([1000, 1500, 700], 2300)).toBe(2200);
+    expect(largestSumAtMost([1000, 1500], 6000)).toBe(2500);
+    expect(largestSumAtMost([3, 5, 7], 11)).toBe(10);
+    // Too much work for the table: the weaker bound (never below the exact answer).
+    expect(largestSumAtMost(Array.from({ length: 100 }, () => 3), 1_000_000)).toBe(300);
+    expect(largestSumAtMost(Array.from({ length: 100 }, () => 300_001), 1_000_000)).toBe(1_000_000);
   });
 
   // What this catches: a restarted tracker counting its own running instances' pages as used

@@ -17,7 +17,7 @@ import {
 } from '@ert/plugin-api';
 import { HostFs, commonFlags, describeFailure, formatCpuList, parseCpuList, readCpuInfo, readCpuTopology, readNumaNodes } from '@ert/sysfs';
 import { VcpuError, VcpuErrorCodes } from './errors.js';
-import { DEDICATED_ISOLATED, PLUGIN_NAME, extraSpecs, oneNodeProblem, optionsSchema, pinnedBy, statsSchema, type VcpuOptions, type VcpuStats } from './shared.js';
+import { DEDICATED_ISOLATED, PLUGIN_NAME, dedicatedTakes, extraSpecs, oneNodeProblem, optionsSchema, pinnedBy, statsSchema, type VcpuOptions, type VcpuStats } from './shared.js';
 import { guestCpuFlags } from './cpu-models.js';
 import { cpuTraits } from './traits.js';
 
@@ -38,20 +38,16 @@ interface Held {
 }
 
 /**
- * `count` CPUs of `free`: all on one NUMA node when one has enough (the node with the fewest
- * free that still fits, so larger runs stay whole), else from the nodes with the most free
- * first (only a PCPU amount no flavor pins, a Placement-style request's, gets there: `test`
- * refuses a pinned one, `oneNodeProblem`). Lowest CPU numbers first within a node. Undefined
- * when fewer than `count` are free.
+ * `count` CPUs of `free`, as many from each node as `dedicatedTakes` says: all on one NUMA node
+ * when one has enough, else from the nodes with the most free first (only a PCPU amount no
+ * flavor pins, a Placement-style request's, gets there: `test` refuses a pinned one,
+ * `oneNodeProblem`). Lowest CPU numbers first within a node. Undefined when fewer than
+ * `count` are free.
  */
 export function chooseCpus(dedicatedByNode: readonly number[][], free: ReadonlySet<number>, count: number): number[] | undefined {
-  if (free.size < count) return undefined;
   const nodes = dedicatedByNode.map((cpus) => cpus.filter((cpu) => free.has(cpu)).sort((a, b) => a - b));
-  const fitting = nodes.filter((cpus) => cpus.length >= count).sort((a, b) => a.length - b.length);
-  if (fitting.length > 0) return fitting[0]!.slice(0, count);
-  const chosen: number[] = [];
-  for (const cpus of [...nodes].sort((a, b) => b.length - a.length)) chosen.push(...cpus.slice(0, count - chosen.length));
-  return chosen.sort((a, b) => a - b);
+  const takes = dedicatedTakes(nodes.map((cpus) => cpus.length), count);
+  return takes && nodes.flatMap((cpus, node) => cpus.slice(0, takes[node])).sort((a, b) => a - b);
 }
 
 /** The kernel's isolated CPUs (`isolcpus=`), the `dedicatedCpus: isolated` source. */
@@ -226,7 +222,14 @@ export default definePlugin<VcpuOptions, VcpuStats>({
         if (!view.available) {
           throw new VcpuError(VcpuErrorCodes.unavailable, `plugin ${ctx.name} has no stats: ${view.reason}`, { plugin: ctx.name, reason: view.reason });
         }
-        return { ...view.stats, freeDedicatedCpus: formatCpuList(freeDedicated()) };
+        const { stats, dedicatedByNode } = view;
+        const free = freeDedicated();
+        return {
+          ...stats,
+          // dedicatedByNode lists the stats' nodes in the same order (then CPUs no node lists).
+          numaNodes: stats.numaNodes.map((node, i) => ({ ...node, freeDedicated: (dedicatedByNode[i] ?? []).filter((cpu) => free.has(cpu)).length })),
+          freeDedicatedCpus: formatCpuList(free),
+        };
       },
     };
   },

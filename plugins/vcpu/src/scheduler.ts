@@ -4,13 +4,19 @@
  * tracker pins them), and a weigher on free CPUs.
  */
 import { definePlugin, requestedAmount, summaryName, type HostState, type Placement, type RequestSpec } from '@ert/plugin-api';
-import { PLUGIN_NAME, extraSpecs, oneNodeProblem, optionsSchema, pinnedBy, statsSchema, type VcpuOptions, type VcpuStatsRead } from './shared.js';
+import { PLUGIN_NAME, dedicatedTakes, extraSpecs, oneNodeProblem, optionsSchema, pinnedBy, statsSchema, type VcpuOptions, type VcpuStatsRead } from './shared.js';
 
 /** This plugin's slot of a host state. */
 export interface VcpuHostData {
   freeVcpu: number;
   freePcpu: number;
-  /** Most dedicated CPUs on one NUMA node; null when the host reported no NUMA nodes or no stats. */
+  /**
+   * Free dedicated CPUs per NUMA node (the stats' `freeDedicated`; the node's dedicated CPUs
+   * in stats of older trackers), kept current by `placed`; null when the host reported no
+   * NUMA nodes or no stats.
+   */
+  freeDedicatedByNode: number[] | null;
+  /** The most of `freeDedicatedByNode` (what one pinned instance can still get); null as it is. */
   largestDedicatedNode: number | null;
 }
 
@@ -20,7 +26,7 @@ function asksForCpus(spec: RequestSpec): boolean {
 
 /** This plugin's data for a host; recomputed from the host's free counts when missing. */
 function dataOf(host: HostState): VcpuHostData {
-  return host.pluginData<VcpuHostData>(PLUGIN_NAME) ?? { freeVcpu: host.free('VCPU'), freePcpu: host.free('PCPU'), largestDedicatedNode: null };
+  return host.pluginData<VcpuHostData>(PLUGIN_NAME) ?? { freeVcpu: host.free('VCPU'), freePcpu: host.free('PCPU'), freeDedicatedByNode: null, largestDedicatedNode: null };
 }
 
 export default definePlugin<VcpuOptions, VcpuStatsRead, VcpuHostData>({
@@ -34,11 +40,8 @@ export default definePlugin<VcpuOptions, VcpuStatsRead, VcpuHostData>({
       reads: [1, 2],
       consume(stats, host) {
         const nodes = stats?.numaNodes ?? [];
-        return {
-          freeVcpu: host.free('VCPU'),
-          freePcpu: host.free('PCPU'),
-          largestDedicatedNode: nodes.length > 0 ? Math.max(...nodes.map((n) => n.dedicatedCpus)) : null,
-        };
+        const byNode = nodes.length > 0 ? nodes.map((n) => n.freeDedicated ?? n.dedicatedCpus) : null;
+        return { freeVcpu: host.free('VCPU'), freePcpu: host.free('PCPU'), freeDedicatedByNode: byNode, largestDedicatedNode: byNode && Math.max(...byNode) };
       },
       /** vcpu.freeVcpu, vcpu.freePcpu and (with NUMA stats) vcpu.largestDedicatedNode, which the filter's bounds and the weigher's score name. */
       summarize: (data) => ({
@@ -53,7 +56,10 @@ export default definePlugin<VcpuOptions, VcpuStatsRead, VcpuHostData>({
           if (a.resourceClass === 'VCPU') vcpu += a.amount;
           else if (a.resourceClass === 'PCPU') pcpu += a.amount;
         }
-        return { ...data, freeVcpu: data.freeVcpu - vcpu, freePcpu: data.freePcpu - pcpu };
+        // The CPUs come from the nodes the tracker will pin them on (dedicatedTakes, as chooseCpus).
+        const takes = pcpu > 0 && data.freeDedicatedByNode ? dedicatedTakes(data.freeDedicatedByNode, pcpu) : undefined;
+        const byNode = takes ? data.freeDedicatedByNode!.map((free, node) => free - takes[node]!) : data.freeDedicatedByNode;
+        return { freeVcpu: data.freeVcpu - vcpu, freePcpu: data.freePcpu - pcpu, freeDedicatedByNode: byNode, largestDedicatedNode: byNode && Math.max(...byNode) };
       },
     };
   },

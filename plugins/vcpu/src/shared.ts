@@ -60,8 +60,11 @@ export interface VcpuStats {
   /** Physical cores over all sockets. */
   cores: number;
   threadsPerCore: number;
-  /** NUMA nodes with their online CPUs and how many of those are dedicated (PCPU). */
-  numaNodes: Array<{ id: number; cpus: string; dedicatedCpus: number }>;
+  /**
+   * NUMA nodes with their online CPUs, how many of those are dedicated (PCPU), and how many of
+   * those no instance is pinned to (`freeDedicated`: absent in stats of older trackers).
+   */
+  numaNodes: Array<{ id: number; cpus: string; dedicatedCpus: number; freeDedicated?: number }>;
   /** CPU lists (kernel format) of the VCPU pool, the PCPU pool and the host-reserved CPUs. */
   sharedCpus: string;
   dedicatedCpus: string;
@@ -94,7 +97,12 @@ export const statsSchema: StatsSchema = {
           type: 'object',
           additionalProperties: false,
           required: ['id', 'cpus', 'dedicatedCpus'],
-          properties: { id: { type: 'integer', minimum: 0 }, cpus: { type: 'string' }, dedicatedCpus: { type: 'integer', minimum: 0 } },
+          properties: {
+            id: { type: 'integer', minimum: 0 },
+            cpus: { type: 'string' },
+            dedicatedCpus: { type: 'integer', minimum: 0 },
+            freeDedicated: { type: 'integer', minimum: 0 },
+          },
         },
       },
       sharedCpus: { type: 'string' },
@@ -174,4 +182,29 @@ export function pinnedBy(spec: RequestSpec): string | undefined {
  */
 export function oneNodeProblem(count: number, pinned: string, largest: number, unit = ''): string | undefined {
   return count > largest ? `needs ${count} dedicated CPUs on one NUMA node (${pinned}), the largest node has ${largest}${unit}` : undefined;
+}
+
+/**
+ * How many of `count` dedicated CPUs come from each NUMA node, given each node's free ones:
+ * all from one node when one has enough (the node with the fewest free that still fits, the
+ * lowest-numbered among equals, so larger runs stay whole), else from the nodes with the most
+ * free first. The tracker pins by it (`chooseCpus`) and the scheduler's `placed` follows it,
+ * so both sides agree on what each node has left. Undefined when fewer than `count` are free.
+ */
+export function dedicatedTakes(freeByNode: readonly number[], count: number): number[] | undefined {
+  if (freeByNode.reduce((sum, free) => sum + free, 0) < count) return undefined;
+  const takes = freeByNode.map(() => 0);
+  let fits = -1;
+  for (const [node, free] of freeByNode.entries()) if (free >= count && (fits < 0 || free < freeByNode[fits]!)) fits = node;
+  if (fits >= 0) {
+    takes[fits] = count;
+    return takes;
+  }
+  let left = count;
+  const mostFreeFirst = [...freeByNode.keys()].sort((a, b) => freeByNode[b]! - freeByNode[a]!);
+  for (const node of mostFreeFirst) {
+    takes[node] = Math.min(freeByNode[node]!, left);
+    left -= takes[node]!;
+  }
+  return takes;
 }

@@ -25,7 +25,7 @@ const expected: Record<Profile, { vcpu: number; traits: string[]; stats: VcpuSta
     stats: {
       model: 'Intel(R) Xeon(R) Gold 6248 CPU @ 2.50GHz', vendor: 'GenuineIntel', family: 6, modelNumber: 85,
       cpus: 80, sockets: 2, cores: 40, threadsPerCore: 2,
-      numaNodes: [{ id: 0, cpus: '0-19,40-59', dedicatedCpus: 0 }, { id: 1, cpus: '20-39,60-79', dedicatedCpus: 0 }],
+      numaNodes: [{ id: 0, cpus: '0-19,40-59', dedicatedCpus: 0, freeDedicated: 0 }, { id: 1, cpus: '20-39,60-79', dedicatedCpus: 0, freeDedicated: 0 }],
       sharedCpus: '0-79', dedicatedCpus: '', reservedCpus: '', freeDedicatedCpus: '',
     },
   },
@@ -39,7 +39,7 @@ const expected: Record<Profile, { vcpu: number; traits: string[]; stats: VcpuSta
     stats: {
       model: 'AMD EPYC 7543P 32-Core Processor', vendor: 'AuthenticAMD', family: 25, modelNumber: 1,
       cpus: 64, sockets: 1, cores: 32, threadsPerCore: 2,
-      numaNodes: [{ id: 0, cpus: '0-63', dedicatedCpus: 0 }],
+      numaNodes: [{ id: 0, cpus: '0-63', dedicatedCpus: 0, freeDedicated: 0 }],
       sharedCpus: '0-63', dedicatedCpus: '', reservedCpus: '', freeDedicatedCpus: '',
     },
   },
@@ -50,7 +50,7 @@ const expected: Record<Profile, { vcpu: number; traits: string[]; stats: VcpuSta
     stats: {
       model: 'Intel(R) Xeon(R) Platinum 8259CL CPU @ 2.50GHz', vendor: 'GenuineIntel', family: 6, modelNumber: 85,
       cpus: 4, sockets: 1, cores: 2, threadsPerCore: 2,
-      numaNodes: [{ id: 0, cpus: '0-3', dedicatedCpus: 0 }],
+      numaNodes: [{ id: 0, cpus: '0-3', dedicatedCpus: 0, freeDedicated: 0 }],
       sharedCpus: '0-3', dedicatedCpus: '', reservedCpus: '', freeDedicatedCpus: '',
     },
   },
@@ -62,10 +62,10 @@ const expected: Record<Profile, { vcpu: number; traits: string[]; stats: VcpuSta
       model: 'Intel(R) Xeon(R) Gold 6144 CPU @ 3.50GHz', vendor: 'GenuineIntel', family: 6, modelNumber: 85,
       cpus: 64, sockets: 4, cores: 32, threadsPerCore: 2,
       numaNodes: [
-        { id: 0, cpus: '0-7,32-39', dedicatedCpus: 0 },
-        { id: 1, cpus: '8-15,40-47', dedicatedCpus: 0 },
-        { id: 2, cpus: '16-23,48-55', dedicatedCpus: 0 },
-        { id: 3, cpus: '24-31,56-63', dedicatedCpus: 0 },
+        { id: 0, cpus: '0-7,32-39', dedicatedCpus: 0, freeDedicated: 0 },
+        { id: 1, cpus: '8-15,40-47', dedicatedCpus: 0, freeDedicated: 0 },
+        { id: 2, cpus: '16-23,48-55', dedicatedCpus: 0, freeDedicated: 0 },
+        { id: 3, cpus: '24-31,56-63', dedicatedCpus: 0, freeDedicated: 0 },
       ],
       sharedCpus: '0-63', dedicatedCpus: '', reservedCpus: '', freeDedicatedCpus: '',
     },
@@ -106,8 +106,8 @@ describe('vcpu discovery on the host profiles', () => {
     });
     const stats = await hooks.stats!();
     expect(stats.numaNodes).toEqual([
-      { id: 0, cpus: '0-19,40-59', dedicatedCpus: 20 },
-      { id: 1, cpus: '20-39,60-79', dedicatedCpus: 0 },
+      { id: 0, cpus: '0-19,40-59', dedicatedCpus: 20, freeDedicated: 20 },
+      { id: 1, cpus: '20-39,60-79', dedicatedCpus: 0, freeDedicated: 0 },
     ]);
     expect(stats).toMatchObject({ sharedCpus: '0-9,20-49,60-79', dedicatedCpus: '10-19,50-59', reservedCpus: '0,40', freeDedicatedCpus: '10-19,50-59' });
   });

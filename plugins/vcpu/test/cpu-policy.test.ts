@@ -35,8 +35,28 @@ async function bothSides(dedicatedCpus: string) {
   const consumer = (await scheduler.consumer!(ctx)) as ConsumerHooks<VcpuStatsRead, VcpuHostData>;
   const filter = (await scheduler.filter!(ctx)) as FilterHooks;
   const bare = hostStateFromDiscovery(discovery, { name: 'xeon-4s-numa' });
-  const host = hostStateFromDiscovery(discovery, { name: 'xeon-4s-numa', pluginData: { vcpu: consumer.consume(await hooks.stats!(), bare) } });
+  const withData = (data: unknown) => hostStateFromDiscovery(discovery, { name: 'xeon-4s-numa', pluginData: { vcpu: data } });
+  let host = withData(consumer.consume(await hooks.stats!(), bare));
   return {
+    /** Claim through the tracker's hooks (test, then addInstance with its CPUs): the CPUs pinned, or the reason. */
+    async pin(uuid: string, spec: RequestSpec): Promise<string | number[]> {
+      const request = claimRequest(spec);
+      const answer = await hooks.test!(request);
+      if (typeof answer === 'string') return answer;
+      const cpus = (answer as ClaimGrant).cpus!;
+      await hooks.addInstance!({ uuid, request: request.instance, spec, allocations: [{ providerName: 'xeon-4s-numa', resourceClass: 'PCPU', amount: cpus.length }], cpus });
+      return cpus;
+    },
+    /** The scheduler reads the host's stats again (a refresh after the tracker wrote them). */
+    async refresh(): Promise<void> {
+      host = withData(consumer.consume(await hooks.stats!(), bare));
+    },
+    /** The scheduler counts a placement of `spec` on the host (within a batch, before any tracker). */
+    place(spec: RequestSpec): void {
+      const pcpu = spec.groups.reduce((sum, g) => sum + (g.resources.PCPU ?? 0), 0);
+      const placement = { host: 'xeon-4s-numa', instance: claimRequest(spec).instance, spec, allocations: [{ providerUuid: 'root', resourceClass: 'PCPU', amount: pcpu }] };
+      host = withData(consumer.placed!(host.pluginData<VcpuHostData>('vcpu')!, placement, host));
+    },
     /** The tracker's answer: a reason, or the CPUs it pins (undefined: accepted, nothing pinned). */
     async claim(spec: RequestSpec): Promise<string | number[] | undefined> {
       const answer = await hooks.test!(claimRequest(spec));
@@ -122,6 +142,27 @@ describe('dedicated CPUs on one NUMA node, on both sides (Nova: a pinned instanc
       'PCPU: needs 8 dedicated CPUs on one NUMA node (hw:cpu_policy=dedicated), the largest node has 6 free',
     );
     expect(sides.filter(spec({ 'resources:PCPU': '7' }, { vcpus: 7 }))).toBe('needs 7 dedicated CPUs on one NUMA node (resources:PCPU=7), the largest node has 6');
+  });
+
+  // What this catches (found by the audit): the scheduler judging a pinned instance against each
+  // node's dedicated CPUs, not the free ones, and `placed` not lowering them, so it placed
+  // instances the tracker then refused: after one node's CPUs were pinned, and within a batch.
+  // Seen red with `consume` back on `dedicatedCpus` and `placed` leaving the nodes as they were.
+  it('judges a pinned instance against the CPUs each node has free, after pins and within a batch, as the tracker does', async () => {
+    // Node 0 has 4 dedicated CPUs (4-7), node 1 has 6 (8-13).
+    const sides = await bothSides('4-7,8-13');
+    expect(await sides.pin('a', spec({ 'hw:cpu_policy': 'dedicated' }, { vcpus: 5 }))).toEqual([8, 9, 10, 11, 12]);
+    await sides.refresh();
+    const three = spec({ 'hw:cpu_policy': 'dedicated' }, { vcpus: 3 });
+    const five = spec({ 'hw:cpu_policy': 'dedicated' }, { vcpus: 5 });
+    expect(sides.filter(five)).toBe('needs 5 dedicated CPUs on one NUMA node (hw:cpu_policy=dedicated), the largest node has 4');
+    expect(await sides.claim(five)).toBe('PCPU: needs 5 dedicated CPUs on one NUMA node (hw:cpu_policy=dedicated), the largest node has 4 free');
+    // Within a batch: 3 placed (node 0, the fewest free that fits), then 3 more fit nowhere.
+    expect(sides.filter(three)).toBeUndefined();
+    sides.place(three);
+    expect(sides.filter(three)).toBe('needs 3 dedicated CPUs on one NUMA node (hw:cpu_policy=dedicated), the largest node has 1');
+    expect(await sides.pin('b', three)).toEqual([4, 5, 6]);
+    expect(await sides.claim(three)).toBe('PCPU: needs 3, 2 free of capacity 10');
   });
 
   it('counts and pins a PCPU amount no CPU policy asked for (a Placement-style request) wherever CPUs are free, on both sides', async () => {

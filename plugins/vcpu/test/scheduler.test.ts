@@ -51,7 +51,7 @@ describe('vcpu scheduler side', () => {
     const host = hostState('h1', { VCPU: { total: 8, allocationRatio: 4 }, PCPU: { total: 8 } }, { VCPU: 10, PCPU: 2 });
     const data = consumer.consume(stats([6, 2]), host) as VcpuHostData;
     expect(exclusionReason(data)).toBeUndefined();
-    expect(data).toEqual({ freeVcpu: 22, freePcpu: 6, largestDedicatedNode: 6 });
+    expect(data).toEqual({ freeVcpu: 22, freePcpu: 6, freeDedicatedByNode: [6, 2], largestDedicatedNode: 6 });
     const spec = specOf({ VCPU: 3 });
     const after = consumer.placed!(data, {
       host: 'h1',
@@ -63,14 +63,15 @@ describe('vcpu scheduler side', () => {
         { providerUuid: 'h1-uuid', resourceClass: 'MEMORY_MB', amount: 512 },
       ],
     }, host);
-    expect(after).toEqual({ freeVcpu: 19, freePcpu: 4, largestDedicatedNode: 6 });
+    // The 2 PCPU come from node 1 (the node with the fewest free that fits), as the tracker pins them.
+    expect(after).toEqual({ freeVcpu: 19, freePcpu: 4, freeDedicatedByNode: [6, 0], largestDedicatedNode: 6 });
     expect(data.freeVcpu).toBe(22);
-    expect(consumer.consume(undefined, host)).toEqual({ freeVcpu: 22, freePcpu: 6, largestDedicatedNode: null });
+    expect(consumer.consume(undefined, host)).toEqual({ freeVcpu: 22, freePcpu: 6, freeDedicatedByNode: null, largestDedicatedNode: null });
   });
 
   it('filters on free VCPU and PCPU and on dedicated CPUs per NUMA node', async () => {
     const filter = (await vcpu.filter!(ctx())) as FilterHooks;
-    const data: VcpuHostData = { freeVcpu: 10, freePcpu: 12, largestDedicatedNode: 8 };
+    const data: VcpuHostData = { freeVcpu: 10, freePcpu: 12, freeDedicatedByNode: [8, 4], largestDedicatedNode: 8 };
     const host = hostState('h1', {}, {}, { vcpu: data });
     expect(filter.appliesTo!(specOf({ MEMORY_MB: 10 }))).toBe(false);
     expect(filter.appliesTo!(specOf({ PCPU: 1 }))).toBe(true);

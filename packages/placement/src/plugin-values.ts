@@ -121,6 +121,7 @@ export function convertPluginValue(key: ExtraSpecKey, raw: string): unknown {
   const maximum = schema['maximum'] as number | undefined;
   if (maximum !== undefined && typeof value === 'number' && value > maximum) throw invalid(`a value <= ${maximum}`);
   const pattern = schema['pattern'] as string | undefined;
-  if (pattern !== undefined && typeof value === 'string' && !new RegExp(pattern, 'u').test(value)) throw invalid(`a string matching /${pattern}/`);
+  // The key's one-line description says in words what the pattern says in symbols.
+  if (pattern !== undefined && typeof value === 'string' && !new RegExp(pattern, 'u').test(value)) throw invalid(`${key.description} (a string matching /${pattern}/)`);
   return value;
 }

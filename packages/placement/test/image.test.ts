@@ -123,6 +123,8 @@ describe('hw_mem_page_size (_numa_get_pagesize_constraints)', () => {
       const err = refusal(flavor({ 'hw:mem_page_size': zero }, { hw_mem_page_size: '2MB' }));
       expect(err.code).toBe('ERT_SPEC_INVALID_VALUE');
       expect(err.details).toMatchObject({ key: 'hw:mem_page_size', value: zero });
+      // In words (the key's description) before the pattern.
+      expect(err.message).toContain(`extra spec "hw:mem_page_size=${zero}": expected page size (a string matching /^(small|`);
     }
   });
 });

@@ -64,9 +64,9 @@ describe('ert error paths', () => {
     expect(unknown.stderr).toBe("ert: unknown command 'frobnicate' (run with --help for usage)\n");
     // With --help too: a typo of a command is not answered with the general usage and exit 0
     // (seen red without withoutHelpForUnknownCommand: exit 0, the usage on stdout).
-    for (const args of [['server', '--help'], ['-c', 'x.yaml', 'server', '-h']]) {
-      const typo = await runErt(args, { cwd: empty });
-      expect([args, typo.code, typo.stdout]).toEqual([args, 2, '']);
+    const typoArgs = [['server', '--help'], ['-c', 'x.yaml', 'server', '-h']];
+    for (const [i, typo] of (await Promise.all(typoArgs.map((args) => runErt(args, { cwd: empty })))).entries()) {
+      expect([typoArgs[i], typo.code, typo.stdout]).toEqual([typoArgs[i], 2, '']);
       expect(typo.stderr).toBe("ert: unknown command 'server' (did you mean serve?) (run with --help for usage)\n");
     }
     expect((await runErt(['serve', '--help'], { cwd: empty })).code).toBe(0);
@@ -272,8 +272,10 @@ describe('ert exit statuses and messages match docs/cli.md (issue 12)', () => {
       await other.writeConfig({ flavors: './flavors.yaml' });
       expect((await other.run(['host', 'sync'])).code).toBe(0);
       const message = `ert: flavor "bad" in ${flavorsFile}: extra spec "llc:wayz=4": no built-in form and no loaded plugin owns this key\n`;
-      for (const args of [['claim'], ['schedule'], ['schedule', '--explain']]) {
-        const result = await other.run([...args, '--flavor', 'bad', '--json']);
+      const refusing = [['claim'], ['schedule'], ['schedule', '--explain']];
+      const results = await Promise.all(refusing.map((args) => other.run([...args, '--flavor', 'bad', '--json'])));
+      for (const [i, result] of results.entries()) {
+        const args = refusing[i];
         expect([args, result.code]).toEqual([args, 2]);
         expect(result.stderr).toBe(message);
         expect(json(result).error).toMatchObject({ code: 'ERT_SPEC_UNKNOWN_KEY', details: { flavor: 'bad', file: flavorsFile } });

@@ -290,16 +290,15 @@ export const CONFIG_SCHEMA = {
 let ajv: Ajv2020 | undefined;
 let configValidator: ValidateFunction | undefined;
 let flavorListValidator: ValidateFunction | undefined;
+const configAjv = (): Ajv2020 => (ajv ??= createAjv({ strict: true, useDefaults: true }));
 
 function validateConfig(data: unknown): ConfigProblem[] {
-  ajv ??= createAjv({ strict: true, useDefaults: true });
-  configValidator ??= compileSchema(ajv, CONFIG_SCHEMA, 'ert config schema');
+  configValidator ??= compileSchema(configAjv(), CONFIG_SCHEMA, 'ert config schema');
   return configValidator(data) ? [] : problemsFromAjv(configValidator.errors);
 }
 
 function validateFlavorList(list: unknown): ConfigProblem[] {
-  ajv ??= createAjv({ strict: true, useDefaults: true });
-  flavorListValidator ??= compileSchema(ajv, { type: 'array', items: FLAVOR_SCHEMA }, 'ert flavor schema');
+  flavorListValidator ??= compileSchema(configAjv(), { type: 'array', items: FLAVOR_SCHEMA }, 'ert flavor schema');
   return flavorListValidator(list) ? [] : problemsFromAjv(flavorListValidator.errors, 'flavors');
 }
 

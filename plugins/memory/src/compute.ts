@@ -12,6 +12,7 @@ import {
   extraSpecs,
   formatPageSize,
   guestMemoryMb,
+  keptFromInstances,
   optionsSchema,
   pageSizeOf,
   statsSchema,
@@ -95,24 +96,18 @@ export default definePlugin<MemoryOptions, MemoryStatsV1>({
     let view: View = { available: false, reason: 'the host has not been discovered yet' };
     const instances = new Map<string, Held>();
     const reserved = new Map(ctx.options.reservedHugePages.map((r) => [poolKey(r.node, r.sizeKb), r.count]));
-    // Pages used by something other than ert's instances, per pool: what a reading proves
-    // (pages in use beyond the instances' pages) is kept until a reading shows fewer pages
-    // in use than that. Proven only once the view holds the host's instances (`reset` was
-    // called): until then every page in use counts as outside.
+    // Pages used by something other than ert's instances, per pool: the most a reading proved
+    // (`settleReading`), kept until a reading shows fewer pages in use than that. Proven only
+    // once the view holds the host's instances (`reset` was called): until then every page in
+    // use counts as outside.
     const usedOutside = new Map<string, number>();
     let viewLoaded = false;
     let readingToSettle = false;
 
-    /** Pages held per node and size by the instances in the view, except `skip`. */
-    const claimedPages = (node: number, sizeKb: number, skip?: string) => {
-      let pages = 0;
-      for (const [uuid, held] of instances) if (uuid !== skip && held.pages?.node === node && held.pages.sizeKb === sizeKb) pages += held.pages.pages;
-      return pages;
-    };
-    /** The page counts of the instances holding pages of one pool. */
-    const heldPages = (node: number, sizeKb: number): number[] => {
+    /** The page counts of the instances in the view holding pages of one pool, except `skip`. */
+    const heldPages = (node: number, sizeKb: number, skip?: string): number[] => {
       const pages: number[] = [];
-      for (const held of instances.values()) if (held.pages?.node === node && held.pages.sizeKb === sizeKb) pages.push(held.pages.pages);
+      for (const [uuid, held] of instances) if (uuid !== skip && held.pages?.node === node && held.pages.sizeKb === sizeKb) pages.push(held.pages.pages);
       return pages;
     };
 
@@ -123,7 +118,7 @@ export default definePlugin<MemoryOptions, MemoryStatsV1>({
       return {
         total: pool.total,
         free: pool.free,
-        claimed: claimedPages(node, pool.sizeKb, skip),
+        claimed: heldPages(node, pool.sizeKb, skip).reduce((sum, pages) => sum + pages, 0),
         reserved: reserved.get(key) ?? 0,
         usedOutside: viewLoaded ? (usedOutside.get(key) ?? 0) : Math.max(0, inUse),
       };
@@ -230,8 +225,7 @@ export default definePlugin<MemoryOptions, MemoryStatsV1>({
         // cannot both hand out its last pages: its capacity is what instances may hold, the
         // pool's pages less those kept from them (as availablePages counts).
         const pool = view.hardware.nodes.find((n) => n.id === choice.node)?.pools.find((p) => p.sizeKb === choice.sizeKb);
-        const counts = pool && poolCounts(choice.node, pool);
-        const capacity = counts ? counts.total - Math.max(counts.reserved, counts.usedOutside) : choice.pages;
+        const capacity = pool ? pool.total - keptFromInstances(poolCounts(choice.node, pool)) : choice.pages;
         return { assignment: { ...choice }, pools: { [`node${choice.node}/${choice.sizeKb}kB`]: { amount: choice.pages, capacity } } };
       },
 
@@ -260,23 +254,19 @@ export default definePlugin<MemoryOptions, MemoryStatsV1>({
           throw new MemoryError(MemoryErrorCodes.unavailable, `plugin ${ctx.name} has no stats: ${view.reason}`, { plugin: ctx.name, reason: view.reason });
         }
         const hw = view.hardware;
-        const nodePool = (node: number, pool: HugePagePool): PagePoolStats => ({ sizeKb: pool.sizeKb, surplus: pool.surplus, ...poolCounts(node, pool) });
-        // The system-wide pools' counts from the kernel; what ert counts, summed over nodes.
+        const numaNodes = hw.nodes.map((n) => ({
+          id: n.id,
+          totalMb: n.totalMb,
+          freeMb: n.freeMb,
+          hugePages: n.pools.map((p): PagePoolStats => ({ sizeKb: p.sizeKb, surplus: p.surplus, ...poolCounts(n.id, p) })),
+        }));
+        // The system-wide pools' counts from the kernel; what ert counts, summed over the nodes' pools.
         const systemPool = (pool: HugePagePool): PagePoolStats => {
-          const sum = (field: 'claimed' | 'reserved' | 'usedOutside') =>
-            hw.nodes.reduce((total, n) => {
-              const onNode = n.pools.find((p) => p.sizeKb === pool.sizeKb);
-              return total + (onNode ? poolCounts(n.id, onNode)[field] : 0);
-            }, 0);
+          const onNodes = numaNodes.flatMap((n) => n.hugePages.filter((p) => p.sizeKb === pool.sizeKb));
+          const sum = (field: 'claimed' | 'reserved' | 'usedOutside') => onNodes.reduce((total, p) => total + (p[field] ?? 0), 0);
           return { sizeKb: pool.sizeKb, total: pool.total, free: pool.free, surplus: pool.surplus, claimed: sum('claimed'), reserved: sum('reserved'), usedOutside: sum('usedOutside') };
         };
-        return {
-          totalMb: hw.totalMb,
-          freeMb: hw.freeMb,
-          defaultHugePageSizeKb: hw.defaultHugePageSizeKb,
-          hugePages: hw.systemPools.map(systemPool),
-          numaNodes: hw.nodes.map((n) => ({ id: n.id, totalMb: n.totalMb, freeMb: n.freeMb, hugePages: n.pools.map((p) => nodePool(n.id, p)) })),
-        };
+        return { totalMb: hw.totalMb, freeMb: hw.freeMb, defaultHugePageSizeKb: hw.defaultHugePageSizeKb, hugePages: hw.systemPools.map(systemPool), numaNodes };
       },
     };
   },

@@ -196,8 +196,12 @@ export interface PageChoice {
  * its instances (`usedOutside`), so pages used by something else are never handed out.
  */
 export function availablePages(pool: { total: number; free: number; claimed: number; reserved?: number; usedOutside?: number }): number {
-  const keptFromInstances = Math.max(pool.reserved ?? 0, pool.usedOutside ?? 0);
-  return Math.max(0, Math.min(pool.free, pool.total - keptFromInstances - pool.claimed));
+  return Math.max(0, Math.min(pool.free, pool.total - keptFromInstances(pool) - pool.claimed));
+}
+
+/** Pages of a pool kept from ert's instances: the operator's `reserved` or the `usedOutside` seen, the larger. */
+export function keptFromInstances(pool: { reserved?: number; usedOutside?: number }): number {
+  return Math.max(pool.reserved ?? 0, pool.usedOutside ?? 0);
 }
 
 /**

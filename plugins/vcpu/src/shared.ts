@@ -176,8 +176,8 @@ export function pinnedBy(spec: RequestSpec): string | undefined {
  * Nova's NUMA rule for pinned CPUs: an instance whose CPUs are pinned (`pinnedBy`) and that asks
  * for no NUMA topology gets one NUMA node (nova/virt/hardware.py `numa_get_constraints`:
  * `nodes or 1`), so all its dedicated CPUs come from one host NUMA node. The reason `count`
- * CPUs cannot be pinned when the node with the most has `largest` (`unit`: ` free` on the
- * tracker, which knows which are taken; the scheduler knows each node's dedicated CPUs), or
+ * CPUs cannot be pinned when the node with the most free has `largest` (`unit`: the tracker
+ * says ` free`; the scheduler reads the free counts its stats and `placed` keep), or
  * undefined. Both entries ask it.
  */
 export function oneNodeProblem(count: number, pinned: string, largest: number, unit = ''): string | undefined {

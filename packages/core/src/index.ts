@@ -50,7 +50,7 @@ export {
   type ActiveFilter,
   type ActiveWeigher,
 } from './runtime.js';
-export { startWorkerResource, workerEntry, type WorkerResourceOptions } from './isolation/host.js';
+export { loadWorkerResource, workerEntry, WORKER_LOAD_TIMEOUT_MS, type LoadedWorkerResource, type WorkerResourceOptions } from './isolation/host.js';
 export { validateStats } from './stats.js';
 export { seededRandom } from './random.js';
 export { Backoff } from './backoff.js';

@@ -24,7 +24,7 @@ import { createDispatcher, type Dispatcher, type DispatcherOptions } from './dis
 import { createLogger } from './logger.js';
 import { resolvePlugin, type PluginSide, type ResolvedPlugin } from './loader.js';
 import { compileSchema, createAjv, formatProblem, problemsFromAjv } from './schema.js';
-import { startWorkerResource } from './isolation/host.js';
+import { loadWorkerResource } from './isolation/host.js';
 
 /** Tokens of the host's root tsyringe container (explicit tokens; no decorator metadata). */
 export const TOKENS = {
@@ -331,20 +331,20 @@ async function buildPluginRuntime(options: PluginRuntimeOptions, workers: Resour
         let hooks: ResourceHooks;
         if (isolation === 'worker') {
           const ref = isolatableRef(config, name, use.ref, slot.resolved);
-          const start = () =>
-            startWorkerResource({
-              name,
-              ref,
-              fromDir: config.configDir,
-              ...(options.conditions === undefined ? {} : { conditions: options.conditions }),
-              options: slot.options,
-              hostName,
-              root: fsRoot,
-              enforce,
-              logger: slot.logger,
-              hookTimeoutMs: config.tracker.hookTimeout,
-            });
-          hooks = await dispatcher.call(name, 'resource', start, { validate });
+          // The thread's start and the import are not the factory's time: only `start` is timed.
+          const loaded = await loadWorkerResource({
+            name,
+            ref,
+            fromDir: config.configDir,
+            ...(options.conditions === undefined ? {} : { conditions: options.conditions }),
+            options: slot.options,
+            hostName,
+            root: fsRoot,
+            enforce,
+            logger: slot.logger,
+            hookTimeoutMs: config.tracker.hookTimeout,
+          });
+          hooks = await dispatcher.call(name, 'resource', () => loaded.start(), { validate });
           workers.push(hooks);
         } else {
           const ctx: ResourceContext<unknown> = { ...base, hostName, root: fsRoot, enforce };

@@ -33,6 +33,8 @@ import {
   createPluginRuntime,
   currentHookCall,
   isolationOf,
+  loadWorkerResource,
+  PluginLoadError,
   type ErtConfig,
   type HookCall,
   type PluginRuntime,
@@ -222,17 +224,77 @@ describe('a resource plugin in a worker thread', () => {
   });
 
   it('a fresh worker whose replay fails fails that call and is not used again: the next call starts another', async () => {
-    const { call } = await probeRuntime();
-    await call('discover');
-    await failure(call('test', { mode: 'hang' }));
-    process.env['ERT_PROBE_DISCOVER_THROWS'] = '1';
+    // A fresh worker starts as soon as the old one is terminated, so the switch that makes its
+    // replay fail is a file looked at by `discover`, not the environment a worker starts with.
+    const flag = join(mkdtempSync(join(tmpdir(), 'ert-isolation-')), 'discover-throws');
+    process.env['ERT_PROBE_DISCOVER_THROWS'] = flag;
     try {
+      const { call } = await probeRuntime();
+      await call('discover');
+      await failure(call('test', { mode: 'hang' }));
+      writeFileSync(flag, '');
       const err = await failure(call('test', { mode: 'echo' }));
       expect(err.message).toBe('Plugin "probe" hook "test" failed: probe: discover threw');
+      rmSync(flag);
+      expect(await call('test', { mode: 'echo' })).toEqual({ mode: 'echo' });
     } finally {
       delete process.env['ERT_PROBE_DISCOVER_THROWS'];
+      rmSync(dirname(flag), { recursive: true, force: true });
     }
-    expect(await call('test', { mode: 'echo' })).toEqual({ mode: 'echo' });
+  });
+
+  // Mutations seen caught: runtime.ts running `loadWorkerResource` inside the dispatcher's
+  // `resource` call (the import timed with the factory) turned it red at start-up ("hook
+  // "resource" did not finish within 300 ms"); `end` in host.ts not starting a fresh worker
+  // turned it red at the poll (no second import until a call asks, and then inside its time).
+  it('a worker thread that starts slowly (an import slower than hookTimeout) is not the hook’s time: at start-up, nor after a timeout, when a fresh one starts at once', async () => {
+    process.env['ERT_PROBE_SLOW_IMPORT_MS'] = '800';
+    try {
+      const { call, logger } = await probeRuntime({}, { hookTimeout: '300ms' });
+      const imported = () => logger.lines.filter((l) => /a worker thread started and imported the plugin in \d+ ms/.test(String(l.msg))).length;
+      expect(imported()).toBe(1);
+      await call('discover');
+      const before = ((await call('stats')) as { threadId: number }).threadId;
+      expect((await failure(call('test', { mode: 'spin' }))).message).toBe('Plugin "probe" hook "test" did not finish within 300 ms');
+      // The fresh worker was started when the busy one was terminated; its import ends unasked.
+      await expect.poll(imported, { timeout: 20_000, interval: 20 }).toBe(2);
+      expect(await call('test', { mode: 'echo' })).toEqual({ mode: 'echo' });
+      const after = (await call('stats')) as { threadId: number };
+      expect(after.threadId).not.toBe(before);
+    } finally {
+      delete process.env['ERT_PROBE_SLOW_IMPORT_MS'];
+    }
+  });
+
+  it('a worker thread that does not import the plugin within loadTimeoutMs fails with ERT_PLUGIN_IMPORT_FAILED naming the plugin', async () => {
+    process.env['ERT_PROBE_SLOW_IMPORT_MS'] = '3000';
+    try {
+      const started = performance.now();
+      const err = await loadWorkerResource({
+        name: 'probe',
+        ref: { name: 'probe', use: PROBE },
+        fromDir: configDir,
+        options: { spinFactory: false, label: 'none' },
+        hostName: 'h1',
+        root: '/some/root',
+        enforce: false,
+        logger: capture(),
+        hookTimeoutMs: HOOK_TIMEOUT_MS,
+        loadTimeoutMs: 300,
+      }).then(
+        () => undefined,
+        (e: unknown) => e as PluginLoadError,
+      );
+      expect(err).toBeInstanceOf(PluginLoadError);
+      expect([err?.code, err?.message, err?.details]).toEqual([
+        'ERT_PLUGIN_IMPORT_FAILED',
+        'Plugin "probe": its worker thread did not import the plugin within 300 ms',
+        { plugin: 'probe', timeoutMs: 300 },
+      ]);
+      expect(performance.now() - started).toBeLessThan(2500);
+    } finally {
+      delete process.env['ERT_PROBE_SLOW_IMPORT_MS'];
+    }
   });
 
   it('a call made outside a dispatcher call is bounded by tracker.hookTimeout too', async () => {

@@ -3,9 +3,11 @@
  * thread of its own (worker.ts) and this module hands the tracker a `ResourceHooks` object
  * whose every hook is a message round trip to it. A hook that busy-loops or hangs past its
  * timeout gets the worker terminated — the tracker's thread never ran the plugin's code,
- * so it stays responsive — and the next call starts a fresh worker whose view is rebuilt
- * from what the tracker told the old one (discover, then every instance added and not
- * removed since the last reset). See docs/plugins.md, "Isolation".
+ * so it stays responsive — and a fresh worker starts at once and imports the plugin; the
+ * next call runs its factory and rebuilds its view from what the tracker told the old one
+ * (discover, then every instance added and not removed since the last reset). A thread's
+ * start and the import are bounded by `loadTimeoutMs`, not by a hook's timeout: they are
+ * the machine's work, not the plugin's hooks. See docs/plugins.md, "Isolation".
  */
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -15,7 +17,10 @@ import { currentHookCall, type HookCall } from '../dispatcher.js';
 import { CoreErrorCodes, PluginHookError, PluginLoadError } from '../errors.js';
 import { RESOURCE_HOOKS, type FromWorker, type ResourceHookName, type ToWorker, type WireError, type WorkerInit } from './protocol.js';
 
-/** Options of `startWorkerResource`. */
+/** How long a worker thread may take to start and import its plugin (`WorkerResourceOptions.loadTimeoutMs`'s default). */
+export const WORKER_LOAD_TIMEOUT_MS = 30_000;
+
+/** Options of `loadWorkerResource`. */
 export interface WorkerResourceOptions {
   /** The name the plugin is called by. */
   name: string;
@@ -37,6 +42,11 @@ export interface WorkerResourceOptions {
    * 0 = none. The tracker's `hookTimeout`.
    */
   hookTimeoutMs: number;
+  /**
+   * Limit of a worker thread's start and import of the plugin (before its factory), ms;
+   * default WORKER_LOAD_TIMEOUT_MS. Not part of any hook's time.
+   */
+  loadTimeoutMs?: number;
 }
 
 /**
@@ -77,14 +87,24 @@ interface Pending {
   reject(err: unknown): void;
 }
 
+/** `Thread.pending` ids of the waits for `loaded` and for `ready` (calls count from 1). */
+const LOADED_ID = -1;
+const READY_ID = 0;
+
 /** One worker thread and what waits on it. */
 interface Thread {
   worker: Worker;
-  /** Calls sent and not answered; id 0 is the wait for `ready`. */
+  /** Calls sent and not answered, and the waits for `loaded` and `ready`. */
   pending: Map<number, Pending>;
-  ready: Promise<ResourceHookName[]>;
-  /** Ready, and (a worker after the first) the view replayed: what every call waits for. */
-  prepared: Promise<void>;
+  /** The plugin's module imported in the worker; its factory has not run. */
+  loaded: Promise<void>;
+  /** performance.now() at the spawn. */
+  spawnedAt: number;
+  /**
+   * Set at the thread's first use: its factory run and (a worker after the first) the view
+   * replayed, what every call waits for. Resolves to the hooks the plugin has.
+   */
+  prepared?: Promise<ResourceHookName[]>;
   /** Set once it was terminated or died: why. */
   ended?: string;
 }
@@ -109,10 +129,15 @@ class WorkerResource {
 
   constructor(private readonly o: WorkerResourceOptions) {}
 
-  /** Spawn the first worker (load + factory) and build the hooks object the tracker uses. */
+  /** Spawn the first worker and wait until it imported the plugin (bounded by `loadTimeoutMs`). */
+  async load(): Promise<void> {
+    await this.live().loaded;
+  }
+
+  /** Run the factory in the loaded worker and build the hooks object the tracker uses. */
   async start(): Promise<ResourceHooks> {
     const call = currentHookCall();
-    const present = await this.guarded('resource', call, () => this.live().ready);
+    const present = await this.guarded('resource', call, () => this.prepared(this.live()));
     const hooks: Partial<Record<ResourceHookName, (...args: unknown[]) => Promise<unknown>>> = {};
     for (const hook of present) {
       if (hook !== 'close') hooks[hook] = (...args: unknown[]) => this.invoke(hook, args);
@@ -174,17 +199,48 @@ class WorkerResource {
   /** The current worker, spawned if there is none. */
   private live(): Thread {
     if (this.thread !== undefined && this.thread.ended === undefined) return this.thread;
-    const replays = this.started;
-    const thread = this.spawn((t) => (replays ? t.ready.then(() => this.replay(t)) : t.ready.then(() => undefined)));
+    const thread = this.spawn();
     this.thread = thread;
     return thread;
   }
 
-  /** A ready worker; a fresh one (after a timeout or a crash) first gets the view replayed. */
+  /** A prepared worker; a fresh one (after a timeout or a crash) first gets the view replayed. */
   private async ready(): Promise<Thread> {
     const thread = this.live();
-    await thread.prepared;
+    await this.prepared(thread);
     return thread;
+  }
+
+  /**
+   * `thread.prepared`, begun at the first use: once loaded, the factory, then (a worker after
+   * the first) the replay. A worker that could not be prepared is not used again: the next
+   * call starts another.
+   */
+  private prepared(thread: Thread): Promise<ResourceHookName[]> {
+    if (thread.prepared !== undefined) return thread.prepared;
+    const replays = this.started;
+    const prepared = thread.loaded.then(async () => {
+      const hooks = await this.runFactory(thread);
+      if (replays) await this.replay(thread);
+      return hooks;
+    });
+    prepared.catch((err: unknown) => {
+      if (thread.ended !== undefined) return;
+      this.end(thread, `its factory or the replay of its view failed: ${err instanceof Error ? err.message : String(err)}`);
+      void thread.worker.terminate();
+    });
+    thread.prepared = prepared;
+    return prepared;
+  }
+
+  /** Ask the loaded worker to run the plugin's factory; resolves to the hooks it has. */
+  private runFactory(thread: Thread): Promise<ResourceHookName[]> {
+    if (thread.ended !== undefined) return Promise.reject(new Error(`the plugin's worker thread is gone: ${thread.ended}`));
+    return new Promise((resolve, reject) => {
+      this.track(thread, READY_ID, { hook: 'resource', resolve: resolve as (v: unknown) => void, reject });
+      const message: ToWorker = { t: 'start' };
+      thread.worker.postMessage(message);
+    });
   }
 
   /** Tell a fresh worker what its predecessor was told: discover, then the instances in its view. */
@@ -197,7 +253,8 @@ class WorkerResource {
     for (const instance of this.instances.values()) await this.send(thread, 'addInstance', [instance]);
   }
 
-  private spawn(prepare: (thread: Thread) => Promise<void>): Thread {
+  /** A new worker thread importing the plugin; its factory waits for `runFactory`. */
+  private spawn(): Thread {
     const entry = workerEntry();
     if (!existsSync(entry)) {
       throw new PluginLoadError(
@@ -221,20 +278,30 @@ class WorkerResource {
     const worker = new Worker(entry, { workerData: init, name: `ert-plugin-${this.o.name}`, ...(execArgv === undefined ? {} : { execArgv }) });
     worker.unref();
     const pending = new Map<number, Pending>();
-    let readyPending: Pending | undefined;
-    const ready = new Promise<ResourceHookName[]>((resolve, reject) => {
-      readyPending = { hook: 'resource', resolve: resolve as (v: unknown) => void, reject };
+    let loadedPending: Pending | undefined;
+    const loaded = new Promise<void>((resolve, reject) => {
+      loadedPending = { hook: 'resource', resolve: resolve as (v: unknown) => void, reject };
     });
-    ready.catch(() => undefined);
-    const thread = { worker, pending, ready } as Thread;
-    thread.prepared = prepare(thread);
-    // A worker that could not be prepared (its replay failed) is not used again: the next call starts another.
-    thread.prepared.catch((err: unknown) => {
-      if (thread.ended !== undefined) return;
-      this.end(thread, `its view could not be replayed: ${err instanceof Error ? err.message : String(err)}`);
+    loaded.catch(() => undefined);
+    const thread: Thread = { worker, pending, loaded, spawnedAt: performance.now() };
+    this.track(thread, LOADED_ID, loadedPending!);
+    const loadTimeoutMs = this.o.loadTimeoutMs ?? WORKER_LOAD_TIMEOUT_MS;
+    const loadTimer = setTimeout(() => {
+      if (!thread.pending.has(LOADED_ID)) return;
+      this.settle(thread, LOADED_ID)?.reject(
+        new PluginLoadError(CoreErrorCodes.PLUGIN_IMPORT_FAILED, `Plugin "${this.o.name}": its worker thread did not import the plugin within ${loadTimeoutMs} ms`, {
+          plugin: this.o.name,
+          timeoutMs: loadTimeoutMs,
+        }),
+      );
+      this.end(thread, `it did not import the plugin within ${loadTimeoutMs} ms`);
       void thread.worker.terminate();
-    });
-    this.track(thread, 0, readyPending!);
+    }, loadTimeoutMs);
+    loadTimer.unref();
+    void loaded.then(
+      () => clearTimeout(loadTimer),
+      () => clearTimeout(loadTimer),
+    );
 
     worker.on('message', (message: FromWorker) => this.receive(thread, message));
     worker.on('error', (err) => {
@@ -254,12 +321,19 @@ class WorkerResource {
         else target[message.level](message.obj as object, message.msg);
         return;
       }
+      case 'loaded': {
+        const ms = Math.round(performance.now() - thread.spawnedAt);
+        this.o.logger.debug({ plugin: this.o.name, ms }, `Plugin "${this.o.name}": a worker thread started and imported the plugin in ${ms} ms`);
+        this.settle(thread, LOADED_ID)?.resolve(undefined);
+        return;
+      }
       case 'ready':
         this.started = true;
-        this.settle(thread, 0)?.resolve(message.hooks);
+        this.settle(thread, READY_ID)?.resolve(message.hooks);
         return;
       case 'failed': {
-        const waiting = this.settle(thread, 0);
+        // Importing (nothing asked for the factory yet) or the factory failed.
+        const waiting = this.settle(thread, LOADED_ID) ?? this.settle(thread, READY_ID);
         const { error, invalid } = message;
         let err: Error;
         if (invalid !== undefined) {
@@ -328,20 +402,27 @@ class WorkerResource {
     return pending;
   }
 
-  /** The worker ended (terminated, crashed, exited): whatever waits on it fails. */
+  /**
+   * The worker ended (terminated, crashed, exited): whatever waits on it fails. When it was
+   * the current one and had been put to use, a fresh worker starts at once and imports the
+   * plugin, so that the next call does not wait for a thread's start; one that never got
+   * that far (its import failed) is not replaced until a call asks, so a plugin that cannot
+   * load does not restart in a loop.
+   */
   private end(thread: Thread, why: string): void {
     if (thread.ended !== undefined) return;
     thread.ended = why;
     for (const pending of thread.pending.values()) pending.reject(new Error(`the plugin's worker thread ended: ${why}`));
     thread.pending.clear();
     thread.worker.unref();
+    if (thread === this.thread && thread.prepared !== undefined && this.started && !this.closed) this.live();
   }
 
-  /** Terminate the current worker (a call timed out); the next call starts a fresh one. */
+  /** Terminate the current worker (a call timed out); a fresh one starts at once. */
   private kill(why: string): void {
     const thread = this.thread;
     if (thread === undefined || thread.ended !== undefined) return;
-    this.o.logger.warn({ plugin: this.o.name }, `Plugin "${this.o.name}": ${why}; its worker thread is terminated, a fresh one starts at the next call`);
+    this.o.logger.warn({ plugin: this.o.name }, `Plugin "${this.o.name}": ${why}; its worker thread is terminated and a fresh one started`);
     this.end(thread, `terminated: ${why}`);
     void thread.worker.terminate();
   }
@@ -372,16 +453,29 @@ class WorkerResource {
   }
 }
 
+/** A resource plugin imported in a worker thread of its own, its factory not yet run. */
+export interface LoadedWorkerResource {
+  /**
+   * Run the plugin's factory in the worker and return hooks that call it there. Call it
+   * through the dispatcher (hook `resource`), synchronously inside the call's `fn`: the
+   * factory runs under that call's timeout, like an in-process factory, and a timeout
+   * terminates the worker. Rejects with PluginHookError ERT_PLUGIN_HOOK_INVALID_RESULT (the
+   * factory returned no hooks) or the factory's error.
+   */
+  start(): Promise<ResourceHooks>;
+}
+
 /**
- * Start a resource plugin in a worker thread of its own and return hooks that call it
- * there. Called through the dispatcher (hook `resource`): loading the plugin and its
- * factory run under that call's timeout, like an in-process factory.
- * Throws PluginLoadError (the worker entry is missing; loading failed in the worker),
- * PluginHookError ERT_PLUGIN_HOOK_INVALID_RESULT (the factory returned no hooks), or the
- * factory's error.
+ * Start a worker thread for a resource plugin and wait until it imported the plugin: the
+ * thread's start and the import (about 0.2 s, more on a loaded machine) are bounded by
+ * `loadTimeoutMs`, not by `hookTimeout`. Rejects with PluginLoadError (the worker entry is
+ * missing; importing failed in the worker; ERT_PLUGIN_IMPORT_FAILED when the import did not
+ * finish in time, the worker terminated).
  */
-export function startWorkerResource(options: WorkerResourceOptions): Promise<ResourceHooks> {
-  return new WorkerResource(options).start();
+export async function loadWorkerResource(options: WorkerResourceOptions): Promise<LoadedWorkerResource> {
+  const resource = new WorkerResource(options);
+  await resource.load();
+  return { start: () => resource.start() };
 }
 
 export { RESOURCE_HOOKS };

@@ -35,11 +35,16 @@ export interface WireError {
   details?: Record<string, unknown>;
 }
 
-export type ToWorker = { t: 'call'; id: number; hook: ResourceHookName; args: unknown[] };
+export type ToWorker =
+  /** Run the plugin's `resource(ctx)` factory (sent once the worker said `loaded`). */
+  | { t: 'start' }
+  | { t: 'call'; id: number; hook: ResourceHookName; args: unknown[] };
 
 export type LogLevelName = 'trace' | 'debug' | 'info' | 'warn' | 'error';
 
 export type FromWorker =
+  /** The plugin's module is imported; the factory waits for `start`. */
+  | { t: 'loaded' }
   /** The factory ran; `hooks` are the functions its hooks object has. */
   | { t: 'ready'; hooks: ResourceHookName[] }
   /** Loading the plugin or running its factory failed. `invalid`: the factory's result is not a hooks object. */

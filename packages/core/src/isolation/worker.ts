@@ -1,7 +1,8 @@
 /**
  * The entry of a worker thread running one resource plugin (`isolation: worker`). It loads
  * the plugin with the same loader as the tracker (`resolvePlugin`, from the config's
- * directory), runs its `resource(ctx)` factory with a context made of the data the parent
+ * directory) and says `loaded`; when the parent says `start` (the parent times the factory,
+ * not the thread's start and the import) it runs its `resource(ctx)` factory with a context made of the data the parent
  * sent (options, host name, root, enforce), a logger that forwards to the parent's logger
  * and a container holding the system clock, then runs each hook the parent asks for and
  * answers with its result. Always run from `dist/` (see host.ts).
@@ -58,6 +59,9 @@ class WorkerServices implements ServiceContainer {
   }
 }
 
+let startAsked!: () => void;
+const startMessage = new Promise<void>((resolve) => (startAsked = resolve));
+
 async function start(): Promise<ResourceHooks | undefined> {
   try {
     const resolved = await resolvePlugin({
@@ -70,6 +74,8 @@ async function start(): Promise<ResourceHooks | undefined> {
     if (resolved.name !== init.name) {
       throw new Error(`the worker loaded a plugin called "${resolved.name}" from ${resolved.file ?? resolved.specifier}, not "${init.name}"`);
     }
+    post({ t: 'loaded' });
+    await startMessage;
     const services = new WorkerServices();
     services.register(CoreServices.clock, { now: () => Date.now() });
     const ctx: ResourceContext<unknown> = {
@@ -99,7 +105,7 @@ async function start(): Promise<ResourceHooks | undefined> {
 
 const started = start();
 
-async function run(message: ToWorker): Promise<void> {
+async function run(message: Extract<ToWorker, { t: 'call' }>): Promise<void> {
   const { id, hook, args } = message;
   let value: unknown;
   try {
@@ -119,5 +125,6 @@ async function run(message: ToWorker): Promise<void> {
 }
 
 port.on('message', (message: ToWorker) => {
-  if (message.t === 'call') void run(message);
+  if (message.t === 'start') startAsked();
+  else void run(message);
 });

@@ -19,6 +19,9 @@ import { ErtError } from '@ert/plugin-api';
  *                               `llc:ways=3` with `resources:CUSTOM_LLC_WAYS=5`)
  * - ERT_SPEC_SCHEMA_UNSUPPORTED a plugin's `ExtraSpecKey.schema` uses a type or keyword the
  *                               parser does not implement (a plugin bug, not an operator's)
+ * - ERT_SPEC_PLUGIN_FAILED      a plugin's `applyResources` threw (a plugin bug): the message
+ *                               names the plugin and the hook and carries the thrown message;
+ *                               the request is refused, never parsed without the plugin's say
  *
  * SearchBudgetError (ERT_PLACEMENT_SEARCH_BUDGET) is the candidate search giving up at its
  * step budget; its details name the budget, the tree, and the request's size.
@@ -41,6 +44,7 @@ export const PlacementErrorCodes = {
   INVALID_VALUE: 'ERT_SPEC_INVALID_VALUE',
   CONFLICT: 'ERT_SPEC_CONFLICT',
   SCHEMA_UNSUPPORTED: 'ERT_SPEC_SCHEMA_UNSUPPORTED',
+  PLUGIN_FAILED: 'ERT_SPEC_PLUGIN_FAILED',
   QUERY_UNDEFINED: 'placement.undefined_code',
   QUERY_DUPLICATE_KEY: 'placement.query.duplicate_key',
   QUERY_BAD_VALUE: 'placement.query.bad_value',

@@ -1,6 +1,7 @@
 import {
   extraSpecKeyOwner,
   isValidResourceClass,
+  messageOf,
   isValidTraitName,
   type CapabilityRequirement,
   type ExtraSpecKey,
@@ -227,7 +228,12 @@ function parseExtraSpecs(flavor: Flavor, extraSpecs: Record<string, string>, opt
     pluginSpecs[spec.key] = value;
     if (spec.applyResources !== undefined) {
       const plugin = extraSpecKeyOwner(spec);
-      const refusal: unknown = spec.applyResources(value, unnumbered.resources, extraSpecs);
+      let refusal: unknown;
+      try {
+        refusal = spec.applyResources(value, unnumbered.resources, extraSpecs);
+      } catch (err) {
+        throw specError(PlacementErrorCodes.PLUGIN_FAILED, spec.key, raw, 'a plugin whose applyResources does not throw', `the owning plugin's applyResources threw: ${messageOf(err)}`, plugin);
+      }
       if (typeof refusal === 'string') {
         throw specError(PlacementErrorCodes.CONFLICT, spec.key, raw, 'a value that agrees with the amounts the flavor asks for', refusal, plugin);
       }

@@ -301,6 +301,16 @@ describe('parseFlavor: errors about a plugin key name the plugin', () => {
       },
       { key: 'gpu:model', description: 'model', schema: { type: 'string', format: 'email' } },
       { key: 'gpu:bad', description: 'bad', schema: {}, applyResources: (_v: string, r: Record<string, number>) => void (r['lower'] = 1) },
+      {
+        key: 'gpu:boom',
+        description: 'throws',
+        schema: {},
+        applyResources(value: string, resources: Record<string, number>) {
+          resources['CUSTOM_GPU'] = 1; // half-done before the throw: the request must not be parsed anyway
+          if (value === 'unprintable') throw Object.create(null);
+          throw new Error('gpu: table not loaded');
+        },
+      },
       { key: 'hw:gpu_mode', description: 'mode', schema: { type: 'string', enum: ['a', 'b'] } },
     ],
   });
@@ -322,6 +332,17 @@ describe('parseFlavor: errors about a plugin key name the plugin', () => {
     expect(produced.code).toBe('ERT_SPEC_INVALID_VALUE');
     expect(produced.message).toMatch(/^plugin "gpu": extra spec "gpu:bad=a": the owning plugin's applyResources produced class "lower"/);
     expect(produced.details.plugin).toBe('gpu');
+  });
+
+  // Catches a throw from a plugin's applyResources escaping parseFlavor as the plugin's own
+  // error (no code, no key, no plugin named): seen red with the try/catch around the call removed.
+  it('applyResources that throws refuses the flavor as ERT_SPEC_PLUGIN_FAILED naming plugin, hook and key', () => {
+    const err = errorOf(() => parseFlavor(flavor({ 'gpu:boom': 'x' }), { keys }));
+    expect(err.code).toBe('ERT_SPEC_PLUGIN_FAILED');
+    expect(err.message).toBe('plugin "gpu": extra spec "gpu:boom=x": the owning plugin\'s applyResources threw: gpu: table not loaded');
+    expect(err.details).toMatchObject({ key: 'gpu:boom', value: 'x', plugin: 'gpu' });
+    const unprintable = errorOf(() => parseFlavor(flavor({ 'gpu:boom': 'unprintable' }), { keys }));
+    expect(unprintable.message).toBe('plugin "gpu": extra spec "gpu:boom=unprintable": the owning plugin\'s applyResources threw: <unprintable thrown value>');
   });
 
   it('applyResources returning a reason refuses the flavor as ERT_SPEC_CONFLICT; agreeing keys pass', () => {

@@ -92,8 +92,9 @@ function newDraft(): GroupDraft {
  *
  * - the unnumbered group gets VCPU=vcpus, MEMORY_MB=memoryMb, DISK_GB=diskGb (zero
  *   amounts omitted) for each class that no group names (Nova: `resources1:VCPU=4`
- *   replaces the flavor's vcpus, it is not added to them); `resources:CLASS=N` overrides a
- *   flavor-derived amount, 0 removes it;
+ *   replaces the flavor's vcpus, it is not added to them), VCPU not when a group names
+ *   PCPU; `resources:CLASS=N` overrides a flavor-derived amount, 0 removes it; explicit VCPU
+ *   and PCPU amounts together, or PCPU amounts other than vcpus, are refused (Nova's API);
  * - `resources<S>:CLASS=N`, `trait<S>:NAME=required|forbidden`, `member_of<S>=in:a,b`
  *   (or `!in:a,b`: none of them) build numbered groups (suffix `S` is 1-64 of `[a-zA-Z0-9_-]`, as in Placement 1.33);
  *   `group_policy=none|isolate` (required with two or more numbered groups);
@@ -106,7 +107,7 @@ function newDraft(): GroupDraft {
  *   a conflict between flavor and image is ERT_SPEC_CONFLICT naming both.
  *
  * Throws RequestSpecError (ERT_SPEC_UNKNOWN_KEY, ERT_SPEC_INVALID_VALUE, ERT_SPEC_CONFLICT,
- * ERT_SPEC_SCHEMA_UNSUPPORTED) naming the key and value at fault, and for a plugin's key the
+ * ERT_SPEC_SCHEMA_UNSUPPORTED, ERT_SPEC_PLUGIN_FAILED) naming the key and value at fault, and for a plugin's key the
  * plugin too (`plugin "llc": extra spec "llc:ways=abc": ...`, `details.plugin`; the name
  * `definePlugin` recorded, `extraSpecKeyOwner`). Pure: the flavor is
  * not modified and the same input always gives an equal spec. Groups come out in the
@@ -135,6 +136,8 @@ function parseExtraSpecs(flavor: Flavor, extraSpecs: Record<string, string>, opt
   }
   // Classes that some group's `resources[S]:CLASS` names, even with 0: the flavor's own amount is then not added.
   const named = new Set<ResourceClass>();
+  // The explicit VCPU and PCPU amounts of every group, for Nova's checks of them (checkCpuAmounts).
+  const cpuAmounts: CpuAmounts = { VCPU: [], PCPU: [] };
 
   const numbered = new Map<string, GroupDraft>();
   const group = (suffix: string): GroupDraft => {
@@ -174,6 +177,7 @@ function parseExtraSpecs(flavor: Flavor, extraSpecs: Record<string, string>, opt
       const amount = Number(value);
       if (!AMOUNT_PATTERN.test(value) || !Number.isSafeInteger(amount)) throw specError(PlacementErrorCodes.INVALID_VALUE, key, raw, 'a non-negative integer amount');
       named.add(resourceClass);
+      if (resourceClass === 'VCPU' || resourceClass === 'PCPU') cpuAmounts[resourceClass].push({ key, raw, amount });
       const target = group(m[1] ?? '');
       if (amount === 0) delete target.resources[resourceClass];
       else target.resources[resourceClass] = amount;
@@ -213,10 +217,14 @@ function parseExtraSpecs(flavor: Flavor, extraSpecs: Record<string, string>, opt
 
   // Nova's rule: the flavor's vcpus, memory and disk go to the unnumbered group only for a
   // class no group names (so `resources1:VCPU=4` is not counted twice, and
-  // `resources:VCPU=0` drops the flavor's VCPU); the base classes come first.
+  // `resources:VCPU=0` drops the flavor's VCPU), and its vcpus not as VCPU when a group names
+  // PCPU (`resources:PCPU=4` asks 4 pinned CPUs, not 4 of each); the base classes come first.
   const explicit = unnumbered.resources;
   unnumbered.resources = {};
-  for (const [resourceClass, amount] of Object.entries(base)) if (amount > 0 && !named.has(resourceClass)) unnumbered.resources[resourceClass] = amount;
+  for (const [resourceClass, amount] of Object.entries(base)) {
+    const namedInstead = named.has(resourceClass) || (resourceClass === 'VCPU' && named.has('PCPU'));
+    if (amount > 0 && !namedInstead) unnumbered.resources[resourceClass] = amount;
+  }
   Object.assign(unnumbered.resources, explicit);
 
   // Plugin keys in the order the plugins were loaded, so resource adjustments compose predictably.
@@ -230,7 +238,7 @@ function parseExtraSpecs(flavor: Flavor, extraSpecs: Record<string, string>, opt
       const plugin = extraSpecKeyOwner(spec);
       let refusal: unknown;
       try {
-        refusal = spec.applyResources(value, unnumbered.resources, extraSpecs);
+        refusal = spec.applyResources(value, unnumbered.resources, extraSpecs, flavor);
       } catch (err) {
         throw specError(PlacementErrorCodes.PLUGIN_FAILED, spec.key, raw, 'a plugin whose applyResources does not throw', `the owning plugin's applyResources threw: ${messageOf(err)}`, plugin);
       }
@@ -240,6 +248,10 @@ function parseExtraSpecs(flavor: Flavor, extraSpecs: Record<string, string>, opt
       checkAdjustedResources(spec.key, raw, unnumbered.resources, plugin);
     }
   }
+
+  // After the plugins' keys: a CPU policy beside explicit amounts is the vcpu plugin's refusal,
+  // which Nova makes first.
+  checkCpuAmounts(flavor, cpuAmounts);
 
   const groups: RequestGroup[] = [{ suffix: '', ...unnumbered }];
   for (const suffix of [...numbered.keys()].sort(compareSuffixes)) {
@@ -296,6 +308,46 @@ function parseMemberOf(key: string, raw: string): { forbidden: boolean; aggregat
   if (aggregates.some((a) => !AGGREGATE_PATTERN.test(a))) throw specError(PlacementErrorCodes.INVALID_VALUE, key, raw, expected);
   if (!value.startsWith('in:') && aggregates.length > 1) throw specError(PlacementErrorCodes.INVALID_VALUE, key, raw, expected, 'several aggregates need the "in:" prefix');
   return { forbidden, aggregates: [...new Set(aggregates)] };
+}
+
+/** The explicit `resources[S]:VCPU` and `resources[S]:PCPU` amounts of a flavor, in key order. */
+interface CpuAmounts {
+  VCPU: Array<{ key: string; raw: string; amount: number }>;
+  PCPU: Array<{ key: string; raw: string; amount: number }>;
+}
+
+/**
+ * Nova's checks of explicit CPU amounts (`numa_get_constraints`, which refuses the flavor at
+ * the API): VCPU and PCPU amounts above 0 together are refused ("use one or the other"), and
+ * PCPU amounts must add up to the flavor's vcpus (ert has no `hw:emulator_threads_policy`,
+ * under which Nova wants one more). ERT_SPEC_CONFLICT naming the first such key.
+ */
+function checkCpuAmounts(flavor: Flavor, cpu: CpuAmounts): void {
+  const asked = (list: CpuAmounts['VCPU']) => list.filter((a) => a.amount > 0);
+  const vcpu = asked(cpu.VCPU);
+  const pcpu = asked(cpu.PCPU);
+  const listed = (list: CpuAmounts['VCPU']) => list.map((a) => `${a.key}=${a.amount}`).join(', ');
+  if (vcpu.length > 0 && pcpu.length > 0) {
+    const first = vcpu[0]!;
+    throw specError(
+      PlacementErrorCodes.CONFLICT,
+      first.key,
+      first.raw,
+      'resources[N]:VCPU or resources[N]:PCPU, not both',
+      `conflicts with ${listed(pcpu)}: Nova refuses explicit VCPU and PCPU amounts together; use one or the other`,
+    );
+  }
+  const pinned = pcpu.reduce((sum, a) => sum + a.amount, 0);
+  if (pcpu.length > 0 && pinned !== flavor.vcpus) {
+    const first = pcpu[0]!;
+    throw specError(
+      PlacementErrorCodes.CONFLICT,
+      first.key,
+      first.raw,
+      `PCPU amounts adding up to the flavor's vcpus (${flavor.vcpus})`,
+      `${pcpu.length > 1 ? `with ${listed(pcpu.slice(1))}, ` : ''}${pinned} PCPU for flavor "${flavor.name}" of ${flavor.vcpus} vCPUs: Nova needs exactly flavor.vcpus PCPUs`,
+    );
+  }
 }
 
 /** A plugin's applyResources must leave valid classes and whole positive amounts; zeros are dropped. */

@@ -81,6 +81,32 @@ describe("parseFlavor: Nova's rule for the flavor's own amounts (issue 10, rule 
     expect(parse({ 'resources:VCPU': '8', 'resources:DISK_GB': '0' }, { vcpus: 2, memoryMb: 512, diskGb: 20 }).groups[0]!.resources).toEqual({ MEMORY_MB: 512, VCPU: 8 });
   });
 
+  // Catches the flavor's vcpus asked as VCPU beside explicit PCPU (a Placement-style pinned
+  // flavor counted twice: 4 VCPU and 4 PCPU): seen red with only `named.has(resourceClass)`.
+  it("a group naming PCPU keeps the flavor's vcpus out as VCPU, as Nova's ResourceRequest does", () => {
+    expect(parse({ 'resources:PCPU': '4' }, { vcpus: 4, memoryMb: 1024, diskGb: 0 }).groups[0]!.resources).toEqual({ MEMORY_MB: 1024, PCPU: 4 });
+    const numbered = parse({ 'resources1:PCPU': '4' }, { vcpus: 4, memoryMb: 1024, diskGb: 0 });
+    expect(numbered.groups.map((g) => g.resources)).toEqual([{ MEMORY_MB: 1024 }, { PCPU: 4 }]);
+    expect(parse({ 'resources:PCPU': '4', 'resources:VCPU': '0' }, { vcpus: 4, memoryMb: 1024, diskGb: 0 }).groups[0]!.resources).toEqual({ MEMORY_MB: 1024, PCPU: 4 });
+    const split = parse({ 'resources1:PCPU': '2', 'resources2:PCPU': '2', group_policy: 'none' }, { vcpus: 4, memoryMb: 0, diskGb: 0 });
+    expect(split.groups.map((g) => g.resources)).toEqual([{}, { PCPU: 2 }, { PCPU: 2 }]);
+  });
+
+  // Nova's numa_get_constraints refuses these flavors at its API; seen red with checkCpuAmounts
+  // not called (both parsed).
+  it('explicit VCPU and PCPU amounts together, or PCPU amounts other than the vcpus, are ERT_SPEC_CONFLICT naming the key', () => {
+    const both = errorOf(() => parse({ 'resources:VCPU': '2', 'resources1:PCPU': '2' }, { vcpus: 4 }));
+    expect([both.code, both.message, both.details]).toEqual([
+      'ERT_SPEC_CONFLICT',
+      'extra spec "resources:VCPU=2": conflicts with resources1:PCPU=2: Nova refuses explicit VCPU and PCPU amounts together; use one or the other',
+      { key: 'resources:VCPU', value: '2', expected: 'resources[N]:VCPU or resources[N]:PCPU, not both' },
+    ]);
+    const short = errorOf(() => parse({ 'resources:PCPU': '2' }, { vcpus: 4 }));
+    expect([short.code, short.message]).toEqual(['ERT_SPEC_CONFLICT', 'extra spec "resources:PCPU=2": 2 PCPU for flavor "f1" of 4 vCPUs: Nova needs exactly flavor.vcpus PCPUs']);
+    const over = errorOf(() => parse({ 'resources1:PCPU': '3', 'resources2:PCPU': '3', group_policy: 'none' }, { vcpus: 4 }));
+    expect(over.message).toBe('extra spec "resources1:PCPU=3": with resources2:PCPU=3, 6 PCPU for flavor "f1" of 4 vCPUs: Nova needs exactly flavor.vcpus PCPUs');
+  });
+
   it('member_of=!in: forbids aggregates (Placement 1.32)', () => {
     const request = parse({ member_of: '!in:agg1,agg2', 'member_of1': '!agg3', 'resources1:CUSTOM_X': '1' });
     expect(request.groups[0]!.forbiddenAggregates).toEqual(['agg1', 'agg2']);

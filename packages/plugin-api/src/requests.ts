@@ -215,9 +215,12 @@ export interface ExtraSpecKey<T = unknown> {
    * keys the flavor set. Return a string instead to refuse the flavor when the value
    * contradicts them (`llc:ways=3` with `resources:CUSTOM_LLC_WAYS=5`): the reason, naming
    * the other key and its value; the parser throws ERT_SPEC_CONFLICT naming the plugin, this
-   * key and its value, then the reason. Return nothing otherwise.
+   * key and its value, then the reason. Return nothing otherwise. `flavor` is the flavor
+   * being parsed, for a rule that needs its own amounts (`hw:cpu_policy=dedicated` asks
+   * `flavor.vcpus` PCPU even where `resources:VCPU=0` took the VCPU out). A throw refuses
+   * the flavor too (ERT_SPEC_PLUGIN_FAILED, naming the plugin).
    */
-  applyResources?(value: T, resources: Record<ResourceClass, number>, extraSpecs: Readonly<Record<string, string>>): string | void;
+  applyResources?(value: T, resources: Record<ResourceClass, number>, extraSpecs: Readonly<Record<string, string>>, flavor: Readonly<Flavor>): string | void;
 }
 
 /**

@@ -19,10 +19,11 @@ describe('cu:units', () => {
   // (the larger did before; llc:ways took its own): a conflict is refused naming both.
   it('adds CUSTOM_CU, and refuses a resources:CUSTOM_CU of another amount', () => {
     const resources: Record<string, number> = { VCPU: 2 };
-    expect(unitsKey.applyResources!(30, resources, {})).toBeUndefined();
+    const flavor = { name: 'f', vcpus: 2, memoryMb: 0, diskGb: 0, extraSpecs: {} };
+    expect(unitsKey.applyResources!(30, resources, {}, flavor)).toBeUndefined();
     expect(resources).toEqual({ VCPU: 2, CUSTOM_CU: 30 });
-    expect(unitsKey.applyResources!(30, resources, {})).toBeUndefined();
-    expect(unitsKey.applyResources!(20, resources, {})).toBe('conflicts with resources:CUSTOM_CU=30; give one of the two keys, or the same number of units in both');
+    expect(unitsKey.applyResources!(30, resources, {}, flavor)).toBeUndefined();
+    expect(unitsKey.applyResources!(20, resources, {}, flavor)).toBe('conflicts with resources:CUSTOM_CU=30; give one of the two keys, or the same number of units in both');
     expect(resources.CUSTOM_CU).toBe(30);
     expect(unitsKey.schema).toEqual({ type: 'integer', minimum: 1 });
   });

@@ -116,8 +116,9 @@ export const statsSchema: StatsSchema = {
 export type CpuPolicy = 'shared' | 'dedicated';
 
 /**
- * `hw:cpu_policy=shared|dedicated` (Nova). `dedicated` moves the unnumbered group's VCPU
- * amount to PCPU, so the instance gets whole host CPUs; `shared` changes nothing. Beside an
+ * `hw:cpu_policy=shared|dedicated` (Nova). `dedicated` asks the flavor's vcpus as PCPU in
+ * the unnumbered group instead of VCPU, so the instance gets whole host CPUs; `shared`
+ * changes nothing. Beside an
  * explicit `resources[N]:VCPU` or `resources[N]:PCPU` above 0 the flavor is refused when it
  * is parsed (ERT_SPEC_CONFLICT), as Nova's nova/virt/hardware.py `numa_get_constraints`
  * refuses it ("use one or the other"), whichever side parses it and whether the policy is
@@ -127,15 +128,17 @@ export const cpuPolicyKey: ExtraSpecKey<CpuPolicy> = {
   key: 'hw:cpu_policy',
   description: 'shared: vCPUs float on the shared pool (VCPU); dedicated: each vCPU gets a whole host CPU (PCPU)',
   schema: { type: 'string', enum: ['shared', 'dedicated'] },
-  applyResources(value, resources, extraSpecs) {
+  applyResources(value, resources, extraSpecs, flavor) {
     const amounts = cpuAmounts(extraSpecs);
     if (amounts.length > 0) {
       return `conflicts with ${amounts.map(([key, amount]) => `${key}=${amount}`).join(', ')}: Nova refuses an explicit resources:VCPU or resources:PCPU beside a CPU policy; use one or the other`;
     }
     if (value !== 'dedicated') return undefined;
-    const vcpus = resources.VCPU ?? 0;
+    // Nova's _translate_pinning_policies: PCPU = the flavor's vcpus, VCPU none, even where
+    // `resources:VCPU=0` or `resources:PCPU=0` kept the flavor's VCPU out of the group.
     delete resources.VCPU;
-    if (vcpus > 0) resources.PCPU = (resources.PCPU ?? 0) + vcpus;
+    if (flavor.vcpus > 0) resources.PCPU = flavor.vcpus;
+    else delete resources.PCPU;
     return undefined;
   },
 };

@@ -110,6 +110,8 @@ describe('hw:cpu_policy with resources:VCPU or resources:PCPU (Nova: "use one or
     expect(await sides.claim(spec({ 'resources:PCPU': '4', 'resources:VCPU': '0' }))).toEqual([8, 9, 10, 11]);
     expect(await sides.claim(spec({ 'resources:VCPU': '2' }))).toBeUndefined();
     expect(await sides.claim(spec({ 'hw:cpu_policy': 'dedicated', 'resources:PCPU': '0' }))).toEqual([8, 9, 10, 11]);
+    // Nova asks the flavor's vcpus as PCPU under dedicated even where resources:VCPU=0 took the VCPU out.
+    expect(await sides.claim(spec({ 'hw:cpu_policy': 'dedicated', 'resources:VCPU': '0' }))).toEqual([8, 9, 10, 11]);
     for (const extraSpecs of [{ 'hw:cpu_policy': 'dedicated' }, { 'hw:cpu_policy': 'shared' }, { 'resources:PCPU': '4', 'resources:VCPU': '0' }] as Record<string, string>[]) {
       expect(sides.filter(spec(extraSpecs))).toBeUndefined();
     }

@@ -21,18 +21,21 @@ describe('vcpu options', () => {
 });
 
 describe('hw:cpu_policy', () => {
-  it('moves the VCPU amount to PCPU when dedicated', () => {
+  const flavor = { name: 'f', vcpus: 4, memoryMb: 2048, diskGb: 0, extraSpecs: {} };
+
+  it("asks the flavor's vcpus as PCPU instead of VCPU when dedicated, as Nova's _translate_pinning_policies does", () => {
     const resources: Record<string, number> = { VCPU: 4, MEMORY_MB: 2048 };
-    cpuPolicyKey.applyResources!('dedicated', resources, {});
+    cpuPolicyKey.applyResources!('dedicated', resources, {}, flavor);
     expect(resources).toEqual({ PCPU: 4, MEMORY_MB: 2048 });
-    const withPcpu: Record<string, number> = { VCPU: 2, PCPU: 1 };
-    cpuPolicyKey.applyResources!('dedicated', withPcpu, {});
-    expect(withPcpu).toEqual({ PCPU: 3 });
+    // resources:VCPU=0 (or PCPU=0) kept the flavor's VCPU out of the group: Nova still asks vcpus PCPU.
+    const zeroed: Record<string, number> = { MEMORY_MB: 2048 };
+    cpuPolicyKey.applyResources!('dedicated', zeroed, { 'resources:VCPU': '0' }, flavor);
+    expect(zeroed).toEqual({ PCPU: 4, MEMORY_MB: 2048 });
   });
 
   it('changes nothing when shared', () => {
     const resources: Record<string, number> = { VCPU: 4 };
-    cpuPolicyKey.applyResources!('shared', resources, {});
+    cpuPolicyKey.applyResources!('shared', resources, {}, flavor);
     expect(resources).toEqual({ VCPU: 4 });
   });
 

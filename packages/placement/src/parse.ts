@@ -66,6 +66,15 @@ export interface ParseFlavorOptions {
   /** Extra-spec keys of the loaded plugins (`PluginRuntime.extraSpecKeys`). */
   keys: readonly ExtraSpecKey[];
   hints?: SchedulingHints;
+  /**
+   * The flavor of an instance already placed (a tracker rebuilding its views, an event), not
+   * a request: the checks Nova makes only when it accepts a request are skipped — explicit
+   * CPU amounts (VCPU beside PCPU, PCPU other than vcpus) and a plugin's `applyResources`
+   * returning a refusal (its adjustment up to then kept) — so that an instance placed before
+   * such a check existed is still seen where it is. Malformed keys and values, and keys no
+   * loaded plugin owns, still throw.
+   */
+  recorded?: boolean;
 }
 
 /** The error about `key` (`value` as written); `plugin`: the plugin that owns the key, named first. */
@@ -242,7 +251,7 @@ function parseExtraSpecs(flavor: Flavor, extraSpecs: Record<string, string>, opt
       } catch (err) {
         throw specError(PlacementErrorCodes.PLUGIN_FAILED, spec.key, raw, 'a plugin whose applyResources does not throw', `the owning plugin's applyResources threw: ${messageOf(err)}`, plugin);
       }
-      if (typeof refusal === 'string') {
+      if (typeof refusal === 'string' && opts.recorded !== true) {
         throw specError(PlacementErrorCodes.CONFLICT, spec.key, raw, 'a value that agrees with the amounts the flavor asks for', refusal, plugin);
       }
       checkAdjustedResources(spec.key, raw, unnumbered.resources, plugin);
@@ -251,7 +260,7 @@ function parseExtraSpecs(flavor: Flavor, extraSpecs: Record<string, string>, opt
 
   // After the plugins' keys: a CPU policy beside explicit amounts is the vcpu plugin's refusal,
   // which Nova makes first.
-  checkCpuAmounts(flavor, cpuAmounts);
+  if (opts.recorded !== true) checkCpuAmounts(flavor, cpuAmounts);
 
   const groups: RequestGroup[] = [{ suffix: '', ...unnumbered }];
   for (const suffix of [...numbered.keys()].sort(compareSuffixes)) {

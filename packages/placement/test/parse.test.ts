@@ -107,6 +107,16 @@ describe("parseFlavor: Nova's rule for the flavor's own amounts (issue 10, rule 
     expect(over.message).toBe('extra spec "resources1:PCPU=3": with resources2:PCPU=3, 6 PCPU for flavor "f1" of 4 vCPUs: Nova needs exactly flavor.vcpus PCPUs');
   });
 
+  it("a recorded instance's flavor (recorded: true) skips the request-only checks, and still refuses a malformed key", () => {
+    const recorded = (extraSpecs: Record<string, string>) => parseFlavor(flavor(extraSpecs, { vcpus: 4, memoryMb: 0, diskGb: 0 }), { keys: [], recorded: true });
+    expect(recorded({ 'resources:PCPU': '2' }).groups[0]!.resources).toEqual({ PCPU: 2 });
+    expect(recorded({ 'resources:VCPU': '2', 'resources:PCPU': '2' }).groups[0]!.resources).toEqual({ VCPU: 2, PCPU: 2 });
+    const refusing: ExtraSpecKey<any>[] = [{ key: 'x:y', description: '', schema: {}, applyResources: () => 'never with this flavor' }];
+    expect(parseFlavor(flavor({ 'x:y': 'a' }), { keys: refusing, recorded: true }).pluginSpecs).toEqual({ 'x:y': 'a' });
+    expect(errorOf(() => parseFlavor(flavor({ 'x:y': 'a' }), { keys: refusing })).code).toBe('ERT_SPEC_CONFLICT');
+    expect(errorOf(() => recorded({ 'resources:PCPU': 'two' })).code).toBe('ERT_SPEC_INVALID_VALUE');
+  });
+
   it('member_of=!in: forbids aggregates (Placement 1.32)', () => {
     const request = parse({ member_of: '!in:agg1,agg2', 'member_of1': '!agg3', 'resources1:CUSTOM_X': '1' });
     expect(request.groups[0]!.forbiddenAggregates).toEqual(['agg1', 'agg2']);

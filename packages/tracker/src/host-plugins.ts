@@ -40,10 +40,19 @@ export class HostPlugins {
     return parseFlavor(flavor, { keys: this.runtime.extraSpecKeys });
   }
 
+  /**
+   * The request spec of a recorded instance's flavor (`parseFlavor`'s `recorded`: the checks
+   * made only of new requests are skipped, so an instance placed before one existed stays in
+   * the views); throws on extra specs no plugin owns any more or malformed ones.
+   */
+  parseRecorded(flavor: Flavor): RequestSpec {
+    return parseFlavor(flavor, { keys: this.runtime.extraSpecKeys, recorded: true });
+  }
+
   /** The parsed flavor of a recorded instance, or an empty spec when its keys are no longer owned (events only). */
   parseOr(flavor: Flavor): RequestSpec {
     try {
-      return this.parse(flavor);
+      return this.parseRecorded(flavor);
     } catch {
       return { flavor, groups: [{ suffix: '', resources: {}, requiredTraits: [], forbiddenTraits: [], memberOf: [] }], groupPolicy: 'none', aggregateExtraSpecs: {}, capabilities: [], pluginSpecs: {}, hints: {} };
     }

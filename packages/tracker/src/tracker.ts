@@ -419,7 +419,7 @@ class HostTracker implements Tracker {
       }
       let spec: RequestSpec;
       try {
-        spec = this.plugins.parse(record.flavor);
+        spec = this.plugins.parseRecorded(record.flavor);
       } catch (err) {
         problems.push(problemFrom(err, { instance: record.uuid }));
         continue;

@@ -93,6 +93,23 @@ describe('a plugin whose view hook fails: the next claim is decided on a view re
 
   // Seen red with the distrust check removed from testAll: B was accepted ("unexpectedly
   // accepted"), its test asked on the view the failed rebuild left without A.
+  // Catches an instance whose recorded flavor a newer check refuses (here Nova's PCPU amount
+  // check, added after the instance was placed) being left out of the views a restarted
+  // tracker rebuilds: the next claim then got the same ways (0x0f twice, which the store
+  // cannot see). Seen red with `parse` instead of `parseRecorded` in rebuildViews.
+  it('an instance whose recorded flavor a newer check refuses stays in the views a restarted tracker rebuilds: the next claim gets the other ways', async () => {
+    const { tracker: first, store } = await started({});
+    const a = ok(await first.claim(request(1, 128)));
+    expect(maskOf(a)).toBe(0x0f);
+    await first.stop();
+    const record = (await store.getInstance(a.instance.uuid))!;
+    // Refused as a request now: 1 PCPU for 2 vCPUs (docs/extra-specs.md).
+    await store.upsertInstance({ ...record, flavor: { ...record.flavor, vcpus: 2, extraSpecs: { 'resources:PCPU': '1' } } });
+    const { tracker: restarted } = await started({}, { store });
+    expect(restarted.lastSync!.problems).toEqual([]);
+    expect(maskOf(await restarted.claim(request(1, 128)))).toBe(0xf0);
+  });
+
   it('when the rebuild fails too, the claims the plugin tests are refused naming it and the hook, and nothing is written', async () => {
     const faults: MaskFaults = { addInstance: 'throw-once' };
     const { tracker: t, store } = await started(faults);

@@ -415,7 +415,20 @@ class WorkerResource {
     for (const pending of thread.pending.values()) pending.reject(new Error(`the plugin's worker thread ended: ${why}`));
     thread.pending.clear();
     thread.worker.unref();
-    if (thread === this.thread && thread.prepared !== undefined && this.started && !this.closed) this.live();
+    if (thread === this.thread && thread.prepared !== undefined && this.started && !this.closed) this.startSpare();
+  }
+
+  /**
+   * The fresh worker `end` starts. Called from worker events and timeout listeners, so it never
+   * throws: a worker that cannot be spawned now (its entry gone, Node refusing another thread)
+   * is logged, and the next call tries again, failing with the reason.
+   */
+  private startSpare(): void {
+    try {
+      this.live();
+    } catch (err) {
+      this.o.logger.warn({ plugin: this.o.name, err }, `Plugin "${this.o.name}": a fresh worker thread could not be started: ${err instanceof Error ? err.message : String(err)}; the next call tries again`);
+    }
   }
 
   /** Terminate the current worker (a call timed out); a fresh one starts at once. */

@@ -18,7 +18,8 @@ export { messageOf } from '@ert/plugin-api';
  *                                 details {apiRange | apiVersion, hostApiVersion}
  * - ERT_PLUGIN_KIND_NOT_PROVIDED  the config uses the plugin as a kind it does not provide
  * - ERT_PLUGIN_ENTRY_MISSING      the side's entry point is not declared or does not resolve
- * - ERT_PLUGIN_IMPORT_FAILED      importing the entry threw; details {file, format?} (format: an ES module / CommonJS mix-up, explained)
+ * - ERT_PLUGIN_IMPORT_FAILED      importing the entry threw; details {file, format?} (format: an ES module / CommonJS mix-up, explained);
+ *                                 or an `isolation: worker` thread did not import it in time; details {plugin, timeoutMs}
  * - ERT_PLUGIN_NOT_A_PLUGIN       the entry's default export was not made by `definePlugin`
  * - ERT_PLUGIN_NAME_CONFLICT      two different plugins configured under one name
  * - ERT_PLUGIN_OPTIONS_INVALID    `plugins.<name>` fails the plugin's optionsSchema; details {problems}

@@ -4,7 +4,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['**/dist/**', '**/node_modules/**', 'test/fixtures/**', 'coverage/**', 'docs/api-reference/**'] },
+  { ignores: ['**/dist/**', '**/*.generated.ts', '**/node_modules/**', 'test/fixtures/**', 'coverage/**', 'docs/api-reference/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

@@ -1,13 +1,22 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
-import type { Ajv2020, ValidateFunction } from 'ajv/dist/2020.js';
+import type { ErrorObject } from 'ajv/dist/2020.js';
 import { cosmiconfig, type Loader } from 'cosmiconfig';
 import { parse as parseYaml } from 'yaml';
 import { isPlugin, type Flavor, type Plugin } from '@ert/plugin-api';
 import type { StoreOptions } from '@ert/store';
 import { ConfigError, CoreErrorCodes, messageOf, type ConfigProblem } from './errors.js';
-import { DURATION_EXPECTED, DURATION_PATTERN, parseDuration } from './duration.js';
-import { compileSchema, createAjv, formatProblem, problemsFromAjv } from './schema.js';
+import { parseDuration } from './duration.js';
+import { CONFIG_SCHEMA, DEFAULT_REQUEST_FILTERS, FLAVOR_SCHEMA, ISOLATIONS, LOG_LEVELS, REQUEST_FILTERS, type Isolation, type LogLevel, type RequestFilterName } from './config-schema.js';
+import * as generated from './config-validators.generated.js';
+import { formatProblem, problemsFromAjv } from './schema.js';
+
+export { CONFIG_SCHEMA, DEFAULT_REQUEST_FILTERS, FLAVOR_SCHEMA, ISOLATIONS, LOG_LEVELS, REQUEST_FILTERS, type Isolation, type LogLevel, type RequestFilterName };
+
+/** An Ajv standalone validator: true when the data is valid, the last call's errors on `errors`. */
+type GeneratedValidator = ((data: unknown) => boolean) & { errors?: ErrorObject[] | null };
+const validateConfigSchema = generated.validateConfig as GeneratedValidator;
+const validateFlavorListSchema = generated.validateFlavorList as GeneratedValidator;
 
 /**
  * How the config names a plugin. `name` is what the plugin is called (its `plugins.<name>`
@@ -28,27 +37,6 @@ export interface WeigherRef extends PluginRef {
   multiplier: number;
 }
 
-/** Where a resource plugin's hooks run: in the tracker's thread, or in a worker thread of their own. */
-export type Isolation = 'inprocess' | 'worker';
-export const ISOLATIONS: readonly Isolation[] = ['inprocess', 'worker'];
-
-/**
- * The scheduler's request filters, by name (docs/request-filters.md): Nova's placement request
- * filters, each a narrowing of the candidate hosts by aggregate membership.
- */
-export type RequestFilterName = 'availability-zone' | 'tenant-isolation' | 'isolated-aggregates' | 'forbidden-aggregates';
-export const REQUEST_FILTERS: readonly RequestFilterName[] = ['availability-zone', 'tenant-isolation', 'isolated-aggregates', 'forbidden-aggregates'];
-/**
- * `scheduler.requestFilters` when the config has none, as Nova's defaults: zones are a
- * placement query (query_placement_for_availability_zone, on since Xena), a request's own
- * forbidden aggregates apply; tenant isolation (limit_tenants_to_placement_aggregate,
- * AggregateMultiTenancyIsolation) and isolated aggregates (enable_isolated_aggregate_filtering)
- * are off until configured.
- */
-export const DEFAULT_REQUEST_FILTERS: readonly RequestFilterName[] = ['availability-zone', 'forbidden-aggregates'];
-
-export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
-export const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
 /** The validated config with defaults applied, durations in ms and paths absolute. See docs/config.md. */
 export interface ErtConfig {
@@ -149,157 +137,15 @@ export const MIN_HOOK_TIMEOUT_MS = 1;
  */
 export const MIN_PERIOD_MS = 1;
 
-const nonEmptyString = { type: 'string', minLength: 1 };
-const duration = (fallback?: string) => ({
-  type: ['string', 'number'],
-  pattern: DURATION_PATTERN,
-  minimum: 0,
-  expected: DURATION_EXPECTED,
-  ...(fallback === undefined ? {} : { default: fallback }),
-});
-const REF_EXPECTED = 'a plugin name or path, a plugin object, or { name, use }';
-const pluginRef = (weigher: boolean) => ({
-  type: ['string', 'object'],
-  minLength: 1,
-  expected: weigher ? `${REF_EXPECTED} with an optional multiplier` : REF_EXPECTED,
-  properties: {
-    name: nonEmptyString,
-    use: nonEmptyString,
-    plugin: {},
-    ...(weigher ? { multiplier: { type: 'number', default: 1 } } : {}),
-  },
-  additionalProperties: false,
-  anyOf: [{ required: ['name'] }, { required: ['plugin'] }],
-});
-const pluginList = (weigher = false) => ({ type: 'array', items: pluginRef(weigher), default: [] });
 
-/** JSON Schema of one flavor, Nova spelling. Extra-spec numbers and booleans are taken as strings. */
-export const FLAVOR_SCHEMA = {
-  type: 'object',
-  additionalProperties: false,
-  required: ['name', 'vcpus', 'memory_mb'],
-  properties: {
-    name: nonEmptyString,
-    vcpus: { type: 'integer', minimum: 1 },
-    memory_mb: { type: 'integer', minimum: 1 },
-    disk_gb: { type: 'integer', minimum: 0, default: 0 },
-    extra_specs: {
-      type: 'object',
-      additionalProperties: { type: ['string', 'number', 'boolean'], expected: 'a string' },
-      default: {},
-    },
-  },
-};
-
-/** JSON Schema of the config file (before durations and paths are converted). */
-export const CONFIG_SCHEMA = {
-  type: 'object',
-  additionalProperties: false,
-  properties: {
-    store: {
-      type: 'object',
-      additionalProperties: false,
-      default: {},
-      properties: {
-        client: { enum: ['sqlite3', 'pg'], default: 'sqlite3' },
-        connection: nonEmptyString,
-        pool: {
-          type: 'object',
-          additionalProperties: false,
-          properties: { min: { type: 'integer', minimum: 0 }, max: { type: 'integer', minimum: 1 } },
-        },
-        schema: { type: 'string', pattern: '^[A-Za-z_][A-Za-z0-9_]*$', expected: 'a schema name (letters, digits, _)' },
-        busyTimeout: duration('5s'),
-      },
-    },
-    log: {
-      type: 'object',
-      additionalProperties: false,
-      default: {},
-      properties: { level: { enum: LOG_LEVELS, default: 'info' } },
-    },
-    tracker: {
-      type: 'object',
-      additionalProperties: false,
-      default: {},
-      properties: {
-        hostName: nonEmptyString,
-        root: { ...nonEmptyString, default: '/' },
-        resources: pluginList(),
-        interval: duration('60s'),
-        staleAfter: duration(),
-        providerConfigs: nonEmptyString,
-        hookTimeout: duration('5s'),
-        enforce: { type: 'array', items: nonEmptyString, default: [] },
-        enforcementFailure: { enum: ['report', 'undo'], default: 'report' },
-        isolation: { enum: ISOLATIONS, default: 'inprocess' },
-      },
-    },
-    scheduler: {
-      type: 'object',
-      additionalProperties: false,
-      default: {},
-      properties: {
-        consumers: pluginList(),
-        filters: pluginList(),
-        weighers: pluginList(true),
-        maxAttempts: { type: 'integer', minimum: 1, default: 3 },
-        hostSubsetSize: { type: 'integer', minimum: 1, default: 1 },
-        refreshInterval: duration('1s'),
-        hookTimeout: duration('1s'),
-        placementSearchBudget: { type: 'integer', minimum: 100, maximum: 100000000, default: 50000 },
-        requestFilters: { type: 'array', items: { enum: [...REQUEST_FILTERS] }, uniqueItems: true, default: [...DEFAULT_REQUEST_FILTERS] },
-      },
-    },
-    reservations: {
-      type: 'object',
-      additionalProperties: false,
-      default: {},
-      properties: {
-        timeout: duration('2m'),
-        pollInterval: duration('500ms'),
-      },
-    },
-    // `ert serve` (@ert/api's AUTH_MODES).
-    api: {
-      type: 'object',
-      additionalProperties: false,
-      properties: {
-        auth: { enum: ['noauth2', 'token-file', 'trusted-headers'] },
-        tokenFile: { type: 'string', minLength: 1 },
-        policyDefaults: { enum: ['legacy', 'secure'] },
-        policyFile: { type: 'string', minLength: 1 },
-        workers: { type: 'integer', minimum: 1, maximum: 256 },
-      },
-    },
-    // `isolation` is ert's key in every plugin's options (taken out before the plugin's own schema sees them).
-    plugins: { type: 'object', additionalProperties: { type: 'object', properties: { isolation: { enum: ISOLATIONS } } }, default: {} },
-    flavors: {
-      type: ['array', 'string'],
-      minLength: 1,
-      expected: 'a list of flavors or the path of a YAML file holding them',
-      items: FLAVOR_SCHEMA,
-      default: [],
-    },
-  },
-};
-
-// Compiled at first use, not at import: a process that imports @ert/core without reading a
-// config (`ert init`, a test of another module) does not pay for Ajv's code generation, and a
-// config whose flavors are inline never compiles the flavors file's schema.
-let ajv: Ajv2020 | undefined;
-let configValidator: ValidateFunction | undefined;
-let flavorListValidator: ValidateFunction | undefined;
-const configAjv = (): Ajv2020 => (ajv ??= createAjv({ strict: true, useDefaults: true }));
-
+// The validators are Ajv standalone code generated from config-schema.ts (see
+// scripts/gen-config-validators.mjs): compiling the schema here cost every process 100-150 ms.
 function validateConfig(data: unknown): ConfigProblem[] {
-  configValidator ??= compileSchema(configAjv(), CONFIG_SCHEMA, 'ert config schema');
-  return configValidator(data) ? [] : problemsFromAjv(configValidator.errors);
+  return validateConfigSchema(data) ? [] : problemsFromAjv(validateConfigSchema.errors);
 }
 
 function validateFlavorList(list: unknown): ConfigProblem[] {
-  flavorListValidator ??= compileSchema(configAjv(), { type: 'array', items: FLAVOR_SCHEMA }, 'ert flavor schema');
-  return flavorListValidator(list) ? [] : problemsFromAjv(flavorListValidator.errors, 'flavors');
+  return validateFlavorListSchema(list) ? [] : problemsFromAjv(validateFlavorListSchema.errors, 'flavors');
 }
 
 /** Options of `configFromObject`. */

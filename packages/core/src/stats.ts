@@ -3,7 +3,7 @@ import type { Plugin } from '@ert/plugin-api';
 import { CoreErrorCodes, PluginStatsError, describeValue } from './errors.js';
 import { compileSchema, createAjv, formatProblem, problemsFromAjv } from './schema.js';
 
-const ajv = createAjv({ strict: false });
+const ajv = createAjv({ strict: false, optimize: false });
 const compiled = new WeakMap<Plugin, ValidateFunction>();
 
 /**

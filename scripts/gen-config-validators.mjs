@@ -4,17 +4,21 @@
 // packages/core/src/config-schema.ts with the Ajv options ert validates with. Compiling the
 // config schema took 100-150 ms of every `ert` process's start (most of a CLI command's own
 // work); loading the generated module takes about 10. Never edit the output by hand: after a
-// change to config-schema.ts, build and run this script (a test fails while they differ).
+// change to config-schema.ts, run this script (a test fails while they differ). It builds
+// @ert/core first (the schemas are read from its build), and again after writing the file.
 //
-//   npx tsc -b packages/core && node scripts/gen-config-validators.mjs   # write the file
-//   node scripts/gen-config-validators.mjs --print                       # print it instead
+//   node scripts/gen-config-validators.mjs            # write the file
+//   node scripts/gen-config-validators.mjs --print    # print it instead
+import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import standalone from 'ajv/dist/standalone/index.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 export const OUT = path.join(root, 'packages/core/src/config-validators.generated.ts');
+// The standalone code generator of the Ajv @ert/core depends on (not whichever is hoisted).
+const standalone = createRequire(path.join(root, 'packages/core/package.json'))('ajv/dist/standalone/index.js');
 
 /**
  * The generated module's text. `schemas` holds CONFIG_SCHEMA and FLAVOR_SCHEMA, `createAjv`
@@ -39,11 +43,14 @@ export function generate({ CONFIG_SCHEMA, FLAVOR_SCHEMA }, createAjv) {
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  const buildCore = () => execFileSync(process.execPath, [path.join(root, 'node_modules/typescript/bin/tsc'), '-b', path.join(root, 'packages/core')], { stdio: 'inherit' });
+  buildCore();
   const dist = (file) => import(pathToFileURL(path.join(root, 'packages/core/dist', file)).href);
   const text = generate(await dist('config-schema.js'), (await dist('schema.js')).createAjv);
   if (process.argv.includes('--print')) process.stdout.write(text);
   else {
     writeFileSync(OUT, text);
+    buildCore();
     console.log(`wrote ${path.relative(root, OUT)}`);
   }
 }

@@ -46,7 +46,9 @@ function withBuildLock<T>(fn: () => T): T {
  * references with `tsc -b` (incremental: well under a second when nothing changed; one build
  * at a time across test workers), so such a test never runs stale code and never skips because
  * the code is not built: a build that fails throws with tsc's output. Within one `vitest run`
- * each package is built once (BUILD_RUN_ENV): sources do not change during a run.
+ * each package is built once (BUILD_RUN_ENV), at its first test file that asks: a source
+ * edited while the run goes on reaches the next run's processes, not this one's. In watch mode
+ * every call builds.
  */
 export function buildPackage(packageDir: string): void {
   withBuildLock(() => {

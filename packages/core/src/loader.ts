@@ -2,10 +2,16 @@ import { existsSync, readFileSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import semver from 'semver';
 import { PLUGIN_API_VERSION, PLUGIN_KINDS, isPlugin, kindsOf, type Plugin, type PluginKind, type PluginManifest } from '@ert/plugin-api';
 import type { PluginRef } from './config.js';
 import { CoreErrorCodes, PluginLoadError, describeValue, messageOf } from './errors.js';
+
+/**
+ * semver (CommonJS), loaded when the first plugin is checked rather than at import: a command
+ * that loads no plugin does not load its 46 files.
+ */
+let semverModule: typeof import('semver') | undefined;
+const semver = (): typeof import('semver') => (semverModule ??= createRequire(import.meta.url)('semver') as typeof import('semver'));
 
 /** Which entry point of a plugin package a process loads. */
 export type PluginSide = 'compute' | 'scheduler';
@@ -104,9 +110,9 @@ function activeName(ref: PluginRef, plugin: Plugin): string {
  * major, or the same minor below 1.0.0, and not older than the plugin's minor).
  */
 function checkMadeWith(name: string, plugin: Plugin, where: string): void {
-  const made = semver.valid(plugin.apiVersion);
-  const needs = made === null ? undefined : `^${semver.major(made)}.${semver.minor(made)}.0`;
-  if (needs === undefined || !semver.satisfies(PLUGIN_API_VERSION, needs, { includePrerelease: true })) {
+  const made = semver().valid(plugin.apiVersion);
+  const needs = made === null ? undefined : `^${semver().major(made)}.${semver().minor(made)}.0`;
+  if (needs === undefined || !semver().satisfies(PLUGIN_API_VERSION, needs, { includePrerelease: true })) {
     throw loadError(
       CoreErrorCodes.PLUGIN_API_MISMATCH,
       `Plugin "${name}" (${where}) was made with @ert/plugin-api ${describeValue(plugin.apiVersion)}${needs === undefined ? ' (not a version)' : `, so it needs ${needs}`}, but the @ert/plugin-api found is ${PLUGIN_API_VERSION}`,
@@ -248,7 +254,7 @@ function readManifest(name: string, packageName: string, packageDir: string): { 
     }
   }
   const range = pkg.peerDependencies?.[PLUGIN_API_PACKAGE];
-  if (typeof range !== 'string' || semver.validRange(range) === null) {
+  if (typeof range !== 'string' || semver().validRange(range) === null) {
     problems.push(
       range === undefined
         ? `peerDependencies["${PLUGIN_API_PACKAGE}"] is missing: declare the range of plugin API versions the package works with, e.g. "^${PLUGIN_API_VERSION}"`
@@ -275,7 +281,7 @@ async function loadPackage(
   const label = ref.use !== undefined || isPathSpecifier(ref.name) || ref.name.startsWith('@') ? packageName : ref.name;
   const { manifest, apiRange } = readManifest(label, packageName, packageDir);
   const where = `package ${packageName}`;
-  if (!semver.satisfies(PLUGIN_API_VERSION, apiRange, { includePrerelease: true })) {
+  if (!semver().satisfies(PLUGIN_API_VERSION, apiRange, { includePrerelease: true })) {
     throw loadError(
       CoreErrorCodes.PLUGIN_API_MISMATCH,
       `Plugin "${label}" (${where} at ${packageDir}) declares peerDependencies["${PLUGIN_API_PACKAGE}"] ${JSON.stringify(apiRange)}, but the ${PLUGIN_API_PACKAGE} found is ${PLUGIN_API_VERSION} (${PLUGIN_API_DIR}): install a version of the plugin made for ${PLUGIN_API_VERSION}, or an ert whose ${PLUGIN_API_PACKAGE} is in ${JSON.stringify(apiRange)}`,

@@ -1,6 +1,6 @@
-import 'reflect-metadata';
+import { createRequire } from 'node:module';
 import { hostname } from 'node:os';
-import { container as globalContainer, type DependencyContainer } from 'tsyringe';
+import type { DependencyContainer } from 'tsyringe';
 import type { ValidateFunction } from 'ajv/dist/2020.js';
 import {
   CoreServices,
@@ -23,8 +23,19 @@ import { ConfigError, CoreErrorCodes, PluginLoadError, describeValue } from './e
 import { createDispatcher, type Dispatcher, type DispatcherOptions } from './dispatcher.js';
 import { createLogger } from './logger.js';
 import { resolvePlugin, type PluginSide, type ResolvedPlugin } from './loader.js';
-import { compileSchema, createAjv, formatProblem, problemsFromAjv } from './schema.js';
+import { compileSchema, formatProblem, lazyAjv, problemsFromAjv } from './schema.js';
 import { loadWorkerResource } from './isolation/host.js';
+
+/**
+ * tsyringe's global container, loaded (with the reflect-metadata polyfill it needs) when the
+ * first runtime is built rather than at import: a command that loads no plugin does not pay
+ * for it. Both are CommonJS packages, so require() loads them where they are needed.
+ */
+function tsyringeContainer(): DependencyContainer {
+  const require = createRequire(import.meta.url);
+  require('reflect-metadata');
+  return (require('tsyringe') as typeof import('tsyringe')).container;
+}
 
 /** Tokens of the host's root tsyringe container (explicit tokens; no decorator metadata). */
 export const TOKENS = {
@@ -140,7 +151,7 @@ function usesOf(config: ErtConfig, side: PluginSide): Use[] {
   ];
 }
 
-const optionsAjv = createAjv({ strict: false, useDefaults: true, optimize: false });
+const optionsAjv = lazyAjv({ strict: false, useDefaults: true, optimize: false });
 const optionValidators = new WeakMap<Plugin, ValidateFunction>();
 
 /** Deep copy of JSON-like data, so defaults applied to options never touch the config. */
@@ -158,7 +169,7 @@ export function validatePluginOptions(name: string, plugin: Plugin, raw: unknown
   if (plugin.optionsSchema === undefined) return options;
   let validate = optionValidators.get(plugin);
   if (validate === undefined) {
-    validate = compileSchema(optionsAjv, plugin.optionsSchema, `plugin "${plugin.name}" options`);
+    validate = compileSchema(optionsAjv(), plugin.optionsSchema, `plugin "${plugin.name}" options`);
     optionValidators.set(plugin, validate);
   }
   if (validate(options)) return options;
@@ -260,7 +271,7 @@ async function buildPluginRuntime(options: PluginRuntimeOptions, workers: Resour
   const clock = options.clock ?? systemClock;
   const hookTimeout = side === 'compute' ? config.tracker.hookTimeout : config.scheduler.hookTimeout;
   const dispatcher = createDispatcher({ defaultTimeoutMs: hookTimeout, logger, ...(options.onHookCall ? { onCall: options.onHookCall } : {}) });
-  const root = globalContainer.createChildContainer();
+  const root = tsyringeContainer().createChildContainer();
   root.register(TOKENS.Config, { useValue: config });
   root.register(TOKENS.Logger, { useValue: logger });
   root.register(TOKENS.Dispatcher, { useValue: dispatcher });

@@ -1,9 +1,9 @@
 import type { ValidateFunction } from 'ajv/dist/2020.js';
 import type { Plugin } from '@ert/plugin-api';
 import { CoreErrorCodes, PluginStatsError, describeValue } from './errors.js';
-import { compileSchema, createAjv, formatProblem, problemsFromAjv } from './schema.js';
+import { compileSchema, formatProblem, lazyAjv, problemsFromAjv } from './schema.js';
 
-const ajv = createAjv({ strict: false, optimize: false });
+const ajv = lazyAjv({ strict: false, optimize: false });
 const compiled = new WeakMap<Plugin, ValidateFunction>();
 
 /**
@@ -23,7 +23,7 @@ export function validateStats(plugin: Plugin, data: unknown): void {
   }
   let validate = compiled.get(plugin);
   if (validate === undefined) {
-    validate = compileSchema(ajv, plugin.stats.schema, `plugin "${plugin.name}" stats`);
+    validate = compileSchema(ajv(), plugin.stats.schema, `plugin "${plugin.name}" stats`);
     compiled.set(plugin, validate);
   }
   if (validate(data)) return;

@@ -7,6 +7,17 @@ import type { Inventory, ResourceClass } from './resources.js';
  */
 export type HostStatus = 'up' | 'stale' | 'disabled';
 
+/**
+ * A host's effective status (HostStatus): `stale` when its stored status is `up` and its
+ * tracker last updated it (`lastUpdate`, ms) more than `staleAfterMs` before `now`; the stored
+ * status otherwise. A `staleAfterMs` of 0 or less never makes a host stale. The scheduler,
+ * `ert hosts` and the API's host listings all read a host's status through it.
+ */
+export function effectiveStatus(stored: HostStatus, lastUpdate: number, now: number, staleAfterMs: number): HostStatus {
+  if (stored === 'up' && staleAfterMs > 0 && now - lastUpdate > staleAfterMs) return 'stale';
+  return stored;
+}
+
 /** One provider of a host's tree as the scheduler sees it. */
 export interface ProviderState {
   /** The provider's uuid (derived from its name for the tracker's nested providers). */

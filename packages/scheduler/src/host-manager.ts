@@ -1,5 +1,5 @@
-import { exclusionReason, messageOf } from '@ert/plugin-api';
-import type { Clock, ConsumerHooks, HostStatus, InstanceRequest, JsonValue, Logger, Placement, RequestSpec } from '@ert/plugin-api';
+import { effectiveStatus, exclusionReason, messageOf } from '@ert/plugin-api';
+import type { Clock, ConsumerHooks, InstanceRequest, JsonValue, Logger, Placement, RequestSpec } from '@ert/plugin-api';
 import { changedHosts, type Allocation, type AllocationWriteResult, type HostSnapshot, type ProviderSnapshot, type Store } from '@ert/store';
 import { Host, Interner, NO_PROVIDERS, Provider, instanceSet, internStatus } from './host-state.js';
 import type { HostShape } from './host-state.js';
@@ -579,10 +579,3 @@ export class HostManager {
     else into[key] = this.interner.string(String(value));
   }
 }
-
-/** `stale` when an `up` host's tracker has not updated within `staleAfterMs`. */
-export function effectiveStatus(stored: HostStatus, lastUpdate: number, now: number, staleAfterMs: number): HostStatus {
-  if (stored === 'up' && staleAfterMs > 0 && now - lastUpdate > staleAfterMs) return 'stale';
-  return stored;
-}
-

@@ -8,8 +8,8 @@ export type { InstanceToSchedule, KeptInstance, RankingStrategy, ScheduleRequest
 export type { Refusal, SelectOptions } from './confirmation.js';
 export { NoValidHostError, SchedulerError, SchedulerErrorCode } from './errors.js';
 export { BUILTIN_FILTERS, builtinFilters } from './builtins.js';
-/** The one rule of host liveness (`stale` past tracker.staleAfter), for anything that shows a host's status. */
-export { effectiveStatus } from './host-manager.js';
+/** The one rule of host liveness (`stale` past tracker.staleAfter), re-exported from @ert/plugin-api, where it sits beside HostStatus. */
+export { effectiveStatus } from '@ert/plugin-api';
 export type { InstanceLocator } from './builtins.js';
 export { HOST_MANAGER, WEIGHERS } from './explain.js';
 export type { Explanation, ExplanationSummary, FilterCount, WeigherScore } from './explain.js';

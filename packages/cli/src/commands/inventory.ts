@@ -1,4 +1,4 @@
-import { effectiveStatus } from '@ert/scheduler';
+import { effectiveStatus } from '@ert/plugin-api';
 import { unknownHost, type CommandContext } from '../context.js';
 import { hostUsage } from '../usage.js';
 

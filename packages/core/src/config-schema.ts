@@ -5,6 +5,7 @@ import { DURATION_EXPECTED, DURATION_PATTERN } from './duration.js';
  * scripts/gen-config-validators.mjs can import them from the build and write the validators
  * ert runs (config-validators.generated.ts) without Ajv compiling them in every process.
  */
+
 /** Where a resource plugin's hooks run: in the tracker's thread, or in a worker thread of their own. */
 export type Isolation = 'inprocess' | 'worker';
 export const ISOLATIONS: readonly Isolation[] = ['inprocess', 'worker'];

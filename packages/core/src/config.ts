@@ -37,7 +37,6 @@ export interface WeigherRef extends PluginRef {
   multiplier: number;
 }
 
-
 /** The validated config with defaults applied, durations in ms and paths absolute. See docs/config.md. */
 export interface ErtConfig {
   /** Absolute path of the file it came from (absent for `configFromObject` without one). */
@@ -136,7 +135,6 @@ export const MIN_HOOK_TIMEOUT_MS = 1;
  * loop and a deadline has always passed.
  */
 export const MIN_PERIOD_MS = 1;
-
 
 // The validators are Ajv standalone code generated from config-schema.ts (see
 // scripts/gen-config-validators.mjs): compiling the schema here cost every process 100-150 ms.

@@ -5,7 +5,7 @@ import { copyFile, cp, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { stringify } from 'yaml';
+import { parse, stringify } from 'yaml';
 import { capacityOf, normalizeInventory } from '@ert/plugin-api';
 import { createStore, type HostSnapshot, type InstanceRecord, type StatsRecord } from '@ert/store';
 import { buildPackage } from '../build.js';
@@ -173,7 +173,8 @@ describe.skipIf(!CHROMIUM)('the web view at /ui on ert serve over 1,000 simulate
     // reservations no tracker confirms (none runs), so at the default 2 minutes ert serve
     // released them while the file ran on a loaded machine, and the load test's totals (the
     // store's, which the page showed) fell 400 VCPU below what it read before it began.
-    await writeFile(join(dir, 'ert.config.yaml'), `${await readFile(join(REPO, 'config/ert.config.yaml'), 'utf8')}\nreservations:\n  timeout: 1h\n`);
+    const config = parse(await readFile(join(REPO, 'config/ert.config.yaml'), 'utf8')) as Record<string, any>;
+    await writeFile(join(dir, 'ert.config.yaml'), stringify({ ...config, reservations: { ...config.reservations, timeout: '1h' } }));
     await copyFile(join(REPO, 'config/flavors.yaml'), join(dir, 'flavors.yaml'));
     await cp(join(REPO, 'config/providers.d'), join(dir, 'providers.d'), { recursive: true });
     const db = join(dir, 'fleet.db');

@@ -7,11 +7,9 @@ import { isPlugin, type Flavor, type Plugin } from '@ert/plugin-api';
 import type { StoreOptions } from '@ert/store';
 import { ConfigError, CoreErrorCodes, messageOf, type ConfigProblem } from './errors.js';
 import { parseDuration } from './duration.js';
-import { CONFIG_SCHEMA, DEFAULT_REQUEST_FILTERS, FLAVOR_SCHEMA, ISOLATIONS, LOG_LEVELS, REQUEST_FILTERS, type Isolation, type LogLevel, type RequestFilterName } from './config-schema.js';
+import type { Isolation, LogLevel, RequestFilterName } from './config-schema.js';
 import * as generated from './config-validators.generated.js';
 import { formatProblem, problemsFromAjv } from './schema.js';
-
-export { CONFIG_SCHEMA, DEFAULT_REQUEST_FILTERS, FLAVOR_SCHEMA, ISOLATIONS, LOG_LEVELS, REQUEST_FILTERS, type Isolation, type LogLevel, type RequestFilterName };
 
 /** An Ajv standalone validator: true when the data is valid, the last call's errors on `errors`. */
 type GeneratedValidator = ((data: unknown) => boolean) & { errors?: ErrorObject[] | null };

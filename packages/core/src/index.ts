@@ -8,19 +8,14 @@ export {
   loadConfig,
   configFromObject,
   maskPasswords,
-  CONFIG_SCHEMA,
-  FLAVOR_SCHEMA,
   CONFIG_SEARCH_PLACES,
-  LOG_LEVELS,
-  ISOLATIONS,
   type ErtConfig,
-  type Isolation,
   type PluginRef,
   type WeigherRef,
-  type LogLevel,
   type ConfigSource,
   type LoadConfigOptions,
 } from './config.js';
+export { CONFIG_SCHEMA, FLAVOR_SCHEMA, LOG_LEVELS, ISOLATIONS, type Isolation, type LogLevel } from './config-schema.js';
 export { createLogger, type LoggerOptions } from './logger.js';
 export { Dispatcher, createDispatcher, currentHookCall, type HookCall, type CallOptions, type DispatcherOptions, type HookCallObservation, type HookTiming, type ResultValidator } from './dispatcher.js';
 export {

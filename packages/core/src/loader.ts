@@ -5,13 +5,10 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { PLUGIN_API_VERSION, PLUGIN_KINDS, isPlugin, kindsOf, type Plugin, type PluginKind, type PluginManifest } from '@ert/plugin-api';
 import type { PluginRef } from './config.js';
 import { CoreErrorCodes, PluginLoadError, describeValue, messageOf } from './errors.js';
+import { lazyRequire } from './lazy-require.js';
 
-/**
- * semver (CommonJS), loaded when the first plugin is checked rather than at import: a command
- * that loads no plugin does not load its 46 files.
- */
-let semverModule: typeof import('semver') | undefined;
-const semver = (): typeof import('semver') => (semverModule ??= createRequire(import.meta.url)('semver') as typeof import('semver'));
+/** semver, loaded when the first plugin is checked: a command that loads no plugin does not load its 46 files. */
+const semver = lazyRequire<typeof import('semver')>('semver');
 
 /** Which entry point of a plugin package a process loads. */
 export type PluginSide = 'compute' | 'scheduler';

@@ -1,5 +1,5 @@
 import { pino, type DestinationStream, type Logger as PinoLogger } from 'pino';
-import type { LogLevel } from './config.js';
+import type { LogLevel } from './config-schema.js';
 
 /** Options of `createLogger`. */
 export interface LoggerOptions {

@@ -1,4 +1,3 @@
-import { createRequire } from 'node:module';
 import { hostname } from 'node:os';
 import type { DependencyContainer } from 'tsyringe';
 import type { ValidateFunction } from 'ajv/dist/2020.js';
@@ -18,23 +17,27 @@ import {
   type ServiceToken,
   type WeigherHooks,
 } from '@ert/plugin-api';
-import { unusedPluginOptionsAfterLoad, type ErtConfig, type Isolation, type PluginRef, type WeigherRef } from './config.js';
+import { unusedPluginOptionsAfterLoad, type ErtConfig, type PluginRef, type WeigherRef } from './config.js';
+import type { Isolation } from './config-schema.js';
 import { ConfigError, CoreErrorCodes, PluginLoadError, describeValue } from './errors.js';
 import { createDispatcher, type Dispatcher, type DispatcherOptions } from './dispatcher.js';
 import { createLogger } from './logger.js';
 import { resolvePlugin, type PluginSide, type ResolvedPlugin } from './loader.js';
 import { compileSchema, formatProblem, lazyAjv, problemsFromAjv } from './schema.js';
 import { loadWorkerResource } from './isolation/host.js';
+import { lazyRequire } from './lazy-require.js';
+
+const reflectMetadata = lazyRequire<unknown>('reflect-metadata');
+const tsyringe = lazyRequire<typeof import('tsyringe')>('tsyringe');
 
 /**
- * tsyringe's global container, loaded (with the reflect-metadata polyfill it needs) when the
+ * tsyringe's global container, loaded (after the reflect-metadata polyfill it needs) when the
  * first runtime is built rather than at import: a command that loads no plugin does not pay
- * for it. Both are CommonJS packages, so require() loads them where they are needed.
+ * for it.
  */
 function tsyringeContainer(): DependencyContainer {
-  const require = createRequire(import.meta.url);
-  require('reflect-metadata');
-  return (require('tsyringe') as typeof import('tsyringe')).container;
+  reflectMetadata();
+  return tsyringe().container;
 }
 
 /** Tokens of the host's root tsyringe container (explicit tokens; no decorator metadata). */

@@ -1,13 +1,16 @@
-import { createRequire } from 'node:module';
 import type { Ajv2020, ErrorObject, ValidateFunction } from 'ajv/dist/2020.js';
 import type { JsonSchema } from '@ert/plugin-api';
 import { describeValue, messageOf, type ConfigProblem } from './errors.js';
+import { lazyRequire } from './lazy-require.js';
 
 /**
  * Ajv instances and the translation of Ajv's errors into `ConfigProblem`s
  * (`tracker.interval: got "abc", expected ...`), shared by the config, plugin options
  * and plugin stats so that every schema error in ert reads the same way.
  */
+
+/** Ajv, loaded by the first `createAjv`: the config's validators are generated, so a command that compiles no schema (`ert hosts`) does not load it. */
+const ajvModule = lazyRequire<typeof import('ajv/dist/2020.js')>('ajv/dist/2020.js');
 
 /**
  * An Ajv (JSON Schema 2020-12) with every error reported and defaults applied.
@@ -19,10 +22,7 @@ import { describeValue, messageOf, type ConfigProblem } from './errors.js';
  * ten schemas: 120-175 ms against 85-105).
  */
 export function createAjv(options: AjvOptions): Ajv2020 {
-  // Ajv (a CommonJS package) is loaded at the first call, not at import: a command that
-  // compiles no schema (`ert hosts`; the config's validators are generated) does not load it.
-  const { Ajv2020 } = createRequire(import.meta.url)('ajv/dist/2020.js') as typeof import('ajv/dist/2020.js');
-  const ajv = new Ajv2020({
+  const ajv = new (ajvModule().Ajv2020)({
     allErrors: true,
     verbose: true,
     useDefaults: options.useDefaults ?? false,
